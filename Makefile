@@ -1,0 +1,69 @@
+# HCC — Host Context Controller. `make help` lists the targets.
+
+SHELL := /usr/bin/env bash
+.SHELLFLAGS := -o errexit -o nounset -o pipefail -c
+.DEFAULT_GOAL := build
+
+GO       ?= go
+BIN_DIR  := bin
+MODULE   := github.com/clerum/hcc
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT   ?= $(shell git rev-parse --verify --quiet HEAD 2>/dev/null || echo unknown)
+LDFLAGS  := -X $(MODULE)/pkg/version.Version=$(VERSION) -X $(MODULE)/pkg/version.Commit=$(COMMIT)
+
+# Integration tests use etcd and kube-apiserver built from Go modules and
+# cached outside the repository (hack/controlplane); the first run builds
+# them (about 7 minutes on 2 cores), later runs reuse the cache.
+CONTROLPLANE = cd hack/controlplane && $(GO) run . ensure
+
+.PHONY: help
+help: ## List the targets.
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+
+.PHONY: build
+build: ## Build bin/hcc-controller and bin/hcc-api.
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN_DIR)/hcc-controller ./cmd/hcc-controller
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN_DIR)/hcc-api ./cmd/hcc-api
+
+.PHONY: generate
+generate: ## Regenerate clients, deepcopy, CRDs and docs/configuration.md.
+	hack/update-codegen.sh
+	$(GO) run ./pkg/config/internal/gendocs
+
+.PHONY: verify
+verify: ## Fail when generated code, CRDs or formatting are stale.
+	hack/verify-codegen.sh
+	@unformatted=$$(gofmt -l cmd pkg internal hack); \
+	  if [[ -n "$$unformatted" ]]; then echo "gofmt needed: $$unformatted" >&2; exit 1; fi
+	$(GO) vet ./...
+	$(GO) vet -tags integration ./...
+
+.PHONY: test-unit
+test-unit: ## Unit tests (fake clientsets, no cluster), with the race detector.
+	$(GO) test -race -count=1 ./...
+
+.PHONY: test-integration
+test-integration: ## Integration tests against a real etcd and kube-apiserver.
+	@bin_dir=$$($(CONTROLPLANE)); \
+	  HCC_CONTROLPLANE_BIN="$$bin_dir" $(GO) test -race -count=1 -tags integration -timeout 20m \
+	    ./internal/testing/controlplane/... ./test/integration/...
+
+.PHONY: test
+test: test-unit verify test-integration ## Everything: unit tests, generated-code checks, integration tests.
+
+.PHONY: bench
+bench: ## Benchmarks.
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+.PHONY: controlplane
+controlplane: ## Build (or reuse) the cached local control-plane binaries; prints their directory.
+	@$(CONTROLPLANE)
+
+.PHONY: run
+run: ## Local cluster with both binaries (arrives with the end-to-end issue).
+	@echo "make run is not available yet: it arrives with the end-to-end issue (see README.md)." >&2
+	@exit 2
+
+.PHONY: clean
+clean: ## Remove build output.
+	rm -rf $(BIN_DIR)

@@ -1,0 +1,147 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/rs/zerolog"
+	"golang.org/x/sync/errgroup"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	"github.com/clerum/hcc/internal/startup"
+	"github.com/clerum/hcc/pkg/config"
+	clientset "github.com/clerum/hcc/pkg/generated/clientset/versioned"
+	"github.com/clerum/hcc/pkg/health"
+)
+
+const (
+	// leaseName is the Lease in the control-plane namespace that elects the
+	// one replica allowed to reconcile.
+	leaseName = "hcc-controller"
+	// drainTimeout bounds the graceful shutdown of the health server.
+	drainTimeout = 10 * time.Second
+)
+
+// runController serves the health endpoints and, outside dev mode, connects
+// to the cluster and reconciles while this replica holds the leader lease.
+func runController(ctx context.Context, log zerolog.Logger, flags startup.Flags, cfg *config.Config) error {
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// Standby replicas are ready: a rollout must be able to replace the
+	// leader. Each reconciler the leader runs adds its own readiness check.
+	readiness := health.NewReadiness()
+	mux := http.NewServeMux()
+	health.Register(mux, readiness, registry)
+
+	if cfg.Core.DevMode {
+		log.Warn().Msg("CLERUM_DEV_MODE is set: no reconciliation; serving health endpoints only")
+		return startup.Serve(ctx, log, cfg.Core.ControllerPort, mux, drainTimeout)
+	}
+
+	restCfg, err := startup.Connect(ctx, binary, flags, cfg.Core)
+	if err != nil {
+		return err
+	}
+	log.Info().Str("server", restCfg.Host).Msg("connected to the Kubernetes API server")
+
+	kubeClient, err := kubernetes.NewForConfig(restCfg)
+	if err != nil {
+		return fmt.Errorf("building the Kubernetes client: %w", err)
+	}
+	hccClient, err := clientset.NewForConfig(restCfg)
+	if err != nil {
+		return fmt.Errorf("building the clerum.io client: %w", err)
+	}
+	clients := clientSet{kube: kubeClient, hcc: hccClient}
+
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return startup.Serve(ctx, log, cfg.Core.ControllerPort, mux, drainTimeout) })
+	g.Go(func() error {
+		if !cfg.Core.LeaderElect {
+			return reconcile(ctx, log, cfg, clients, readiness)
+		}
+		return runLeaderElected(ctx, log, restCfg, cfg, func(ctx context.Context) error {
+			return reconcile(ctx, log, cfg, clients, readiness)
+		})
+	})
+	return g.Wait()
+}
+
+// clientSet holds the clients reconcilers share.
+type clientSet struct {
+	kube kubernetes.Interface
+	hcc  clientset.Interface
+}
+
+// reconcile runs every reconciler until ctx is done. The reconcilers arrive
+// with their own issues; until then the leader holds the lease and idles.
+func reconcile(ctx context.Context, log zerolog.Logger, _ *config.Config, _ clientSet, _ *health.Readiness) error {
+	log.Info().Msg("reconciling")
+	<-ctx.Done()
+	return nil
+}
+
+// runLeaderElected runs lead while this replica holds the Lease. Losing the
+// lease ends the process: another replica has taken over, and continuing would
+// make two writers.
+func runLeaderElected(ctx context.Context, log zerolog.Logger, restCfg *rest.Config, cfg *config.Config, lead func(context.Context) error) error {
+	leClient, err := kubernetes.NewForConfig(rest.AddUserAgent(restCfg, "leader-election"))
+	if err != nil {
+		return fmt.Errorf("building the leader-election client: %w", err)
+	}
+	lock := &resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Namespace: cfg.Namespaces.ControlPlane, Name: leaseName},
+		Client:     leClient.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: cfg.Core.PodName},
+	}
+
+	leadErr := make(chan error, 1)
+	lost := make(chan struct{})
+	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock:            lock,
+		LeaseDuration:   15 * time.Second,
+		RenewDeadline:   10 * time.Second,
+		RetryPeriod:     2 * time.Second,
+		ReleaseOnCancel: true,
+		Name:            leaseName,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(ctx context.Context) {
+				log.Info().Str("identity", cfg.Core.PodName).Msg("became leader")
+				leadErr <- lead(ctx)
+			},
+			OnStoppedLeading: func() { close(lost) },
+			OnNewLeader: func(identity string) {
+				if identity != cfg.Core.PodName {
+					log.Info().Str("leader", identity).Msg("standing by")
+				}
+			},
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("configuring leader election: %w", err)
+	}
+	log.Info().Str("lease", cfg.Namespaces.ControlPlane+"/"+leaseName).Str("identity", cfg.Core.PodName).
+		Msg("waiting for leadership")
+	elector.Run(ctx)
+
+	select {
+	case err := <-leadErr:
+		if err != nil {
+			return err
+		}
+	default:
+	}
+	if ctx.Err() != nil {
+		return nil
+	}
+	<-lost
+	return fmt.Errorf("lost the leader lease %s/%s", cfg.Namespaces.ControlPlane, leaseName)
+}

@@ -1,0 +1,57 @@
+// Command hcc-controller runs the HCC operators: it reconciles McpServer,
+// Host, Context, SharedFileSystem and GlobalFileSystem objects into the
+// workloads and NetworkPolicies the platform runs on.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/clerum/hcc/internal/startup"
+	"github.com/clerum/hcc/pkg/config"
+	"github.com/clerum/hcc/pkg/version"
+)
+
+const binary = "hcc-controller"
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run is main with its exit code returned, so every failure path prints one
+// line and exits non-zero.
+func run(args []string, stdout, stderr io.Writer) int {
+	flags, err := startup.ParseFlags(binary, args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", binary, err)
+		return 2
+	}
+	if flags.ShowVersion {
+		fmt.Fprintln(stdout, version.String(binary))
+		return 0
+	}
+
+	cfg, log, err := startup.LoadConfig(binary, config.Controller)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: invalid configuration: %v\n", binary, err)
+		return 1
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := runController(ctx, log, flags, cfg); err != nil {
+		log.Error().Err(err).Msg("exiting")
+		return 1
+	}
+	log.Info().Msg("stopped")
+	return 0
+}

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Fails when generated code or CRDs are stale: regenerates into a scratch copy
+# of the working tree and compares the generated paths with the originals.
+set -o errexit -o nounset -o pipefail
+
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+GENERATED=(pkg/apis pkg/generated deploy/crds)
+
+SCRATCH=$(mktemp -d)
+trap 'rm -rf "${SCRATCH}"' EXIT
+
+cd "${HCC_ROOT}"
+# Tracked and new (not ignored) files: exactly what a commit would hold.
+git ls-files -z --cached --others --exclude-standard | \
+  xargs -0 -I{} sh -c 'test -e "{}" && echo "{}"' | \
+  tar -cf - -T - | tar -xf - -C "${SCRATCH}"
+
+"${HCC_ROOT}/hack/update-codegen.sh" "${SCRATCH}" >/dev/null
+
+status=0
+for path in "${GENERATED[@]}"; do
+  if ! diff -ruN "${HCC_ROOT}/${path}" "${SCRATCH}/${path}"; then
+    status=1
+  fi
+done
+if [[ ${status} -ne 0 ]]; then
+  echo "generated code is stale: run 'make generate' and commit the result" >&2
+  exit 1
+fi
+echo "generated code is up to date" >&2

@@ -1,0 +1,61 @@
+// Package kube finds the cluster the binaries talk to and checks that it
+// answers before they start work.
+package kube
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// RESTConfig returns the client configuration, looked up in the order the
+// contract fixes: the --kubeconfig flag, else $KUBECONFIG, else the in-cluster
+// service account. userAgent names the binary in the API server's audit log.
+func RESTConfig(kubeconfigFlag, userAgent string, qps float32, burst int) (*rest.Config, error) {
+	var (
+		cfg    *rest.Config
+		err    error
+		source string
+	)
+	switch {
+	case kubeconfigFlag != "":
+		source = "--kubeconfig " + kubeconfigFlag
+		cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfigFlag)
+	case os.Getenv("KUBECONFIG") != "":
+		source = "KUBECONFIG"
+		rules := clientcmd.NewDefaultClientConfigLoadingRules()
+		cfg, err = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, nil).ClientConfig()
+	default:
+		source = "in-cluster configuration"
+		cfg, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cannot load the cluster configuration from %s: %w", source, err)
+	}
+	cfg.UserAgent = userAgent
+	cfg.QPS = qps
+	cfg.Burst = burst
+	return cfg, nil
+}
+
+// CheckReachable asks the API server for its version and fails with a
+// message naming the server when it does not answer within timeout.
+func CheckReachable(ctx context.Context, cfg *rest.Config, timeout time.Duration) error {
+	probe := rest.CopyConfig(cfg)
+	probe.Timeout = timeout
+	dc, err := discovery.NewDiscoveryClientForConfig(probe)
+	if err != nil {
+		return fmt.Errorf("cannot build a client for %s: %w", cfg.Host, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if _, err := dc.RESTClient().Get().AbsPath("/version").Do(ctx).Raw(); err != nil {
+		return fmt.Errorf("cannot reach the Kubernetes API server at %s: %w", cfg.Host, err)
+	}
+	return nil
+}
