@@ -37,6 +37,7 @@ verify: ## Fail when generated code, CRDs or formatting are stale.
 	  if [[ -n "$$unformatted" ]]; then echo "gofmt needed: $$unformatted" >&2; exit 1; fi
 	$(GO) vet ./...
 	$(GO) vet -tags integration ./...
+	cd hack/controlplane && $(GO) vet ./...
 
 .PHONY: test-unit
 test-unit: ## Unit tests (fake clientsets, no cluster), with the race detector.
@@ -46,7 +47,7 @@ test-unit: ## Unit tests (fake clientsets, no cluster), with the race detector.
 test-integration: ## Integration tests against a real etcd and kube-apiserver.
 	@bin_dir=$$($(CONTROLPLANE)); \
 	  HCC_CONTROLPLANE_BIN="$$bin_dir" $(GO) test -race -count=1 -tags integration -timeout 20m \
-	    ./internal/testing/controlplane/... ./test/integration/...
+	    ./cmd/... ./internal/testing/controlplane/... ./test/integration/...
 
 .PHONY: test
 test: test-unit verify test-integration ## Everything: unit tests, generated-code checks, integration tests.

@@ -21,12 +21,16 @@ import (
 const binary = "hcc-controller"
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
 }
 
-// run is main with its exit code returned, so every failure path prints one
-// line and exits non-zero.
-func run(args []string, stdout, stderr io.Writer) int {
+// run is main with its exit code returned and its lifetime bound to ctx:
+// configuration errors print one line on stderr and exit non-zero before
+// anything contacts the cluster.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	flags, err := startup.ParseFlags(binary, args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
@@ -46,8 +50,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
 	if err := runController(ctx, log, flags, cfg); err != nil {
 		log.Error().Err(err).Msg("exiting")
 		return 1

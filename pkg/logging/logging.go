@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -38,11 +39,17 @@ func New(out io.Writer, level string) zerolog.Logger {
 	return zerolog.New(out).Level(ParseLevel(level)).With().Timestamp().Logger()
 }
 
-// Setup returns the process logger (stderr) for component and makes klog
-// write through it.
+// routeKlog guards klog's process-wide logger: klog reads it without a lock,
+// so it is set once, before the first client exists, and never swapped.
+var routeKlog sync.Once
+
+// Setup returns the process logger (stderr) for component. The first call
+// also makes klog write through that logger.
 func Setup(component, level string) zerolog.Logger {
 	logger := New(os.Stderr, level).With().Str("component", component).Logger()
-	klog.SetLogger(logr.New(&klogSink{logger: logger.With().Str("source", "client-go").Logger()}))
+	routeKlog.Do(func() {
+		klog.SetLogger(logr.New(&klogSink{logger: logger.With().Str("source", "client-go").Logger()}))
+	})
 	return logger
 }
 

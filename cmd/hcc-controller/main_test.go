@@ -1,0 +1,79 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/clerum/hcc/internal/testing/testenv"
+)
+
+func TestVersion(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	assert.Equal(t, 0, run(context.Background(), []string{"--version"}, &stdout, &stderr))
+	assert.Equal(t, "hcc-controller dev (commit unknown)\n", stdout.String())
+}
+
+func TestInvalidConfigurationExitsWithOneLine(t *testing.T) {
+	t.Setenv("INTERNAL_CONTROL_JWT_HCC_HMAC_SECRET", "replace-with-a-real-secret")
+	t.Setenv("CONTEXT_MAPPER_NODELOCAL_DNS_CIDR", "169.254.20.10/24")
+	// An unreachable cluster proves the configuration fails first.
+	t.Setenv("KUBECONFIG", testenv.UnreachableKubeconfig(t))
+
+	var stdout, stderr bytes.Buffer
+	assert.Equal(t, 1, run(context.Background(), nil, &stdout, &stderr))
+	out := stderr.String()
+	assert.Equal(t, 1, strings.Count(out, "\n"), "one line: %q", out)
+	assert.Contains(t, out, "INTERNAL_CONTROL_JWT_HCC_HMAC_SECRET")
+	assert.Contains(t, out, "CONTEXT_MAPPER_NODELOCAL_DNS_CIDR")
+	assert.NotContains(t, out, "replace-with-a-real-secret", "secrets never reach the output")
+}
+
+func TestUnreachableClusterExits(t *testing.T) {
+	t.Setenv("INTERNAL_CONTROL_JWT_HCC_HMAC_SECRET", "s3cret")
+	t.Setenv("HCC_CONTROLLER_PORT", strconv.Itoa(testenv.FreePort(t)))
+
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"--kubeconfig", testenv.UnreachableKubeconfig(t)}, &stdout, &stderr)
+	assert.Equal(t, 1, code)
+}
+
+func TestUnknownArgument(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	assert.Equal(t, 2, run(context.Background(), []string{"reconcile-everything"}, &stdout, &stderr))
+	assert.Contains(t, stderr.String(), `unexpected argument "reconcile-everything"`)
+}
+
+func TestDevModeServesHealthWithoutACluster(t *testing.T) {
+	port := testenv.FreePort(t)
+	t.Setenv("CLERUM_DEV_MODE", "true")
+	t.Setenv("HCC_CONTROLLER_PORT", strconv.Itoa(port))
+	t.Setenv("KUBECONFIG", testenv.UnreachableKubeconfig(t))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() {
+		var stdout, stderr bytes.Buffer
+		done <- run(ctx, nil, &stdout, &stderr)
+	}()
+
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	assert.Equal(t, http.StatusOK, testenv.WaitHTTP(base+"/health", http.StatusOK, 10*time.Second))
+	assert.Equal(t, http.StatusOK, testenv.WaitHTTP(base+"/ready", http.StatusOK, time.Second))
+	assert.Equal(t, http.StatusOK, testenv.WaitHTTP(base+"/metrics", http.StatusOK, time.Second))
+
+	cancel()
+	select {
+	case code := <-done:
+		assert.Equal(t, 0, code)
+	case <-time.After(15 * time.Second):
+		t.Fatal("did not stop after its context ended")
+	}
+}

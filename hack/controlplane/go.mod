@@ -1,0 +1,3 @@
+module github.com/clerum/hcc/hack/controlplane
+
+go 1.26

@@ -1,0 +1,80 @@
+package controlplane
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+)
+
+// binDirEnv names a directory holding prebuilt etcd and kube-apiserver
+// binaries; when unset, hack/controlplane builds (or finds cached) ones.
+const binDirEnv = "HCC_CONTROLPLANE_BIN"
+
+// binDir is resolved once per test binary: `go run . ensure` costs about a
+// second even when everything is cached.
+var binDir = sync.OnceValues(findBinDir)
+
+func findBinDir() (string, error) {
+	dir := os.Getenv(binDirEnv)
+	if dir == "" {
+		var err error
+		if dir, err = ensureBinaries(); err != nil {
+			return "", err
+		}
+	}
+	for _, name := range []string{"etcd", "kube-apiserver"} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+			return "", fmt.Errorf("control-plane binary %s missing (from $%s or hack/controlplane): %w", name, binDirEnv, err)
+		}
+	}
+	return dir, nil
+}
+
+// ensureBinaries runs `go run . ensure` in hack/controlplane and returns
+// the directory it prints. Its progress goes straight to stderr because a
+// cold build takes minutes and should not look like a hang.
+func ensureBinaries() (string, error) {
+	root, err := repoRoot()
+	if err != nil {
+		return "", err
+	}
+	var stdout bytes.Buffer
+	cmd := exec.Command("go", "run", ".", "ensure")
+	cmd.Dir = filepath.Join(root, "hack", "controlplane")
+	cmd.Stdout = &stdout
+	cmd.Stderr = os.Stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("building control-plane binaries (go run . ensure in %s; or set $%s): %w", cmd.Dir, binDirEnv, err)
+	}
+	dir := strings.TrimSpace(stdout.String())
+	if !filepath.IsAbs(dir) {
+		return "", fmt.Errorf("go run . ensure in %s printed %q, not an absolute directory", cmd.Dir, dir)
+	}
+	return dir, nil
+}
+
+// repoRoot walks up from the working directory (a package directory under
+// go test) to the directory holding go.mod.
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		} else if !errors.Is(err, os.ErrNotExist) {
+			return "", err
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("no go.mod found above the working directory")
+		}
+		dir = parent
+	}
+}
