@@ -15,6 +15,8 @@ LDFLAGS  := -X $(MODULE)/pkg/version.Version=$(VERSION) -X $(MODULE)/pkg/version
 # cached outside the repository (hack/controlplane); the first run builds
 # them (about 7 minutes on 2 cores), later runs reuse the cache.
 CONTROLPLANE = cd hack/controlplane && $(GO) run . ensure
+# Every package with a test file tagged integration.
+INTEGRATION_PKGS = $(shell grep -rl --include='*_test.go' '^//go:build integration' cmd pkg internal test | xargs -n1 dirname | sort -u | sed 's|^|./|')
 
 .PHONY: help
 help: ## List the targets.
@@ -47,7 +49,7 @@ test-unit: ## Unit tests (fake clientsets, no cluster), with the race detector.
 test-integration: ## Integration tests against a real etcd and kube-apiserver.
 	@bin_dir=$$($(CONTROLPLANE)); \
 	  HCC_CONTROLPLANE_BIN="$$bin_dir" $(GO) test -race -count=1 -tags integration -timeout 20m \
-	    ./cmd/... ./internal/testing/controlplane/... ./test/integration/...
+	    $(INTEGRATION_PKGS)
 
 .PHONY: test
 test: test-unit verify test-integration ## Everything: unit tests, generated-code checks, integration tests.

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"time"
 
@@ -10,16 +11,28 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/rs/zerolog"
 	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/kubernetes"
+	kubescheme "k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/client-go/tools/record"
 
 	"github.com/clerum/hcc/internal/startup"
 	"github.com/clerum/hcc/pkg/config"
+	"github.com/clerum/hcc/pkg/controllers/egress"
+	netpolcontroller "github.com/clerum/hcc/pkg/controllers/netpol"
 	clientset "github.com/clerum/hcc/pkg/generated/clientset/versioned"
+	clerumscheme "github.com/clerum/hcc/pkg/generated/clientset/versioned/scheme"
+	informers "github.com/clerum/hcc/pkg/generated/informers/externalversions"
 	"github.com/clerum/hcc/pkg/health"
+	"github.com/clerum/hcc/pkg/netpol"
 )
 
 const (
@@ -66,10 +79,10 @@ func runController(ctx context.Context, log zerolog.Logger, flags startup.Flags,
 	g.Go(func() error { return startup.Serve(ctx, log, cfg.Core.ControllerPort, mux, drainTimeout) })
 	g.Go(func() error {
 		if !cfg.Core.LeaderElect {
-			return reconcile(ctx, log, cfg, clients, readiness)
+			return reconcile(ctx, log, cfg, clients, readiness, registry)
 		}
 		return runLeaderElected(ctx, log, restCfg, cfg, func(ctx context.Context) error {
-			return reconcile(ctx, log, cfg, clients, readiness)
+			return reconcile(ctx, log, cfg, clients, readiness, registry)
 		})
 	})
 	return g.Wait()
@@ -81,12 +94,73 @@ type clientSet struct {
 	hcc  clientset.Interface
 }
 
-// reconcile runs every reconciler until ctx is done. The reconcilers arrive
-// with their own issues; until then the leader holds the lease and idles.
-func reconcile(ctx context.Context, log zerolog.Logger, _ *config.Config, _ clientSet, _ *health.Readiness) error {
+// reconcile runs every reconciler until ctx is done: the informers, the
+// external-egress coordinator and the NetworkPolicy operator. The startup
+// order is the safety order: caches, one DNS round, then the first policy
+// pass, which revokes stale allows before it certifies readiness.
+func reconcile(ctx context.Context, log zerolog.Logger, cfg *config.Config, clients clientSet, readiness *health.Readiness, registry prometheus.Registerer) error {
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: clients.kube.CoreV1().Events("")})
+	defer broadcaster.Shutdown()
+	recorder := broadcaster.NewRecorder(eventScheme(), corev1.EventSource{Component: binary})
+
+	serverFactory := informers.NewSharedInformerFactoryWithOptions(clients.hcc, 0,
+		informers.WithNamespace(cfg.Namespaces.McpServer), informers.WithTransform(stripManagedFields))
+	servers := serverFactory.Clerum().V1alpha1().McpServers()
+	contexts := serverFactory.Clerum().V1alpha1().Contexts()
+
+	planOpts := netpol.NewOptions(cfg)
+	policyFactories := netpolcontroller.NewPolicyInformerFactories(clients.kube, planOpts)
+
+	coordinator := egress.New(log, clients.hcc, servers, net.DefaultResolver, recorder, egress.NewMetrics(registry),
+		egress.Options{
+			Namespace:  cfg.Namespaces.McpServer,
+			DNSTimeout: cfg.McpServer.ExternalEgressDNSTimeout,
+			Refresh:    cfg.McpServer.ExternalEgressResync,
+		})
+	policies := netpolcontroller.New(log, clients.kube, clients.hcc, servers, contexts, policyFactories,
+		coordinator, readiness, recorder, netpolcontroller.NewMetrics(registry),
+		netpolcontroller.Options{
+			Plan:           planOpts,
+			Caps:           netpolcontroller.Caps{Absolute: cfg.NetPol.OrphanDeleteCap, Percent: cfg.NetPol.OrphanDeleteCapPercent},
+			Resync:         cfg.NetPol.Resync,
+			DefaultsResync: cfg.NetPol.DefaultsResync,
+		})
+	coordinator.OnChange(policies.Signal)
+
+	serverFactory.Start(ctx.Done())
+	for _, f := range policyFactories {
+		f.Start(ctx.Done())
+	}
+	defer serverFactory.Shutdown()
+
+	if err := coordinator.Prime(ctx); err != nil {
+		return err
+	}
+	go coordinator.Run(ctx, 2)
 	log.Info().Msg("reconciling")
-	<-ctx.Done()
-	return nil
+	err := policies.Run(ctx)
+	for _, f := range policyFactories {
+		f.Shutdown()
+	}
+	return err
+}
+
+// eventScheme knows the clerum.io kinds, so events can reference them.
+func eventScheme() *runtime.Scheme {
+	scheme := runtime.NewScheme()
+	utilruntime.Must(kubescheme.AddToScheme(scheme))
+	utilruntime.Must(clerumscheme.AddToScheme(scheme))
+	return scheme
+}
+
+// stripManagedFields drops managedFields from cached objects: the
+// controller never reads them, and they are often the bulk of an object.
+func stripManagedFields(obj any) (any, error) {
+	if accessor, err := meta.Accessor(obj); err == nil {
+		accessor.SetManagedFields(nil)
+	}
+	return obj, nil
 }
 
 // runLeaderElected runs lead while this replica holds the Lease. Losing the

@@ -31,6 +31,14 @@ func main() {
 // configuration errors print one line on stderr and exit non-zero before
 // anything contacts the cluster.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 {
+		switch args[0] {
+		case "render":
+			return runRender(ctx, args[1:], stdout, stderr)
+		case "census":
+			return runCensus(ctx, args[1:], stdout, stderr)
+		}
+	}
 	flags, err := startup.ParseFlags(binary, args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0

@@ -5,12 +5,15 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/clerum/hcc/internal/testing/testenv"
 )
@@ -76,4 +79,36 @@ func TestDevModeServesHealthWithoutACluster(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		t.Fatal("did not stop after its context ended")
 	}
+}
+
+func TestRenderSubcommand(t *testing.T) {
+	dir := t.TempDir()
+	server := `apiVersion: clerum.io/v1alpha1
+kind: McpServer
+metadata: {name: s1}
+spec:
+  image: mongodb/mongodb-mcp-server:1.0
+  transport: {type: streamable-http}
+  egressBindings: [{name: api, host: api.example.com, port: 443}]
+`
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "s1.yaml"), []byte(server), 0o644))
+	// render needs none of the live controller's secrets.
+	t.Setenv("INTERNAL_CONTROL_JWT_HCC_HMAC_SECRET", "")
+
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"render", "-f", dir, "--resolve", "api.example.com=93.184.216.34"}, &stdout, &stderr)
+	require.Equal(t, 0, code, stderr.String())
+	assert.Contains(t, stdout.String(), "name: ext-egress-s1-api")
+	assert.Contains(t, stdout.String(), "cidr: 93.184.216.34/32")
+
+	stdout.Reset()
+	stderr.Reset()
+	code = run(context.Background(), []string{"render", "-f", filepath.Join(dir, "absent")}, &stdout, &stderr)
+	assert.Equal(t, 1, code)
+	assert.Empty(t, stdout.String())
+	assert.Equal(t, 1, strings.Count(stderr.String(), "\n"), "one line: %q", stderr.String())
+
+	stderr.Reset()
+	assert.Equal(t, 1, run(context.Background(), []string{"render", "-f", dir, "--resolve", "nonsense"}, &stdout, &stderr))
+	assert.Contains(t, stderr.String(), "HOST=IP")
 }

@@ -26,6 +26,11 @@ const (
 	LabelWorkflowMcpHost = "clerum.io/workflow-mcp-host"
 )
 
+// AnnotationRecipeBindings on an McpServer holds a JSON list of
+// {recipe, from, to, port, protocol}: the recipe workloads the server may
+// reach (contract section 3).
+const AnnotationRecipeBindings = "clerum.io/recipe-bindings"
+
 // Values of LabelPolicyType. Each orphan sweep touches only its own types.
 const (
 	PolicyTypeDenyAll        = "deny-all"

@@ -21,17 +21,19 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/util/wait"
 	applymetav1 "k8s.io/client-go/applyconfigurations/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/clerum/hcc/internal/testing/controlplane"
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	applyv1alpha1 "github.com/clerum/hcc/pkg/generated/applyconfiguration/clerum/v1alpha1"
 	clientset "github.com/clerum/hcc/pkg/generated/clientset/versioned"
 	informers "github.com/clerum/hcc/pkg/generated/informers/externalversions"
-	"github.com/clerum/hcc/internal/testing/controlplane"
+	"github.com/clerum/hcc/pkg/validation"
 )
 
 const (
@@ -109,9 +111,12 @@ func (e *env) testRoundTrip(t *testing.T) {
 
 	t.Run("McpServer", func(t *testing.T) {
 		c := e.hcc.ClerumV1alpha1().McpServers(serverNS)
+		assert.Empty(t, validation.McpServer(newServer("rt-server")))
 		created, err := c.Create(ctx, newServer("rt-server"), metav1.CreateOptions{})
 		require.NoError(t, err)
-		got := waitListed(t, ctx, func() (*clerumv1alpha1.McpServer, error) { return servers.Lister().McpServers(serverNS).Get("rt-server") })
+		got := waitListed(t, ctx, func() (*clerumv1alpha1.McpServer, error) {
+			return servers.Lister().McpServers(serverNS).Get("rt-server")
+		})
 		assert.Equal(t, created.UID, got.UID)
 
 		upd := got.DeepCopy()
@@ -344,8 +349,34 @@ func (e *env) testRejections(t *testing.T) {
 			require.Error(t, err)
 			assert.True(t, apierrors.IsInvalid(err), "want 422 Invalid, got %v", err)
 			assert.Contains(t, err.Error(), tc.message)
+
+			// render judges files with pkg/validation: it must refuse what
+			// the API server refuses.
+			assert.NotEmpty(t, validateJSON(t, tc.gvr, tc.obj), "pkg/validation accepts what the API server refused")
 		})
 	}
+}
+
+// validateJSON runs pkg/validation on a raw object of resource gvr.
+func validateJSON(t *testing.T, gvr, raw string) field.ErrorList {
+	t.Helper()
+	decode := func(into any) { require.NoError(t, json.Unmarshal([]byte(raw), into)) }
+	switch gvr {
+	case "mcpservers":
+		var o clerumv1alpha1.McpServer
+		decode(&o)
+		return validation.McpServer(&o)
+	case "contexts":
+		var o clerumv1alpha1.Context
+		decode(&o)
+		return validation.Context(&o)
+	case "hosts":
+		var o clerumv1alpha1.Host
+		decode(&o)
+		return validation.Host(&o)
+	}
+	t.Fatalf("no validator for %s", gvr)
+	return nil
 }
 
 var kindOf = map[string]string{"mcpservers": "McpServer", "contexts": "Context", "hosts": "Host"}

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/clerum/hcc/internal/startup"
+	"github.com/clerum/hcc/pkg/config"
+	netpolcontroller "github.com/clerum/hcc/pkg/controllers/netpol"
+	clientset "github.com/clerum/hcc/pkg/generated/clientset/versioned"
+	"github.com/clerum/hcc/pkg/names"
+	"github.com/clerum/hcc/pkg/netpol"
+)
+
+// Variables whose source the census reports.
+const (
+	capVar        = "CONTEXT_MAPPER_NETPOL_ORPHAN_DELETE_CAP"
+	capPercentVar = "CONTEXT_MAPPER_NETPOL_ORPHAN_DELETE_CAP_PERCENT"
+)
+
+// runCensus is `hcc-controller census [--kubeconfig PATH]`: a read-only look
+// at the managed NetworkPolicies of a live cluster, the orphans a full pass
+// would find and whether the delete caps would trip.
+func runCensus(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	flags, err := startup.ParseFlags(binary+" census", args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	fail := func(err error) int {
+		fmt.Fprintf(stderr, "%s census: %v\n", binary, err)
+		return 1
+	}
+	if err != nil {
+		return fail(err)
+	}
+	// The census writes nothing, so it needs none of the live controller's
+	// secrets: it loads the configuration as render does.
+	cfg, err := config.Load(config.Render)
+	if err != nil {
+		return fail(fmt.Errorf("invalid configuration: %w", err))
+	}
+	restCfg, err := startup.Connect(ctx, binary, flags, cfg.Core)
+	if err != nil {
+		return fail(err)
+	}
+	kube, err := kubernetes.NewForConfig(restCfg)
+	if err != nil {
+		return fail(err)
+	}
+	hcc, err := clientset.NewForConfig(restCfg)
+	if err != nil {
+		return fail(err)
+	}
+
+	opts := netpol.NewOptions(cfg)
+	live, inv, err := readCluster(ctx, kube, hcc, opts)
+	if err != nil {
+		return fail(err)
+	}
+	caps := netpolcontroller.Caps{Absolute: cfg.NetPol.OrphanDeleteCap, Percent: cfg.NetPol.OrphanDeleteCapPercent}
+	census := netpolcontroller.TakeCensus(live, inv, opts, caps)
+	if err := census.Write(stdout, capSource(capVar), capSource(capPercentVar)); err != nil {
+		return fail(err)
+	}
+	return 0
+}
+
+// readCluster lists the managed policies and the planner's inventory.
+func readCluster(ctx context.Context, kube kubernetes.Interface, hcc clientset.Interface, opts netpol.Options) ([]*networkingv1.NetworkPolicy, netpol.Inventory, error) {
+	var live []*networkingv1.NetworkPolicy
+	selector := metav1.ListOptions{LabelSelector: names.LabelManagedBy + "=" + names.ManagedByValue}
+	for _, ns := range netpolcontroller.PolicyNamespaces(opts) {
+		list, err := kube.NetworkingV1().NetworkPolicies(ns).List(ctx, selector)
+		if err != nil {
+			return nil, netpol.Inventory{}, fmt.Errorf("listing NetworkPolicies in %s: %w", ns, err)
+		}
+		for i := range list.Items {
+			live = append(live, &list.Items[i])
+		}
+	}
+	var inv netpol.Inventory
+	servers, err := hcc.ClerumV1alpha1().McpServers(opts.McpServerNamespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, inv, fmt.Errorf("listing McpServers: %w", err)
+	}
+	for i := range servers.Items {
+		inv.Servers = append(inv.Servers, &servers.Items[i])
+	}
+	contexts, err := hcc.ClerumV1alpha1().Contexts(opts.McpServerNamespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, inv, fmt.Errorf("listing Contexts: %w", err)
+	}
+	for i := range contexts.Items {
+		inv.Contexts = append(inv.Contexts, &contexts.Items[i])
+	}
+	return live, inv, nil
+}
+
+// capSource says whether a cap came from the environment or the compiled
+// default (an empty value means the default, as the configuration reads it).
+func capSource(name string) string {
+	if v := os.Getenv(name); v != "" {
+		return "from " + name
+	}
+	return "compiled default"
+}

@@ -1,0 +1,206 @@
+//go:build integration
+
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"github.com/clerum/hcc/internal/testing/controlplane"
+	"github.com/clerum/hcc/internal/testing/testenv"
+	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
+	clientset "github.com/clerum/hcc/pkg/generated/clientset/versioned"
+	"github.com/clerum/hcc/pkg/logging"
+	"github.com/clerum/hcc/pkg/names"
+)
+
+// TestNetworkPolicyOperator runs the controller binary's reconcile loop
+// against a real API server: startup revocation before readiness, the
+// four-layer set, convergence without writes, revocation when a Context
+// drops a server, drift repair and external egress status.
+func TestNetworkPolicyOperator(t *testing.T) {
+	logging.Setup(binary, "info")
+	cp := controlplane.Start(t, controlplane.Options{})
+	kube := kubernetes.NewForConfigOrDie(cp.Config())
+	hcc := clientset.NewForConfigOrDie(cp.Config())
+	ctx := context.Background()
+	for _, ns := range []string{"control-plane", "mcp-server", "mcp-host", "rpc-proxy", "sandbox-recipes"} {
+		_, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+
+	// A stale allow left by an earlier run: its Context no longer exists.
+	stale := &networkingv1.NetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "mcp-server", Name: "ctx-old-s1", Labels: map[string]string{
+			names.LabelManagedBy: names.ManagedByValue, names.LabelPolicyType: names.PolicyTypeContextAllow,
+		}},
+		Spec: networkingv1.NetworkPolicySpec{PodSelector: metav1.LabelSelector{}, PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
+			Ingress: []networkingv1.NetworkPolicyIngressRule{{}}},
+	}
+	_, err := kube.NetworkingV1().NetworkPolicies("mcp-server").Create(ctx, stale, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	server := &clerumv1alpha1.McpServer{
+		ObjectMeta: metav1.ObjectMeta{Name: "s1"},
+		Spec: clerumv1alpha1.McpServerSpec{
+			Image:     "mongodb/mongodb-mcp-server:1.0",
+			Transport: clerumv1alpha1.Transport{Type: clerumv1alpha1.TransportSSE},
+			EgressBindings: []clerumv1alpha1.EgressBinding{
+				{Name: "atlas", CIDR: "93.184.216.0/24", Port: ptr.To[int32](443)},
+				{Name: "lan", CIDR: "10.0.0.0/8", Port: ptr.To[int32](5432)},
+			},
+		},
+	}
+	_, err = hcc.ClerumV1alpha1().McpServers("mcp-server").Create(ctx, server, metav1.CreateOptions{})
+	require.NoError(t, err)
+	context1 := &clerumv1alpha1.Context{
+		ObjectMeta: metav1.ObjectMeta{Name: "context1"},
+		Spec:       clerumv1alpha1.ContextSpec{ContextID: "c1", McpServers: []string{"s1"}},
+	}
+	_, err = hcc.ClerumV1alpha1().Contexts("mcp-server").Create(ctx, context1, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	port := testenv.FreePort(t)
+	t.Setenv("INTERNAL_CONTROL_JWT_HCC_HMAC_SECRET", "integration-secret")
+	t.Setenv("HCC_CONTROLLER_PORT", strconv.Itoa(port))
+	t.Setenv("HCC_LEADER_ELECT", "false")
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan int, 1)
+	go func() {
+		var stdout, stderr bytes.Buffer
+		done <- run(runCtx, []string{"--kubeconfig", cp.Kubeconfig()}, &stdout, &stderr)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Error("controller did not stop")
+		}
+	})
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+
+	// Readiness is certified only after the stale allow is gone.
+	require.Equal(t, http.StatusOK, testenv.WaitHTTP(base+"/ready", http.StatusOK, 60*time.Second))
+	_, err = kube.NetworkingV1().NetworkPolicies("mcp-server").Get(ctx, "ctx-old-s1", metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "the stale allow was revoked before readiness: %v", err)
+
+	exists := func(ns, name string) bool {
+		_, err := kube.NetworkingV1().NetworkPolicies(ns).Get(ctx, name, metav1.GetOptions{})
+		return err == nil
+	}
+	waitUntil := func(what string, cond func() bool) {
+		t.Helper()
+		require.NoError(t, wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true,
+			func(context.Context) (bool, error) { return cond(), nil }), what)
+	}
+	trio := [][2]string{{"mcp-server", "ctx-c1-s1"}, {"mcp-host", "ctx-c1-s1-egress"}, {"rpc-proxy", "rpc-egress-c1-s1"}}
+	waitUntil("the Context's allows exist", func() bool {
+		for _, p := range trio {
+			if !exists(p[0], p[1]) {
+				return false
+			}
+		}
+		return exists("mcp-server", "ext-egress-s1-atlas")
+	})
+	for _, ns := range []string{"mcp-server", "mcp-host", "rpc-proxy", "sandbox-recipes"} {
+		assert.True(t, exists(ns, "deny-all-"+ns), ns)
+		assert.True(t, exists(ns, "allow-dns-egress-"+ns), ns)
+	}
+	assert.False(t, exists("mcp-server", "ext-egress-s1-lan"), "a private CIDR gets no allow")
+
+	// External egress status, written by hcc-netpol.
+	waitUntil("ExternalEgressReady reports the rejected binding", func() bool {
+		s, err := hcc.ClerumV1alpha1().McpServers("mcp-server").Get(ctx, "s1", metav1.GetOptions{})
+		c := meta.FindStatusCondition(s.Status.Conditions, clerumv1alpha1.ConditionExternalEgressReady)
+		return err == nil && c != nil && c.Status == metav1.ConditionFalse && c.Reason == "BindingRejected" &&
+			strings.Contains(c.Message, "binding lan")
+	})
+	events, err := kube.CoreV1().Events("mcp-server").List(ctx, metav1.ListOptions{FieldSelector: "reason=EgressBindingRejected"})
+	require.NoError(t, err)
+	assert.NotEmpty(t, events.Items, "a Warning event names the rejected binding")
+
+	// Converged: another pass writes nothing.
+	writes := scrape(t, base, "clerum_hcc_netpol_writes_total")
+	passes := scrape(t, base, `clerum_hcc_netpol_pass_duration_seconds_count{kind="full",result="success"}`)
+	s, err := hcc.ClerumV1alpha1().McpServers("mcp-server").Get(ctx, "s1", metav1.GetOptions{})
+	require.NoError(t, err)
+	s.Annotations = map[string]string{"touch": "1"} // any event triggers a pass
+	_, err = hcc.ClerumV1alpha1().McpServers("mcp-server").Update(ctx, s, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	waitUntil("a pass ran", func() bool {
+		return scrape(t, base, `clerum_hcc_netpol_pass_duration_seconds_count{kind="full",result="success"}`) > passes
+	})
+	assert.Equal(t, writes, scrape(t, base, "clerum_hcc_netpol_writes_total"), "a pass over a converged cluster writes nothing")
+
+	// Drift: a hand-deleted allow comes back.
+	require.NoError(t, kube.NetworkingV1().NetworkPolicies("mcp-host").Delete(ctx, "ctx-c1-s1-egress", metav1.DeleteOptions{}))
+	waitUntil("the deleted allow is recreated", func() bool { return exists("mcp-host", "ctx-c1-s1-egress") })
+
+	// The Context drops the server: all three allows are revoked.
+	c1, err := hcc.ClerumV1alpha1().Contexts("mcp-server").Get(ctx, "context1", metav1.GetOptions{})
+	require.NoError(t, err)
+	c1.Spec.McpServers = nil
+	_, err = hcc.ClerumV1alpha1().Contexts("mcp-server").Update(ctx, c1, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	waitUntil("the dropped server's allows are revoked", func() bool {
+		for _, p := range trio {
+			if exists(p[0], p[1]) {
+				return false
+			}
+		}
+		return true
+	})
+	assert.True(t, exists("mcp-server", "ext-egress-s1-atlas"), "the server's own egress stays")
+
+	// The census agrees: nothing orphaned, nothing capped.
+	var stdout, stderr bytes.Buffer
+	require.Equal(t, 0, run(ctx, []string{"census", "--kubeconfig", cp.Kubeconfig()}, &stdout, &stderr), stderr.String())
+	assert.Contains(t, stdout.String(), "orphan candidates: 0")
+	assert.Regexp(t, `(?m)^external-egress +1$`, stdout.String())
+	assert.Contains(t, stdout.String(), "absolute 10 (compiled default), percent 20 (compiled default)")
+	assert.Contains(t, stdout.String(), "cap would trip: no")
+}
+
+// scrape returns the sum of the samples of a metric (name, or name with a
+// label set) on the controller's /metrics.
+func scrape(t *testing.T, base, metric string) float64 {
+	t.Helper()
+	resp, err := http.Get(base + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var sum float64
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "#") {
+			continue
+		}
+		name, value, ok := strings.Cut(line, " ")
+		if !ok || !(name == metric || (!strings.Contains(metric, "{") && strings.HasPrefix(name, metric+"{"))) {
+			continue
+		}
+		v, err := strconv.ParseFloat(value, 64)
+		require.NoError(t, err)
+		sum += v
+	}
+	return sum
+}

@@ -1,0 +1,276 @@
+package egress
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	core "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+
+	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
+	hccfake "github.com/clerum/hcc/pkg/generated/clientset/versioned/fake"
+	informers "github.com/clerum/hcc/pkg/generated/informers/externalversions"
+)
+
+// fakeResolver answers from a table; a missing host is NXDOMAIN and a host
+// mapped to errTimeout blocks until the lookup deadline.
+type fakeResolver struct {
+	mu      sync.Mutex
+	answers map[string][]netip.Addr
+	errs    map[string]error
+	calls   int
+}
+
+var errTimeout = errors.New("timeout")
+
+func (r *fakeResolver) set(host string, addrs ...string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.errs, host)
+	r.answers[host] = nil
+	for _, a := range addrs {
+		r.answers[host] = append(r.answers[host], netip.MustParseAddr(a))
+	}
+}
+
+func (r *fakeResolver) fail(host string, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.errs[host] = err
+}
+
+func (r *fakeResolver) LookupNetIP(ctx context.Context, _, host string) ([]netip.Addr, error) {
+	r.mu.Lock()
+	r.calls++
+	err, failing := r.errs[host]
+	addrs, ok := r.answers[host]
+	r.mu.Unlock()
+	if failing && errors.Is(err, errTimeout) {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	if failing {
+		return nil, err
+	}
+	if !ok {
+		return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+	}
+	return addrs, nil
+}
+
+type fixture struct {
+	c        *Coordinator
+	hcc      *hccfake.Clientset
+	resolver *fakeResolver
+	clock    *clocktesting.FakeClock
+	recorder *record.FakeRecorder
+	changes  int
+	server   *clerumv1alpha1.McpServer
+	indexer  cache.Indexer
+	applied  []clerumv1alpha1.McpServerStatus // status applies, in order
+}
+
+const refresh = 5 * time.Minute
+
+func newFixture(t *testing.T, bindings ...clerumv1alpha1.EgressBinding) *fixture {
+	server := &clerumv1alpha1.McpServer{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "mcp-server", Name: "s1", UID: "uid-1", Generation: 1},
+		Spec: clerumv1alpha1.McpServerSpec{
+			Image: "i", Transport: clerumv1alpha1.Transport{Type: clerumv1alpha1.TransportSSE},
+			EgressBindings: bindings,
+		},
+	}
+	f := &fixture{
+		hcc:      hccfake.NewSimpleClientset(server),
+		resolver: &fakeResolver{answers: map[string][]netip.Addr{}, errs: map[string]error{}},
+		clock:    clocktesting.NewFakeClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)),
+		recorder: record.NewFakeRecorder(100),
+		server:   server,
+	}
+	// The fake clientset has no schema for server-side apply of our types:
+	// capture the applied status instead, as the API server would merge it.
+	f.hcc.PrependReactor("patch", "mcpservers", func(a core.Action) (bool, runtime.Object, error) {
+		patch := a.(core.PatchAction)
+		require.Equal(t, types.ApplyPatchType, patch.GetPatchType())
+		require.Equal(t, "status", patch.GetSubresource())
+		var applied clerumv1alpha1.McpServer
+		require.NoError(t, json.Unmarshal(patch.GetPatch(), &applied))
+		f.applied = append(f.applied, applied.Status)
+		return true, server, nil
+	})
+	factory := informers.NewSharedInformerFactory(f.hcc, 0)
+	servers := factory.Clerum().V1alpha1().McpServers()
+	f.indexer = servers.Informer().GetIndexer()
+	require.NoError(t, f.indexer.Add(server))
+	f.c = New(zerolog.Nop(), f.hcc, servers, f.resolver, f.recorder, NewMetrics(prometheus.NewRegistry()),
+		Options{Namespace: "mcp-server", DNSTimeout: 50 * time.Millisecond, Refresh: refresh})
+	f.c.clock = f.clock
+	f.c.OnChange(func() { f.changes++ })
+	return f
+}
+
+func hostBinding(name, host string) clerumv1alpha1.EgressBinding {
+	return clerumv1alpha1.EgressBinding{Name: name, Host: host, Port: ptr.To[int32](443)}
+}
+
+// status returns the ExternalEgressReady condition and IPs of the last
+// status apply, and makes the cached server show them, as the informer would.
+func (f *fixture) status(t *testing.T) (*metav1.Condition, []string) {
+	require.NotEmpty(t, f.applied, "no status was applied")
+	last := f.applied[len(f.applied)-1]
+	f.server.Status = last
+	require.NoError(t, f.indexer.Update(f.server))
+	return meta.FindStatusCondition(last.Conditions, clerumv1alpha1.ConditionExternalEgressReady), last.ResolvedEgressIPs
+}
+
+func (f *fixture) resolved() []netip.Addr {
+	snap, _ := f.c.Snapshot()
+	return snap["s1"]["api"]
+}
+
+func TestResolvedHostIsPublishedThenGatedUntilApplied(t *testing.T) {
+	f := newFixture(t, hostBinding("api", "api.example.com"))
+	f.resolver.set("api.example.com", "93.184.216.34", "2606:2800:220:1::1")
+	ctx := context.Background()
+
+	require.NoError(t, f.c.syncServer(ctx, "s1"))
+	assert.Equal(t, []netip.Addr{netip.MustParseAddr("93.184.216.34"), netip.MustParseAddr("2606:2800:220:1::1")}, f.resolved())
+	assert.Equal(t, 1, f.changes, "a new answer asks for a pass")
+	assert.False(t, f.c.Ready(f.server), "the runtime waits until the pass has programmed the allow")
+	cond, ips := f.status(t)
+	require.NotNil(t, cond)
+	assert.Equal(t, ReasonPending, cond.Reason)
+	assert.Equal(t, []string{"2606:2800:220:1::1", "93.184.216.34"}, ips)
+
+	_, version := f.c.Snapshot()
+	f.c.Applied(version)
+	assert.True(t, f.c.Ready(f.server))
+	require.NoError(t, f.c.syncServer(ctx, "s1"))
+	cond, _ = f.status(t)
+	assert.Equal(t, metav1.ConditionTrue, cond.Status)
+	assert.Equal(t, ReasonProgrammed, cond.Reason)
+	assert.Equal(t, int64(1), cond.ObservedGeneration)
+
+	calls, writes := f.resolver.calls, len(f.applied)
+	require.NoError(t, f.c.syncServer(ctx, "s1"))
+	assert.Equal(t, calls, f.resolver.calls, "no lookup before the refresh period")
+	assert.Equal(t, writes, len(f.applied), "no status write when nothing changed")
+	assert.Equal(t, 1, f.changes)
+}
+
+func TestLookupFailuresRevokeAndBlockOnlyThatServer(t *testing.T) {
+	tests := []struct {
+		name  string
+		setup func(r *fakeResolver)
+	}{
+		{name: "NXDOMAIN", setup: func(*fakeResolver) {}},
+		{name: "a timeout", setup: func(r *fakeResolver) { r.fail("api.example.com", errTimeout) }},
+		{name: "a server failure", setup: func(r *fakeResolver) {
+			r.fail("api.example.com", &net.DNSError{Err: "server misbehaving", IsTemporary: true})
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, hostBinding("api", "api.example.com"))
+			ctx := context.Background()
+			f.resolver.set("api.example.com", "93.184.216.34")
+			require.NoError(t, f.c.syncServer(ctx, "s1"))
+			_, v := f.c.Snapshot()
+			f.c.Applied(v)
+			require.True(t, f.c.Ready(f.server))
+
+			// The refresh fails: the allow is withdrawn at once.
+			f.resolver.mu.Lock()
+			delete(f.resolver.answers, "api.example.com")
+			f.resolver.mu.Unlock()
+			tc.setup(f.resolver)
+			f.clock.Step(refresh)
+			require.Error(t, f.c.syncServer(ctx, "s1"), "a failing lookup is retried with backoff")
+			assert.Empty(t, f.resolved())
+			assert.False(t, f.c.Ready(f.server))
+			cond, ips := f.status(t)
+			assert.Equal(t, ReasonResolutionFailed, cond.Reason)
+			assert.Empty(t, ips)
+
+			// DNS recovers: the allow comes back on the next attempt.
+			f.resolver.set("api.example.com", "93.184.216.35")
+			require.NoError(t, f.c.syncServer(ctx, "s1"))
+			assert.Equal(t, []netip.Addr{netip.MustParseAddr("93.184.216.35")}, f.resolved())
+		})
+	}
+}
+
+func TestPrivateAnswerRejectsTheBinding(t *testing.T) {
+	f := newFixture(t, hostBinding("api", "api.example.com"))
+	f.resolver.set("api.example.com", "93.184.216.34", "10.0.0.5")
+	require.NoError(t, f.c.syncServer(context.Background(), "s1"))
+	assert.Empty(t, f.resolved(), "one private address in the answer rejects the whole name")
+	assert.False(t, f.c.Ready(f.server))
+	cond, _ := f.status(t)
+	assert.Equal(t, ReasonBindingRejected, cond.Reason)
+	assert.Contains(t, cond.Message, "10.0.0.5")
+	require.Len(t, f.recorder.Events, 1)
+	assert.Contains(t, <-f.recorder.Events, "Warning EgressBindingRejected")
+
+	require.NoError(t, f.c.syncServer(context.Background(), "s1"))
+	assert.Empty(t, f.recorder.Events, "the same rejection is reported once")
+}
+
+func TestRejectedHostnamesAndCIDRsNeedNoLookup(t *testing.T) {
+	f := newFixture(t,
+		hostBinding("local", "metadata.google.internal"),
+		clerumv1alpha1.EgressBinding{Name: "lan", CIDR: "192.168.0.0/24", Port: ptr.To[int32](443)},
+		clerumv1alpha1.EgressBinding{Name: "web", Mode: clerumv1alpha1.EgressModePublicWeb},
+	)
+	require.NoError(t, f.c.syncServer(context.Background(), "s1"))
+	assert.Zero(t, f.resolver.calls)
+	cond, _ := f.status(t)
+	assert.Equal(t, ReasonBindingRejected, cond.Reason)
+	assert.Contains(t, cond.Message, "binding lan")
+	assert.Contains(t, cond.Message, "binding local")
+	assert.NotContains(t, cond.Message, "binding web")
+}
+
+func TestRoundRobinAnswersAreKeptForTwoRefreshPeriods(t *testing.T) {
+	f := newFixture(t, hostBinding("api", "api.example.com"))
+	ctx := context.Background()
+	step := func(addr string) []netip.Addr {
+		f.resolver.set("api.example.com", addr)
+		f.clock.Step(refresh)
+		require.NoError(t, f.c.syncServer(ctx, "s1"))
+		return f.resolved()
+	}
+	a, b, c := netip.MustParseAddr("93.184.216.1"), netip.MustParseAddr("93.184.216.2"), netip.MustParseAddr("93.184.216.3")
+	assert.Equal(t, []netip.Addr{a}, step("93.184.216.1"))
+	assert.Equal(t, []netip.Addr{a, b}, step("93.184.216.2"), "the previous answer is still live")
+	assert.Equal(t, []netip.Addr{b, c}, step("93.184.216.3"), "an answer two periods old is dropped")
+}
+
+func TestDeletedServerIsForgotten(t *testing.T) {
+	f := newFixture(t, hostBinding("api", "api.example.com"))
+	f.resolver.set("api.example.com", "93.184.216.34")
+	ctx := context.Background()
+	require.NoError(t, f.c.syncServer(ctx, "s1"))
+	require.NoError(t, f.indexer.Delete(f.server))
+	require.NoError(t, f.c.syncServer(ctx, "s1"))
+	snap, _ := f.c.Snapshot()
+	assert.Empty(t, snap)
+	assert.Equal(t, 2, f.changes)
+}

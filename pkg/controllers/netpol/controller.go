@@ -1,0 +1,317 @@
+// Package netpol is the NetworkPolicy operator: it writes the policy set
+// pkg/netpol plans to the cluster. Informer handlers only signal; one
+// coalescing, single-flight pass computes the whole desired set from the
+// listers and applies the difference, so a burst of events costs one pass
+// and a pass over an unchanged cluster writes nothing.
+package netpol
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"sort"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/wait"
+	kubeinformers "k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	networkinglisters "k8s.io/client-go/listers/networking/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
+
+	clientset "github.com/clerum/hcc/pkg/generated/clientset/versioned"
+	clerumlisters "github.com/clerum/hcc/pkg/generated/listers/clerum/v1alpha1"
+	"github.com/clerum/hcc/pkg/health"
+	"github.com/clerum/hcc/pkg/names"
+	"github.com/clerum/hcc/pkg/netpol"
+)
+
+// ReadinessCheck is the name of the readiness check this operator holds
+// pending until stale allows have been revoked.
+const ReadinessCheck = "netpol-certified"
+
+// FieldManager is the field manager of every write this operator makes.
+const FieldManager = "hcc-netpol"
+
+// passKind is a work-queue key: the queue coalesces repeated signals of one
+// kind into one pass and never runs two passes of one kind at once.
+type passKind string
+
+const (
+	passFull     passKind = "full"
+	passDefaults passKind = "defaults"
+)
+
+// EgressSource supplies the resolved external egress the planner needs. The
+// external-egress coordinator implements it.
+type EgressSource interface {
+	// Snapshot returns, per server and hostname binding, the addresses
+	// currently proven by DNS, and the version of that state.
+	Snapshot() (resolved map[string]map[string][]netip.Addr, version uint64)
+	// Applied reports that a pass built from Snapshot version is in the
+	// cluster, so the coordinator may release servers it gates.
+	Applied(version uint64)
+}
+
+// Options configures the controller.
+type Options struct {
+	Plan netpol.Options
+	Caps Caps
+	// Resync and DefaultsResync are the timer periods; 0 disables a timer.
+	Resync         time.Duration
+	DefaultsResync time.Duration
+}
+
+// Controller applies the planned NetworkPolicy set.
+type Controller struct {
+	kube kubernetes.Interface
+	hcc  clientset.Interface
+	opts Options
+
+	serverLister  clerumlisters.McpServerLister
+	contextLister clerumlisters.ContextLister
+	// policyListers has one lister per namespace policies may live in; each
+	// informer lists only policies labelled managed-by HCC.
+	policyListers []networkinglisters.NetworkPolicyLister
+	synced        []cache.InformerSynced
+
+	egress    EgressSource
+	queue     workqueue.TypedRateLimitingInterface[passKind]
+	readiness *health.Readiness
+	recorder  record.EventRecorder
+	metrics   *Metrics
+	clock     clock.Clock
+	log       zerolog.Logger
+
+	// plan computes the desired set; a seam for tests.
+	plan func(netpol.Inventory, netpol.Options) *netpol.Plan
+
+	certified atomic.Bool
+	// inFlight marks a running pass per kind, for the timers' skip rule.
+	fullInFlight, defaultsInFlight atomic.Bool
+	// conflicted remembers Contexts already warned about, so a duplicate
+	// contextId yields one event, not one per pass.
+	conflicted sets.Set[string]
+}
+
+// PolicyNamespaces returns every namespace the planner may put a policy in;
+// the controller watches exactly these.
+func PolicyNamespaces(o netpol.Options) []string {
+	ns := sets.New(o.RuntimeNamespaces...)
+	ns.Insert(o.McpServerNamespace, o.HostNamespace, o.RPCProxyNamespace, o.SandboxNamespace)
+	return sets.List(ns)
+}
+
+// NewPolicyInformerFactories returns one informer factory per policy
+// namespace, listing only the policies HCC manages. Namespaced factories
+// keep the controller's RBAC to Roles in those namespaces.
+func NewPolicyInformerFactories(kube kubernetes.Interface, o netpol.Options) []kubeinformers.SharedInformerFactory {
+	selector := labels.Set{names.LabelManagedBy: names.ManagedByValue}.String()
+	var factories []kubeinformers.SharedInformerFactory
+	for _, ns := range PolicyNamespaces(o) {
+		factories = append(factories, kubeinformers.NewSharedInformerFactoryWithOptions(kube, 0,
+			kubeinformers.WithNamespace(ns),
+			kubeinformers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.LabelSelector = selector })))
+	}
+	return factories
+}
+
+// New returns a controller. serverInformer and contextInformer watch the MCP
+// server namespace; policyFactories come from NewPolicyInformerFactories.
+func New(
+	log zerolog.Logger,
+	kube kubernetes.Interface,
+	hcc clientset.Interface,
+	servers clerumInformer[clerumlisters.McpServerLister],
+	contexts clerumInformer[clerumlisters.ContextLister],
+	policyFactories []kubeinformers.SharedInformerFactory,
+	egress EgressSource,
+	readiness *health.Readiness,
+	recorder record.EventRecorder,
+	metrics *Metrics,
+	opts Options,
+) *Controller {
+	c := &Controller{
+		kube:          kube,
+		hcc:           hcc,
+		opts:          opts,
+		serverLister:  servers.Lister(),
+		contextLister: contexts.Lister(),
+		egress:        egress,
+		// A failed pass retries after 1 s, doubling to at most 2 min: fast
+		// enough to converge after a blip, slow enough not to hammer an
+		// API server that is refusing writes.
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[passKind](time.Second, 2*time.Minute),
+			workqueue.TypedRateLimitingQueueConfig[passKind]{Name: "netpol"}),
+		readiness:  readiness,
+		recorder:   recorder,
+		metrics:    metrics,
+		clock:      clock.RealClock{},
+		log:        log.With().Str("controller", "netpol").Logger(),
+		plan:       netpol.Compute,
+		conflicted: sets.New[string](),
+	}
+	readiness.Set(ReadinessCheck, false)
+
+	signal := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { c.Signal() },
+		UpdateFunc: func(any, any) { c.Signal() },
+		DeleteFunc: func(any) { c.Signal() },
+	}
+	for _, inf := range []cache.SharedIndexInformer{servers.Informer(), contexts.Informer()} {
+		_, _ = inf.AddEventHandler(signal)
+		c.synced = append(c.synced, inf.HasSynced)
+	}
+	for _, f := range policyFactories {
+		inf := f.Networking().V1().NetworkPolicies()
+		// A managed policy edited or deleted by hand is drift: re-plan.
+		_, _ = inf.Informer().AddEventHandler(signal)
+		c.policyListers = append(c.policyListers, inf.Lister())
+		c.synced = append(c.synced, inf.Informer().HasSynced)
+	}
+	return c
+}
+
+// clerumInformer is the part of a generated informer the controller uses.
+type clerumInformer[L any] interface {
+	Informer() cache.SharedIndexInformer
+	Lister() L
+}
+
+// Signal asks for a full pass. Signals arriving while one is queued or
+// running coalesce into at most one more pass.
+func (c *Controller) Signal() { c.queue.Add(passFull) }
+
+// Certified reports whether stale allows have been revoked at least once.
+func (c *Controller) Certified() bool { return c.certified.Load() }
+
+// Run waits for the caches, runs the startup pass and then serves signals
+// and timers until ctx is done.
+func (c *Controller) Run(ctx context.Context) error {
+	defer utilruntime.HandleCrash()
+	defer c.queue.ShutDown()
+
+	c.log.Info().Msg("waiting for caches")
+	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
+		return fmt.Errorf("netpol: caches did not sync")
+	}
+	c.log.Info().Msg("caches synced; starting")
+	c.Signal()
+
+	// Two workers: a full pass and a defaults-only pass may overlap (their
+	// write sets are L0/L1 ensures at worst, which the API server
+	// serialises), but the queue never runs two passes of one kind.
+	for range 2 {
+		go wait.UntilWithContext(ctx, c.runWorker, time.Second)
+	}
+	c.startTimers(ctx)
+	<-ctx.Done()
+	c.log.Info().Msg("stopping")
+	return nil
+}
+
+func (c *Controller) runWorker(ctx context.Context) {
+	for c.processNext(ctx) {
+	}
+}
+
+func (c *Controller) processNext(ctx context.Context) bool {
+	kind, shutdown := c.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer c.queue.Done(kind)
+
+	err := c.sync(ctx, kind)
+	if err == nil {
+		c.queue.Forget(kind)
+		return true
+	}
+	utilruntime.HandleErrorWithContext(ctx, err, "NetworkPolicy pass failed; retrying", "kind", kind)
+	c.log.Error().Err(err).Str("kind", string(kind)).Int("retries", c.queue.NumRequeues(kind)).
+		Msg("pass failed; retrying with backoff")
+	c.queue.AddRateLimited(kind)
+	return true
+}
+
+func (c *Controller) sync(ctx context.Context, kind passKind) error {
+	start := c.clock.Now()
+	var err error
+	switch kind {
+	case passFull:
+		c.fullInFlight.Store(true)
+		err = c.syncFull(ctx)
+		c.fullInFlight.Store(false)
+	case passDefaults:
+		c.defaultsInFlight.Store(true)
+		err = c.syncDefaults(ctx)
+		c.defaultsInFlight.Store(false)
+	}
+	result := "success"
+	if err != nil {
+		result = "error"
+	}
+	c.metrics.PassDuration.WithLabelValues(string(kind), result).Observe(c.clock.Since(start).Seconds())
+	return err
+}
+
+// startTimers starts the periodic passes. A tick that finds a pass of its
+// kind running is skipped and counted, not queued: a period shorter than a
+// pass would otherwise run passes back to back forever.
+func (c *Controller) startTimers(ctx context.Context) {
+	tick := func(period time.Duration, inFlight *atomic.Bool, kind passKind, reason string) {
+		if period <= 0 {
+			return
+		}
+		go wait.UntilWithContext(ctx, func(context.Context) {
+			if inFlight.Load() {
+				c.metrics.TicksSkipped.WithLabelValues(reason).Inc()
+				return
+			}
+			c.queue.Add(kind)
+		}, period)
+	}
+	tick(c.opts.Resync, &c.fullInFlight, passFull, "pass-in-flight")
+	tick(c.opts.DefaultsResync, &c.defaultsInFlight, passDefaults, "defaults-only-in-flight")
+}
+
+// livePolicies returns every managed policy in the watched namespaces.
+func (c *Controller) livePolicies() ([]*networkingv1.NetworkPolicy, error) {
+	var all []*networkingv1.NetworkPolicy
+	for _, l := range c.policyListers {
+		ps, err := l.List(labels.Everything())
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, ps...)
+	}
+	return all, nil
+}
+
+// inventory reads the planner's input from the listers.
+func (c *Controller) inventory(resolved map[string]map[string][]netip.Addr) (netpol.Inventory, error) {
+	ns := c.opts.Plan.McpServerNamespace
+	servers, err := c.serverLister.McpServers(ns).List(labels.Everything())
+	if err != nil {
+		return netpol.Inventory{}, err
+	}
+	contexts, err := c.contextLister.Contexts(ns).List(labels.Everything())
+	if err != nil {
+		return netpol.Inventory{}, err
+	}
+	// Listers return cache order; sort so logs and events are stable. The
+	// planner sorts its own output regardless.
+	sort.Slice(servers, func(i, j int) bool { return servers[i].Name < servers[j].Name })
+	sort.Slice(contexts, func(i, j int) bool { return contexts[i].Name < contexts[j].Name })
+	return netpol.Inventory{Contexts: contexts, Servers: servers, Resolved: resolved}, nil
+}

@@ -1,0 +1,100 @@
+package netpol
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
+	"github.com/clerum/hcc/pkg/netpol"
+)
+
+// inventory returns contexts Contexts, each granting its own serversPer
+// enabled McpServers.
+func inventory(contexts, serversPer int) ([]*clerumv1alpha1.Context, []*clerumv1alpha1.McpServer) {
+	var ctxs []*clerumv1alpha1.Context
+	var servers []*clerumv1alpha1.McpServer
+	for c := range contexts {
+		ctx := &clerumv1alpha1.Context{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "mcp-server", Name: fmt.Sprintf("context-%04d", c)},
+			Spec:       clerumv1alpha1.ContextSpec{ContextID: fmt.Sprintf("c%04d", c)},
+		}
+		for s := range serversPer {
+			name := fmt.Sprintf("s%04d-%02d", c, s)
+			servers = append(servers, &clerumv1alpha1.McpServer{
+				ObjectMeta: metav1.ObjectMeta{Namespace: "mcp-server", Name: name},
+				Spec:       clerumv1alpha1.McpServerSpec{Image: "i", Transport: clerumv1alpha1.Transport{Type: clerumv1alpha1.TransportSSE}},
+			})
+			ctx.Spec.McpServers = append(ctx.Spec.McpServers, name)
+		}
+		ctxs = append(ctxs, ctx)
+	}
+	return ctxs, servers
+}
+
+// convergedFixture is a fixture whose cluster already holds the real plan.
+func convergedFixture(t testing.TB, contexts, serversPer int) (*fixture, *Controller) {
+	f := newFixture(t)
+	f.contexts, f.servers = inventory(contexts, serversPer)
+	f.policies = netpol.Compute(netpol.Inventory{Contexts: f.contexts, Servers: f.servers}, testPlanOpts).Policies
+	c := f.newController()
+	c.plan = netpol.Compute // the real planner over the seeded listers
+	return f, c
+}
+
+func TestChangingOneContextWritesOnlyItsPolicies(t *testing.T) {
+	f, c := convergedFixture(t, 3, 2)
+	require.NoError(t, c.syncFull(context.Background()))
+	require.Empty(t, f.writes(), "converged: no writes")
+
+	// context-0001 drops one server: exactly its three allows go.
+	changed := f.contexts[1].DeepCopy()
+	changed.Spec.McpServers = changed.Spec.McpServers[:1]
+	require.NoError(t, f.contextIndexer.Update(changed))
+	require.NoError(t, c.syncFull(context.Background()))
+	assert.Equal(t, []string{
+		"delete mcp-host/ctx-c0001-s0001-01-egress",
+		"delete mcp-server/ctx-c0001-s0001-01",
+		"delete rpc-proxy/rpc-egress-c0001-s0001-01",
+	}, f.writes())
+}
+
+// BenchmarkPassUnchanged is a full pass over a converged cluster of 1,000
+// Contexts × 10 servers: it must issue no write.
+func BenchmarkPassUnchanged(b *testing.B) {
+	f, c := convergedFixture(b, 1000, 10)
+	ctx := context.Background()
+	f.kube.ClearActions()
+	for b.Loop() {
+		if err := c.syncFull(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(len(f.writes()))/float64(b.N), "writes/op")
+	b.ReportMetric(float64(len(f.policies)), "policies")
+}
+
+// BenchmarkPassOneContextChanged is a full pass after one of 1,000 Contexts
+// dropped a server: it must issue exactly that server's three deletes.
+func BenchmarkPassOneContextChanged(b *testing.B) {
+	f, c := convergedFixture(b, 1000, 10)
+	ctx := context.Background()
+	changed := f.contexts[500].DeepCopy()
+	changed.Spec.McpServers = changed.Spec.McpServers[1:]
+	if err := f.contextIndexer.Update(changed); err != nil {
+		b.Fatal(err)
+	}
+	f.kube.ClearActions()
+	for b.Loop() {
+		// The policy cache is not updated by the fake client, so every
+		// iteration sees the same one-Context change.
+		if err := c.syncFull(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(len(f.writes()))/float64(b.N), "writes/op")
+}

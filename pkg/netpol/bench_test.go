@@ -1,0 +1,91 @@
+package netpol
+
+import (
+	"runtime"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	networkingv1 "k8s.io/api/networking/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+)
+
+// The benchmark fleet: 1,000 Contexts, each granting 10 of 100 shared
+// servers (10,000 Context/server pairs, 30,000 L2 policies), every server
+// with a public-web and a CIDR binding, every tenth with a hostname binding
+// and a two-port recipe binding.
+const (
+	benchContexts          = 1000
+	benchServersPerContext = 10
+	benchServers           = 100
+)
+
+// memoryBudget is the ceiling for one planning pass.
+const memoryBudget = 300 << 20
+
+func BenchmarkCompute1000x10(b *testing.B) {
+	inv := largeInventory(benchContexts, benchServersPerContext, benchServers)
+	opts := defaultOptions(b)
+
+	allocated, retained := measureCompute(inv, opts)
+
+	b.ReportAllocs()
+	var plan *Plan
+	for b.Loop() {
+		plan = Compute(inv, opts)
+	}
+	b.ReportMetric(float64(len(plan.Policies)), "policies/op")
+	// Reported after the loop: b.Loop resets the metrics on entry.
+	b.ReportMetric(float64(allocated)/(1<<20), "alloc-MiB/plan")
+	b.ReportMetric(float64(retained)/(1<<20), "retained-MiB/plan")
+}
+
+// BenchmarkFloor1000x10 is the least any planner must do for the same fleet:
+// build as many NetworkPolicy objects of the same shapes (deep copies of the
+// plan) and compare each, as the applier will, with its live counterpart.
+func BenchmarkFloor1000x10(b *testing.B) {
+	want := Compute(largeInventory(benchContexts, benchServersPerContext, benchServers), defaultOptions(b)).Policies
+	live := make([]*networkingv1.NetworkPolicy, len(want))
+	for i, p := range want {
+		live[i] = p.DeepCopy()
+	}
+
+	b.ReportAllocs()
+	for b.Loop() {
+		for i, p := range want {
+			if !apiequality.Semantic.DeepEqual(p.DeepCopy(), live[i]) {
+				b.Fatalf("%s/%s differs from its copy", p.Namespace, p.Name)
+			}
+		}
+	}
+	b.ReportMetric(float64(len(want)), "policies/op")
+}
+
+// measureCompute returns the bytes one Compute allocates, which bounds the
+// heap growth it causes, and the bytes its plan keeps live.
+func measureCompute(inv Inventory, opts Options) (allocated, retained uint64) {
+	var before, after, kept runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	plan := Compute(inv, opts)
+	runtime.ReadMemStats(&after)
+	runtime.GC()
+	runtime.ReadMemStats(&kept)
+	runtime.KeepAlive(plan)
+	return after.TotalAlloc - before.TotalAlloc, kept.HeapAlloc - before.HeapAlloc
+}
+
+func TestComputeStaysWithinTheMemoryBudget(t *testing.T) {
+	if testing.Short() {
+		t.Skip("plans the full benchmark fleet")
+	}
+	inv := largeInventory(benchContexts, benchServersPerContext, benchServers)
+	opts := defaultOptions(t)
+	plan := Compute(inv, opts)
+	assert.Len(t, contextPolicies(plan.Policies), 3*benchContexts*benchServersPerContext)
+	assert.Empty(t, plan.Rejections)
+
+	allocated, retained := measureCompute(inv, opts)
+	t.Logf("one Compute of %d policies allocates %.1f MiB and retains %.1f MiB",
+		len(plan.Policies), float64(allocated)/(1<<20), float64(retained)/(1<<20))
+	assert.Less(t, allocated, uint64(memoryBudget))
+}

@@ -1,0 +1,95 @@
+package netpol
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/clerum/hcc/pkg/names"
+)
+
+// Shared building blocks of every policy. Each call returns freshly allocated
+// maps, slices and pointers: whoever receives the plan may mutate it (the
+// applier sets resource versions, render may edit before printing), so no two
+// policies, and no two plans, share memory.
+
+var policyTypeMeta = metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"}
+
+// newPolicy returns a policy carrying HCC's ownership labels. server, when not
+// empty, is recorded in the clerum.io/mcpserver label so per-server policies
+// can be found (and their events attributed) without parsing names. The
+// policy keeps types, so callers list them inline rather than passing a shared
+// slice.
+func newPolicy(namespace, name, policyType, server string, podSelector metav1.LabelSelector, types ...networkingv1.PolicyType) *networkingv1.NetworkPolicy {
+	labels := make(map[string]string, 3)
+	labels[names.LabelManagedBy] = names.ManagedByValue
+	labels[names.LabelPolicyType] = policyType
+	if server != "" {
+		labels[names.LabelMcpServer] = server
+	}
+	return &networkingv1.NetworkPolicy{
+		TypeMeta: policyTypeMeta,
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: namespace,
+			Name:      name,
+			Labels:    labels,
+		},
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: podSelector,
+			PolicyTypes: types,
+		},
+	}
+}
+
+// matchLabels selects the pods carrying every given key/value pair; kv holds
+// alternating keys and values.
+func matchLabels(kv ...string) metav1.LabelSelector {
+	m := make(map[string]string, len(kv)/2)
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[kv[i]] = kv[i+1]
+	}
+	return metav1.LabelSelector{MatchLabels: m}
+}
+
+// allPods selects every pod of the policy's namespace.
+func allPods() metav1.LabelSelector { return metav1.LabelSelector{} }
+
+// namespaceSelector selects one namespace by its immutable name label, which
+// the API server sets on every namespace.
+func namespaceSelector(namespace string) *metav1.LabelSelector {
+	sel := matchLabels(names.NamespaceNameKey, namespace)
+	return &sel
+}
+
+// podsInNamespace is a peer of the pods selected by pods in namespace.
+func podsInNamespace(namespace string, pods metav1.LabelSelector) networkingv1.NetworkPolicyPeer {
+	return networkingv1.NetworkPolicyPeer{
+		NamespaceSelector: namespaceSelector(namespace),
+		PodSelector:       &pods,
+	}
+}
+
+// ipBlock is a peer of the addresses in cidr minus those in except.
+func ipBlock(cidr string, except []string) networkingv1.NetworkPolicyPeer {
+	return networkingv1.NetworkPolicyPeer{IPBlock: &networkingv1.IPBlock{CIDR: cidr, Except: except}}
+}
+
+// port is one destination port.
+func port(protocol corev1.Protocol, number int32) networkingv1.NetworkPolicyPort {
+	p := intstr.FromInt32(number)
+	return networkingv1.NetworkPolicyPort{Protocol: &protocol, Port: &p}
+}
+
+// tcp is the single-port list used by most rules.
+func tcp(number int32) []networkingv1.NetworkPolicyPort {
+	return []networkingv1.NetworkPolicyPort{port(corev1.ProtocolTCP, number)}
+}
+
+func ingressFrom(ports []networkingv1.NetworkPolicyPort, from ...networkingv1.NetworkPolicyPeer) []networkingv1.NetworkPolicyIngressRule {
+	return []networkingv1.NetworkPolicyIngressRule{{From: from, Ports: ports}}
+}
+
+func egressTo(ports []networkingv1.NetworkPolicyPort, to ...networkingv1.NetworkPolicyPeer) []networkingv1.NetworkPolicyEgressRule {
+	return []networkingv1.NetworkPolicyEgressRule{{To: to, Ports: ports}}
+}

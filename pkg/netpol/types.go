@@ -1,0 +1,102 @@
+// Package netpol plans HCC's NetworkPolicies: from the Contexts, McpServers,
+// their resolved external egress and the configuration, it computes the
+// complete desired set of policies the NetworkPolicy operator owns. Planning
+// is pure — no client, no clock, no resolver — so the same code drives the
+// controller, `hcc-controller render` and the benchmarks. Writing the plan
+// to a cluster is the applier's job (pkg/controllers/netpol).
+package netpol
+
+import (
+	"net/netip"
+
+	networkingv1 "k8s.io/api/networking/v1"
+
+	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
+	"github.com/clerum/hcc/pkg/config"
+)
+
+// Options is the part of the configuration the planner reads.
+type Options struct {
+	McpServerNamespace    string // CONTEXT_MAPPER_NAMESPACE
+	HostNamespace         string // CONTEXT_MAPPER_HOST_NAMESPACE
+	RPCProxyNamespace     string // CONTEXT_MAPPER_RPC_PROXY_NAMESPACE
+	ControlPlaneNamespace string // CONTEXT_MAPPER_CONTROL_PLANE_NAMESPACE
+	SandboxNamespace      string // CONTEXT_MAPPER_SANDBOX_NAMESPACE
+
+	// RuntimeNamespaces get L0 and L1; MinimalInfraNamespaces among them get
+	// only deny-all and DNS egress.
+	RuntimeNamespaces      []string
+	MinimalInfraNamespaces []string
+
+	// K8sAPICIDRs are the API-server destinations, already resolved through
+	// the configuration's fallback chain.
+	K8sAPICIDRs []netip.Prefix
+	// NodeLocalDNSCIDR, when valid, adds an ipBlock DNS egress rule.
+	NodeLocalDNSCIDR netip.Prefix
+
+	// APIPort is the hcc-api port (CONTEXT_MAPPER_PORT).
+	APIPort int32
+}
+
+// NewOptions extracts the planner's options from a loaded configuration.
+func NewOptions(cfg *config.Config) Options {
+	return Options{
+		McpServerNamespace:     cfg.Namespaces.McpServer,
+		HostNamespace:          cfg.Namespaces.Host,
+		RPCProxyNamespace:      cfg.Namespaces.RPCProxy,
+		ControlPlaneNamespace:  cfg.Namespaces.ControlPlane,
+		SandboxNamespace:       cfg.Namespaces.Sandbox,
+		RuntimeNamespaces:      cfg.NetPol.RuntimeNamespaces,
+		MinimalInfraNamespaces: cfg.NetPol.MinimalInfraNamespaces,
+		K8sAPICIDRs:            cfg.NetPol.K8sAPICIDRs,
+		NodeLocalDNSCIDR:       cfg.NetPol.NodeLocalDNSCIDR,
+		APIPort:                cfg.Core.Port,
+	}
+}
+
+// Inventory is everything the planner reads besides Options. Objects are
+// read-only: the planner never mutates them.
+type Inventory struct {
+	// Contexts and McpServers in the MCP server namespace.
+	Contexts []*clerumv1alpha1.Context
+	Servers  []*clerumv1alpha1.McpServer
+
+	// Resolved holds, per server name and binding name, the addresses a
+	// hostname binding currently resolves to. A hostname binding with no
+	// entry (never resolved, or its last refresh failed) gets no allow:
+	// DNS-derived allows are never kept without a current answer.
+	Resolved map[string]map[string][]netip.Addr
+}
+
+// Plan is the planner's output.
+type Plan struct {
+	// Policies is the complete desired set of NetworkPolicies of the policy
+	// types the NetworkPolicy operator owns, sorted by namespace and name.
+	Policies []*networkingv1.NetworkPolicy
+
+	// Rejections lists egress bindings and recipe bindings that produce no
+	// policy because they are invalid or unsafe, sorted by server, then
+	// binding.
+	Rejections []Rejection
+
+	// Conflicts lists Contexts ignored because an older Context already
+	// holds their contextId, sorted by Context name.
+	Conflicts []ContextConflict
+}
+
+// Rejection explains why one binding of a server produces no policy.
+type Rejection struct {
+	Server string
+	// Binding is the egress binding name, "recipe:<recipe>" for a recipe
+	// binding, or "context:<contextId>" for a Context allow whose name
+	// collides with another's.
+	Binding string
+	Reason  string
+}
+
+// ContextConflict is a Context ignored for a duplicate contextId.
+type ContextConflict struct {
+	Context   string // the ignored Context's name
+	ContextID string
+	HeldBy    string // the name of the Context that keeps the contextId
+}

@@ -1,0 +1,245 @@
+// Package render is `hcc-controller render`: the offline plan. From YAML
+// files it computes every object the controller would create in an empty
+// cluster holding those objects, with the controller's own validation,
+// gating and planning code, and contacts no cluster.
+package render
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"sort"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/yaml"
+
+	"github.com/clerum/hcc/pkg/config"
+	"github.com/clerum/hcc/pkg/controllers/egress"
+	"github.com/clerum/hcc/pkg/netpol"
+	"github.com/clerum/hcc/pkg/validation"
+)
+
+// Options configures one render.
+type Options struct {
+	// Paths are files or folders of YAML.
+	Paths []string
+	// Overrides answer lookups of the named hosts (--resolve); other hosts
+	// go to Resolver.
+	Overrides map[string][]netip.Addr
+	Resolver  egress.Resolver
+	Config    *config.Config
+	// Warn receives notes and warnings, one line each (stderr).
+	Warn func(format string, args ...any)
+}
+
+// Render returns the multi-document YAML stream of the planned objects,
+// sorted by apiVersion, kind, namespace and name. An error is bad input.
+func Render(ctx context.Context, opts Options) ([]byte, error) {
+	cfg := opts.Config
+	l := &loader{defaultNamespace: defaultNamespaces(cfg), note: opts.Warn}
+	in, err := l.load(opts.Paths)
+	if err != nil {
+		return nil, err
+	}
+	if err := validateInputs(in); err != nil {
+		return nil, err
+	}
+
+	servers := watched(in.servers, cfg.Namespaces.McpServer, opts.Warn)
+	contexts := watched(in.contexts, cfg.Namespaces.McpServer, opts.Warn)
+	resolver := overrideResolver{overrides: opts.Overrides, fallback: opts.Resolver}
+	warnings := map[string]string{} // server/binding → warning, first reason wins
+	resolved := map[string]map[string][]netip.Addr{}
+	for _, s := range servers {
+		if !s.Spec.IsEnabled() || len(s.Spec.EgressBindings) == 0 {
+			continue
+		}
+		answer := egress.Resolve(ctx, resolver, cfg.McpServer.ExternalEgressDNSTimeout, s)
+		for b, reason := range answer.Rejected {
+			warnings[s.Name+"/"+b] = fmt.Sprintf("McpServer %s binding %s rejected: %s", s.Name, b, reason)
+		}
+		for b, reason := range answer.Failed {
+			warnings[s.Name+"/"+b] = fmt.Sprintf("McpServer %s binding %s not resolved (%s): no allow, and the server's runtime stays blocked", s.Name, b, reason)
+		}
+		if len(answer.Addrs) > 0 {
+			resolved[s.Name] = answer.Addrs
+		}
+	}
+
+	plan := netpol.Compute(netpol.Inventory{Contexts: contexts, Servers: servers, Resolved: resolved}, netpol.NewOptions(cfg))
+	for _, r := range plan.Rejections {
+		key := r.Server + "/" + r.Binding
+		if _, ok := warnings[key]; !ok {
+			warnings[key] = fmt.Sprintf("McpServer %s binding %s rejected: %s", r.Server, r.Binding, r.Reason)
+		}
+	}
+	for _, c := range plan.Conflicts {
+		opts.Warn("Context %s ignored: contextId %s is held by Context %s", c.Context, c.ContextID, c.HeldBy)
+	}
+	for _, key := range sortedKeys(warnings) {
+		opts.Warn("%s", warnings[key])
+	}
+
+	objects := make([]runtime.Object, 0, len(plan.Policies))
+	for _, p := range plan.Policies {
+		objects = append(objects, p)
+	}
+	return encode(objects)
+}
+
+// validateInputs refuses objects the API server would refuse.
+func validateInputs(in *inputs) error {
+	check := func(kind, ns, name string, errs field.ErrorList) error {
+		if len(errs) == 0 {
+			return nil
+		}
+		return fmt.Errorf("invalid %s %s/%s: %v", kind, ns, name, errs.ToAggregate())
+	}
+	for _, o := range in.servers {
+		if err := check("McpServer", o.Namespace, o.Name, validation.McpServer(o)); err != nil {
+			return err
+		}
+	}
+	for _, o := range in.contexts {
+		if err := check("Context", o.Namespace, o.Name, validation.Context(o)); err != nil {
+			return err
+		}
+	}
+	for _, o := range in.hosts {
+		if err := check("Host", o.Namespace, o.Name, validation.Host(o)); err != nil {
+			return err
+		}
+	}
+	for _, o := range in.sfs {
+		if err := check("SharedFileSystem", o.Namespace, o.Name, validation.SharedFileSystem(o)); err != nil {
+			return err
+		}
+	}
+	for _, o := range in.gfs {
+		if err := check("GlobalFileSystem", o.Namespace, o.Name, validation.GlobalFileSystem(o)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// defaultNamespaces places an object without a namespace where HCC watches
+// its kind; Secrets and ConfigMaps go to the MCP server namespace.
+func defaultNamespaces(cfg *config.Config) func(kind string) string {
+	return func(kind string) string {
+		switch kind {
+		case "Host", "SharedFileSystem":
+			return cfg.Namespaces.Host
+		case "GlobalFileSystem":
+			return cfg.Namespaces.GFS
+		default:
+			return cfg.Namespaces.McpServer
+		}
+	}
+}
+
+// watched keeps the objects in namespace; the controller never sees others.
+func watched[T interface {
+	GetNamespace() string
+	GetName() string
+}](objs []T, namespace string, warn func(string, ...any)) []T {
+	var out []T
+	for _, o := range objs {
+		if o.GetNamespace() != namespace {
+			warn("ignoring %s/%s: HCC watches namespace %s", o.GetNamespace(), o.GetName(), namespace)
+			continue
+		}
+		out = append(out, o)
+	}
+	return out
+}
+
+// overrideResolver answers --resolve hosts itself and asks fallback for the
+// rest.
+type overrideResolver struct {
+	overrides map[string][]netip.Addr
+	fallback  egress.Resolver
+}
+
+var _ egress.Resolver = overrideResolver{}
+
+func (r overrideResolver) LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error) {
+	if addrs, ok := r.overrides[strings.ToLower(strings.TrimSuffix(host, "."))]; ok {
+		return addrs, nil
+	}
+	return r.fallback.LookupNetIP(ctx, network, host)
+}
+
+// ParseResolve parses one --resolve value, HOST=IP[,IP], into overrides.
+func ParseResolve(value string, overrides map[string][]netip.Addr) error {
+	host, ips, ok := strings.Cut(value, "=")
+	host = strings.ToLower(strings.TrimSuffix(strings.TrimSpace(host), "."))
+	if !ok || host == "" || ips == "" {
+		return fmt.Errorf("--resolve %q: want HOST=IP[,IP]", value)
+	}
+	for _, s := range strings.Split(ips, ",") {
+		addr, err := netip.ParseAddr(strings.TrimSpace(s))
+		if err != nil {
+			return fmt.Errorf("--resolve %q: %w", value, err)
+		}
+		overrides[host] = append(overrides[host], addr)
+	}
+	return nil
+}
+
+// encode writes objects as one multi-document YAML stream sorted by
+// apiVersion, kind, namespace and name, without the empty status and null
+// creationTimestamp Go's types would add.
+func encode(objects []runtime.Object) ([]byte, error) {
+	type entry struct {
+		sortKey string
+		doc     []byte
+	}
+	entries := make([]entry, 0, len(objects))
+	for _, obj := range objects {
+		raw, err := json.Marshal(obj)
+		if err != nil {
+			return nil, err
+		}
+		var m map[string]any
+		if err := json.Unmarshal(raw, &m); err != nil {
+			return nil, err
+		}
+		meta, _ := m["metadata"].(map[string]any)
+		delete(meta, "creationTimestamp")
+		if status, ok := m["status"].(map[string]any); ok && len(status) == 0 {
+			delete(m, "status")
+		}
+		doc, err := yaml.Marshal(m)
+		if err != nil {
+			return nil, err
+		}
+		gvk := obj.GetObjectKind().GroupVersionKind()
+		ns, _ := meta["namespace"].(string)
+		name, _ := meta["name"].(string)
+		entries = append(entries, entry{
+			sortKey: strings.Join([]string{gvk.GroupVersion().String(), gvk.Kind, ns, name}, "\x00"),
+			doc:     doc,
+		})
+	}
+	sort.Slice(entries, func(i, j int) bool { return entries[i].sortKey < entries[j].sortKey })
+	var out bytes.Buffer
+	for _, e := range entries {
+		out.WriteString("---\n")
+		out.Write(e.doc)
+	}
+	return out.Bytes(), nil
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

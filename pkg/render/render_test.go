@@ -1,0 +1,214 @@
+package render
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	networkingv1 "k8s.io/api/networking/v1"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/clerum/hcc/pkg/config"
+)
+
+const server = `apiVersion: clerum.io/v1alpha1
+kind: McpServer
+metadata:
+  name: s1
+spec:
+  image: mongodb/mongodb-mcp-server:1.0
+  transport: {type: sse}
+  egressBindings:
+  - {name: api, host: api.example.com, port: 443}
+`
+
+const context1 = `apiVersion: clerum.io/v1alpha1
+kind: Context
+metadata:
+  name: context1
+spec:
+  contextId: c1
+  mcpServers: [s1]
+`
+
+// noDNS fails every lookup, so tests never leave the machine.
+type noDNS struct{}
+
+func (noDNS) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
+	return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+}
+
+func testConfig(t *testing.T) *config.Config {
+	cfg, err := config.LoadFrom(config.Render, func(string) (string, bool) { return "", false })
+	require.NoError(t, err)
+	return cfg
+}
+
+// write creates files under a temporary folder and returns its path.
+func write(t *testing.T, files map[string]string) string {
+	dir := t.TempDir()
+	for name, body := range files {
+		path := filepath.Join(dir, name)
+		require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
+		require.NoError(t, os.WriteFile(path, []byte(body), 0o644))
+	}
+	return dir
+}
+
+type result struct {
+	out      string
+	warnings []string
+	err      error
+}
+
+func run(t *testing.T, paths []string, overrides map[string][]netip.Addr) result {
+	var r result
+	out, err := Render(context.Background(), Options{
+		Paths: paths, Overrides: overrides, Resolver: noDNS{}, Config: testConfig(t),
+		Warn: func(format string, a ...any) { r.warnings = append(r.warnings, fmt.Sprintf(format, a...)) },
+	})
+	r.out, r.err = string(out), err
+	return r
+}
+
+// policies decodes the rendered stream into "namespace/name" keys in order.
+func policies(t *testing.T, out string) ([]string, map[string]*networkingv1.NetworkPolicy) {
+	var order []string
+	byKey := map[string]*networkingv1.NetworkPolicy{}
+	for _, doc := range strings.Split(out, "---\n")[1:] {
+		var p networkingv1.NetworkPolicy
+		require.NoError(t, utilyaml.Unmarshal([]byte(doc), &p))
+		key := p.Namespace + "/" + p.Name
+		order = append(order, key)
+		byKey[key] = &p
+	}
+	return order, byKey
+}
+
+func TestRenderPlansFromFiles(t *testing.T) {
+	dir := write(t, map[string]string{
+		"servers/s1.yaml":   server,
+		"contexts/c1.yml":   context1,
+		"other/deploy.yaml": "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\n",
+		"notes.txt":         "not yaml, not read",
+	})
+	r := run(t, []string{dir}, map[string][]netip.Addr{"api.example.com": {netip.MustParseAddr("93.184.216.34")}})
+	require.NoError(t, r.err)
+
+	order, byKey := policies(t, r.out)
+	assert.IsIncreasing(t, order, "sorted by namespace and name within one kind")
+	for _, want := range []string{
+		"mcp-server/deny-all-mcp-server", "mcp-server/allow-host-context-controller-api",
+		"mcp-server/ctx-c1-s1", "mcp-host/ctx-c1-s1-egress", "rpc-proxy/rpc-egress-c1-s1",
+		"mcp-server/ext-egress-s1-api",
+	} {
+		assert.Contains(t, byKey, want)
+	}
+	ext := byKey["mcp-server/ext-egress-s1-api"]
+	assert.Equal(t, "93.184.216.34/32", ext.Spec.Egress[0].To[0].IPBlock.CIDR)
+	assert.NotContains(t, r.out, "creationTimestamp")
+	assert.NotContains(t, r.out, "status:")
+	assert.Equal(t, []string{"skipping apps/v1 Deployment (" + filepath.Join(dir, "other/deploy.yaml") +
+		" document 1): render does not use this kind"}, r.warnings)
+}
+
+func TestRenderUnresolvableHostGetsNoAllow(t *testing.T) {
+	dir := write(t, map[string]string{"all.yaml": server + "---\n" + context1})
+	r := run(t, []string{dir}, nil)
+	require.NoError(t, r.err)
+	_, byKey := policies(t, r.out)
+	assert.NotContains(t, byKey, "mcp-server/ext-egress-s1-api")
+	assert.Contains(t, byKey, "mcp-server/ctx-c1-s1", "the rest of the plan is unaffected")
+	require.Len(t, r.warnings, 1)
+	assert.Contains(t, r.warnings[0], "McpServer s1 binding api not resolved")
+	assert.Contains(t, r.warnings[0], "runtime stays blocked")
+}
+
+func TestRenderIsDeterministic(t *testing.T) {
+	dir := write(t, map[string]string{"b.yaml": context1, "a.yaml": server})
+	overrides := map[string][]netip.Addr{"api.example.com": {netip.MustParseAddr("93.184.216.34")}}
+	first := run(t, []string{dir}, overrides)
+	require.NoError(t, first.err)
+	swapped := write(t, map[string]string{"b.yaml": server, "a.yaml": context1})
+	assert.Equal(t, first.out, run(t, []string{swapped}, overrides).out)
+}
+
+func TestRenderInputRules(t *testing.T) {
+	tests := []struct {
+		name    string
+		files   map[string]string
+		paths   func(dir string) []string
+		wantErr string
+	}{
+		{
+			name:  "the same object given as a file and through its folder counts once",
+			files: map[string]string{"s1.yaml": server},
+			paths: func(dir string) []string { return []string{dir, filepath.Join(dir, "s1.yaml")} },
+		},
+		{
+			name:    "two different objects with one name are bad input",
+			files:   map[string]string{"a.yaml": server, "b.yaml": strings.Replace(server, "sse", "stdio", 1)},
+			wantErr: "two different McpServer mcp-server/s1",
+		},
+		{
+			name:    "an unknown field is bad input",
+			files:   map[string]string{"a.yaml": strings.Replace(server, "image:", "imagee:", 1)},
+			wantErr: `unknown field "imagee"`,
+		},
+		{
+			name:    "an object the API server would refuse is bad input",
+			files:   map[string]string{"a.yaml": strings.Replace(server, "{type: sse}", "{type: sse, port: 0}", 1)},
+			wantErr: "invalid McpServer mcp-server/s1",
+		},
+		{
+			name:    "a document without kind is bad input",
+			files:   map[string]string{"a.yaml": "metadata: {name: x}\n"},
+			wantErr: "apiVersion and kind are required",
+		},
+		{
+			name:  "a v1 List is unpacked and empty documents skipped",
+			files: map[string]string{"a.yaml": "---\n# nothing\n---\napiVersion: v1\nkind: List\nitems:\n- " + strings.ReplaceAll(strings.TrimSpace(server), "\n", "\n  ") + "\n"},
+		},
+		{
+			name:    "a missing path is bad input",
+			files:   map[string]string{},
+			paths:   func(dir string) []string { return []string{filepath.Join(dir, "absent.yaml")} },
+			wantErr: "no such file",
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := write(t, tc.files)
+			paths := []string{dir}
+			if tc.paths != nil {
+				paths = tc.paths(dir)
+			}
+			r := run(t, paths, nil)
+			if tc.wantErr == "" {
+				require.NoError(t, r.err)
+				assert.Contains(t, r.out, "deny-all-mcp-server")
+				return
+			}
+			require.Error(t, r.err)
+			assert.Contains(t, r.err.Error(), tc.wantErr)
+			assert.NotContains(t, r.err.Error(), "\n", "one line")
+		})
+	}
+}
+
+func TestParseResolve(t *testing.T) {
+	overrides := map[string][]netip.Addr{}
+	require.NoError(t, ParseResolve("API.Example.com.=93.184.216.34,2606:2800:220:1::1", overrides))
+	assert.Equal(t, []netip.Addr{netip.MustParseAddr("93.184.216.34"), netip.MustParseAddr("2606:2800:220:1::1")},
+		overrides["api.example.com"])
+	for _, bad := range []string{"api.example.com", "=1.2.3.4", "api.example.com=", "api.example.com=not-an-ip"} {
+		assert.Error(t, ParseResolve(bad, map[string][]netip.Addr{}), bad)
+	}
+}
