@@ -31,8 +31,12 @@ func TestControllerTakesTheLeaseAndReleasesItOnShutdown(t *testing.T) {
 	cp := controlplane.Start(t, controlplane.Options{})
 	kube := kubernetes.NewForConfigOrDie(cp.Config())
 	ctx := context.Background()
-	_, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "control-plane"}}, metav1.CreateOptions{})
-	require.NoError(t, err)
+	// The leader is ready once its NetworkPolicy pass has certified, which
+	// needs the namespaces the policies live in.
+	for _, ns := range []string{"control-plane", "mcp-server", "mcp-host", "rpc-proxy", "sandbox-recipes"} {
+		_, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
 
 	port := testenv.FreePort(t)
 	t.Setenv("INTERNAL_CONTROL_JWT_HCC_HMAC_SECRET", "integration-secret")
@@ -53,7 +57,7 @@ func TestControllerTakesTheLeaseAndReleasesItOnShutdown(t *testing.T) {
 		}
 		return *lease.Spec.HolderIdentity
 	}
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true,
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true,
 		func(context.Context) (bool, error) { return holder() == "replica-a", nil })
 	require.NoError(t, err, "the controller should hold the lease")
 	assert.Equal(t, http.StatusOK, testenv.WaitHTTP(fmt.Sprintf("http://127.0.0.1:%d/ready", port), http.StatusOK, 10*time.Second))

@@ -101,6 +101,8 @@ type Controller struct {
 	// conflicted remembers Contexts already warned about, so a duplicate
 	// contextId yields one event, not one per pass.
 	conflicted sets.Set[string]
+	// rejected remembers the rejections already reported as events.
+	rejected sets.Set[string]
 }
 
 // PolicyNamespaces returns every namespace the planner may put a policy in;
@@ -160,6 +162,7 @@ func New(
 		log:        log.With().Str("controller", "netpol").Logger(),
 		plan:       netpol.Compute,
 		conflicted: sets.New[string](),
+		rejected:   sets.New[string](),
 	}
 	readiness.Set(ReadinessCheck, false)
 

@@ -417,3 +417,25 @@ func TestDuplicateContextIDIsReportedOnTheIgnoredContext(t *testing.T) {
 	require.NoError(t, c.syncFull(context.Background()))
 	assert.Empty(t, recorder.Events, "one event per conflict, not one per pass")
 }
+
+func TestRejectedRecipeBindingIsReportedOnce(t *testing.T) {
+	f := newFixture(t)
+	f.servers = []*clerumv1alpha1.McpServer{{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "mcp-server", Name: "s1", Annotations: map[string]string{
+			names.AnnotationRecipeBindings: `[{"recipe":"r1","from":"someone-else","to":"w","port":8080}]`,
+		}},
+		Spec: clerumv1alpha1.McpServerSpec{Image: "i", Transport: clerumv1alpha1.Transport{Type: clerumv1alpha1.TransportSSE}},
+	}}
+	c := f.newController()
+	c.plan = func(inv netpol.Inventory, o netpol.Options) *netpol.Plan {
+		plan := netpol.Compute(inv, o)
+		plan.Policies = nil
+		return plan
+	}
+	recorder := c.recorder.(*record.FakeRecorder)
+	require.NoError(t, c.syncFull(context.Background()))
+	require.Len(t, recorder.Events, 1)
+	assert.Contains(t, <-recorder.Events, "Warning BindingRejected recipe:r1")
+	require.NoError(t, c.syncFull(context.Background()))
+	assert.Empty(t, recorder.Events)
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -11,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
 	applymetav1 "k8s.io/client-go/applyconfigurations/meta/v1"
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
@@ -71,7 +73,30 @@ func (c *Controller) syncFull(ctx context.Context) error {
 	}
 
 	c.egress.Applied(version)
+	c.reportRejections(inv.Servers, plan.Rejections)
 	return c.reportConflicts(ctx, inv.Contexts, plan.Conflicts)
+}
+
+// reportRejections emits one Warning event on the McpServer for each new
+// rejected recipe binding or colliding Context allow. Egress binding
+// rejections are the external-egress coordinator's to report, with status.
+func (c *Controller) reportRejections(servers []*clerumv1alpha1.McpServer, rejections []netpol.Rejection) {
+	byName := make(map[string]*clerumv1alpha1.McpServer, len(servers))
+	for _, s := range servers {
+		byName[s.Name] = s
+	}
+	current := sets.New[string]()
+	for _, r := range rejections {
+		if !strings.HasPrefix(r.Binding, "recipe:") && !strings.HasPrefix(r.Binding, "context:") {
+			continue
+		}
+		key := r.Server + "\x00" + r.Binding + "\x00" + r.Reason
+		current.Insert(key)
+		if s, ok := byName[r.Server]; ok && !c.rejected.Has(key) {
+			c.recorder.Eventf(s, corev1.EventTypeWarning, "BindingRejected", "%s: %s", r.Binding, r.Reason)
+		}
+	}
+	c.rejected = current
 }
 
 // syncDefaults ensures L0/L1 only. It never deletes: sweeping is the full
