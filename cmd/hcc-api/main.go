@@ -9,7 +9,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
@@ -18,9 +17,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/rs/zerolog"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/clerum/hcc/internal/startup"
+	"github.com/clerum/hcc/pkg/api"
 	"github.com/clerum/hcc/pkg/config"
+	clientset "github.com/clerum/hcc/pkg/generated/clientset/versioned"
 	"github.com/clerum/hcc/pkg/health"
 	"github.com/clerum/hcc/pkg/version"
 )
@@ -29,10 +31,9 @@ const (
 	binary = "hcc-api"
 	// drainTimeout bounds how long in-flight requests may finish on shutdown.
 	drainTimeout = 20 * time.Second
-	// routesCheck stays pending until the API routes are served; they arrive
-	// with the hcc-api issue, so until then the process never reports ready
-	// and no Service sends it traffic.
-	routesCheck = "routes"
+	// fixturesCheck is the dev-mode readiness check: it passes once the
+	// fixtures are loaded.
+	fixturesCheck = "fixtures"
 )
 
 func main() {
@@ -73,21 +74,50 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// serve checks the cluster (outside dev mode) and serves the health and
-// metrics endpoints until ctx is done.
+// serve builds the API over the cluster's informer caches (or, in dev
+// mode, the fixtures) and serves it until ctx is done.
 func serve(ctx context.Context, log zerolog.Logger, flags startup.Flags, cfg *config.Config) error {
-	if !cfg.Core.DevMode {
-		restCfg, err := startup.Connect(ctx, binary, flags, cfg.Core)
-		if err != nil {
-			return err
-		}
-		log.Info().Str("server", restCfg.Host).Msg("connected to the Kubernetes API server")
-	}
-
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	readiness := health.NewReadiness(routesCheck)
-	mux := http.NewServeMux()
-	health.Register(mux, readiness, registry)
-	return startup.Serve(ctx, log, cfg.Core.Port, mux, drainTimeout)
+	metrics := api.NewMetrics(registry)
+	opts := api.Options{
+		Namespace:      cfg.Namespaces.McpServer,
+		ClusterDomain:  cfg.Core.ClusterDomain,
+		HostAuth:       cfg.HostAuth,
+		DesktopToken:   cfg.Desktop.APIToken,
+		TokenCacheSize: api.DefaultTokenCacheSize,
+		Gatherer:       registry,
+		Metrics:        metrics,
+		Log:            log,
+	}
+
+	if cfg.Core.DevMode {
+		opts.Readiness = health.NewReadiness(fixturesCheck)
+		opts.Dev = api.LoadDevFixtures(cfg.Dev, cfg.Namespaces.McpServer, log)
+		opts.Readiness.Set(fixturesCheck, true)
+		metrics.SetCacheSynced(fixturesCheck, true)
+		return startup.Serve(ctx, log, cfg.Core.Port, api.NewHandler(opts), drainTimeout)
+	}
+
+	restCfg, err := startup.Connect(ctx, binary, flags, cfg.Core)
+	if err != nil {
+		return err
+	}
+	log.Info().Str("server", restCfg.Host).Msg("connected to the Kubernetes API server")
+	kube, err := kubernetes.NewForConfig(restCfg)
+	if err != nil {
+		return err
+	}
+	hcc, err := clientset.NewForConfig(restCfg)
+	if err != nil {
+		return err
+	}
+	caches := newCaches(kube, hcc, cfg.Namespaces)
+	opts.Sources = caches.sources
+	opts.Readiness = health.NewReadiness(informersCheck)
+	// Serve returns once in-flight requests drained after ctx ended; the
+	// informers stop with ctx too and are waited for last.
+	defer caches.shutdown()
+	caches.run(ctx, opts.Readiness, metrics, log)
+	return startup.Serve(ctx, log, cfg.Core.Port, api.NewHandler(opts), drainTimeout)
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/clerum/hcc/internal/testing/testenv"
 )
@@ -40,12 +42,13 @@ func TestUnreachableClusterExits(t *testing.T) {
 	assert.Equal(t, 1, run(context.Background(), []string{"--kubeconfig", testenv.UnreachableKubeconfig(t)}, &stdout, &stderr))
 }
 
-func TestDevModeServesHealthWithoutACluster(t *testing.T) {
+func TestDevModeServesFixturesWithoutACluster(t *testing.T) {
 	port := testenv.FreePort(t)
 	t.Setenv("CLERUM_DEV_MODE", "true")
 	t.Setenv("HCC_MCP_HOST_JWT_PUBLIC_KEY", testenv.RSAPublicKeyPEM(t))
 	t.Setenv("CONTEXT_MAPPER_PORT", strconv.Itoa(port))
 	t.Setenv("KUBECONFIG", testenv.UnreachableKubeconfig(t))
+	t.Setenv("CLERUM_MCP_SERVERS", `[{"name":"filesystem","spec":{"image":"mcp/filesystem:latest","transport":{"type":"sse","url":"http://localhost:3001/sse","port":3001},"enabled":true}}]`)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
@@ -56,8 +59,32 @@ func TestDevModeServesHealthWithoutACluster(t *testing.T) {
 
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
 	assert.Equal(t, http.StatusOK, testenv.WaitHTTP(base+"/health", http.StatusOK, 10*time.Second))
-	// The API routes arrive with their own issue; until then it is not ready.
-	assert.Equal(t, http.StatusServiceUnavailable, testenv.WaitHTTP(base+"/ready", http.StatusServiceUnavailable, time.Second))
+	// Ready once the fixtures are loaded: no cluster is involved.
+	assert.Equal(t, http.StatusOK, testenv.WaitHTTP(base+"/ready", http.StatusOK, time.Second))
+
+	resp, err := http.Get(base + "/api/v1/mcpservers")
+	require.NoError(t, err)
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Contains(t, string(body), `"url":"http://localhost:3001/sse"`)
+
+	// v2 fails closed in dev mode. A token far over the 8 KiB cap still
+	// reaches the handler and gets its 401: the server's header limit sits
+	// above the token cap.
+	for _, token := range []string{"x.y.z", strings.Repeat("a", 32<<10)} {
+		req, err := http.NewRequest(http.MethodGet, base+"/api/v2/hosts/self/mcpservers", nil)
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err = http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.NoError(t, err)
+		assert.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+		assert.Equal(t, `{"error":"unauthorized"}`, string(body))
+	}
 
 	cancel()
 	select {

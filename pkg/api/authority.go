@@ -1,0 +1,97 @@
+package api
+
+import (
+	"errors"
+	"slices"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+
+	"github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
+)
+
+// authority is the live state a verified token stands for: the Host it
+// names, with the token's UID, and the Context that Host refers to. It is
+// a snapshot of cache objects and must not be mutated.
+type authority struct {
+	claims  HostClaims
+	host    *v1alpha1.Host
+	context *v1alpha1.Context
+}
+
+// resolveAuthority maps verified claims to live objects. The token says who
+// the caller is; only the live Host and Context say what it may see, so a
+// Host deleted and recreated under the same name (a new UID) or pointed at
+// a missing Context has no authority, whatever its token claims. A Host or
+// Context being deleted has none either, and neither has a Context the
+// controller ignores for its contextId conflict. Lister errors other than
+// not-found cannot happen on an informer cache; they fail closed too.
+func resolveAuthority(src Sources, claims HostClaims) (authority, error) {
+	host, err := src.Hosts.Get(claims.HostRef)
+	if err != nil || host.DeletionTimestamp != nil {
+		return authority{}, failHostMissing
+	}
+	if host.UID != claims.HostUID {
+		return authority{}, failHostUIDMismatch
+	}
+	ctx, err := src.Contexts.Get(host.Spec.ContextRef)
+	if err != nil || ctx.DeletionTimestamp != nil ||
+		meta.IsStatusConditionTrue(ctx.Status.Conditions, v1alpha1.ConditionContextIDConflict) {
+		return authority{}, failContextMissing
+	}
+	return authority{claims: claims, host: host, context: ctx}, nil
+}
+
+// grantedServer returns the server called name if ctx grants it and it is
+// offered. Every negative answer is the same false, so callers cannot tell
+// an ungranted name from a missing or disabled server.
+func grantedServer(ctx *v1alpha1.Context, name string, servers McpServerReader) (*v1alpha1.McpServer, bool) {
+	if !slices.Contains(ctx.Spec.McpServers, name) {
+		return nil, false
+	}
+	s, err := servers.Get(name)
+	if err != nil || !offered(s) {
+		return nil, false
+	}
+	return s, true
+}
+
+// grantedServers returns every offered server ctx grants, sorted by name so
+// that every replica lists them in the same order.
+func grantedServers(ctx *v1alpha1.Context, servers McpServerReader) []*v1alpha1.McpServer {
+	names := slices.Clone(ctx.Spec.McpServers)
+	slices.Sort(names)
+	names = slices.Compact(names)
+	granted := make([]*v1alpha1.McpServer, 0, len(names))
+	for _, name := range names {
+		if s, err := servers.Get(name); err == nil && offered(s) {
+			granted = append(granted, s)
+		}
+	}
+	return granted
+}
+
+// offered reports whether a server may be handed to a Host: enabled and not
+// on its way out.
+func offered(s *v1alpha1.McpServer) bool {
+	return s.DeletionTimestamp == nil && s.Spec.IsEnabled()
+}
+
+// revalidate re-reads the authority and grant after a credential was read,
+// so a Host deleted, recreated or moved to another Context, or a server
+// ungranted, disabled or replaced while the value was read, does not get
+// it. It returns the failure for the first check that no longer holds, or
+// errNotGranted for the grant.
+func revalidate(src Sources, a authority, server *v1alpha1.McpServer) error {
+	now, err := resolveAuthority(src, a.claims)
+	if err != nil {
+		return err
+	}
+	s, ok := grantedServer(now.context, server.Name, src.McpServers)
+	if !ok || s.UID != server.UID {
+		return errNotGranted
+	}
+	return nil
+}
+
+// errNotGranted is the grant failure, answered with the uniform 404.
+var errNotGranted = errors.New("server not granted")
