@@ -55,8 +55,11 @@ test-integration: ## Integration tests against a real etcd and kube-apiserver.
 test: test-unit verify test-integration ## Everything: unit tests, generated-code checks, integration tests.
 
 .PHONY: bench
-bench: ## Benchmarks.
-	$(GO) test -run '^$$' -bench . -benchmem ./...
+bench: ## Benchmarks, with the ratios the issues ask for (hcc-api: x-plain).
+	@mkdir -p _output
+	$(GO) test -run '^$$' -bench . -benchmem ./... | tee _output/bench.txt
+	@awk '/^BenchmarkCompute1000x10/ {c=$$3} /^BenchmarkFloor1000x10/ {f=$$3} \
+	  END {if (c && f) printf "netpol planner/floor time ratio: %.2f\n", c/f}' _output/bench.txt
 
 .PHONY: controlplane
 controlplane: ## Build (or reuse) the cached local control-plane binaries; prints their directory.
