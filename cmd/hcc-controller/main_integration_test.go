@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -38,6 +39,7 @@ func TestControllerTakesTheLeaseAndReleasesItOnShutdown(t *testing.T) {
 		require.NoError(t, err)
 	}
 
+	kubeconfig := asControllerServiceAccount(t, cp, kube)
 	port := testenv.FreePort(t)
 	t.Setenv("INTERNAL_CONTROL_JWT_HCC_HMAC_SECRET", "integration-secret")
 	t.Setenv("HCC_CONTROLLER_PORT", strconv.Itoa(port))
@@ -47,7 +49,7 @@ func TestControllerTakesTheLeaseAndReleasesItOnShutdown(t *testing.T) {
 	done := make(chan int, 1)
 	go func() {
 		var stdout, stderr bytes.Buffer
-		done <- run(runCtx, []string{"--kubeconfig", cp.Kubeconfig()}, &stdout, &stderr)
+		done <- run(runCtx, []string{"--kubeconfig", kubeconfig}, &stdout, &stderr)
 	}()
 
 	holder := func() string {
@@ -75,6 +77,17 @@ func TestControllerTakesTheLeaseAndReleasesItOnShutdown(t *testing.T) {
 	lease, err = kube.CoordinationV1().Leases("control-plane").Get(ctx, leaseName, metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Empty(t, ptrValue(lease.Spec.HolderIdentity))
+}
+
+// asControllerServiceAccount applies deploy/controller/rbac.yaml and returns
+// a kubeconfig acting as the controller's service account, so the tests
+// prove the shipped Roles are enough.
+func asControllerServiceAccount(t *testing.T, cp *controlplane.ControlPlane, kube kubernetes.Interface) string {
+	t.Helper()
+	_, err := controlplane.ApplyRBAC(context.Background(), kube, filepath.Join("..", "..", "deploy", "controller", "rbac.yaml"))
+	require.NoError(t, err)
+	return cp.ImpersonatingKubeconfig("system:serviceaccount:control-plane:hcc-controller",
+		"system:serviceaccounts", "system:serviceaccounts:control-plane")
 }
 
 func ptrValue(s *string) string {

@@ -78,6 +78,7 @@ func TestNetworkPolicyOperator(t *testing.T) {
 	_, err = hcc.ClerumV1alpha1().Contexts("mcp-server").Create(ctx, context1, metav1.CreateOptions{})
 	require.NoError(t, err)
 
+	kubeconfig := asControllerServiceAccount(t, cp, kube)
 	port := testenv.FreePort(t)
 	t.Setenv("INTERNAL_CONTROL_JWT_HCC_HMAC_SECRET", "integration-secret")
 	t.Setenv("HCC_CONTROLLER_PORT", strconv.Itoa(port))
@@ -86,7 +87,7 @@ func TestNetworkPolicyOperator(t *testing.T) {
 	done := make(chan int, 1)
 	go func() {
 		var stdout, stderr bytes.Buffer
-		done <- run(runCtx, []string{"--kubeconfig", cp.Kubeconfig()}, &stdout, &stderr)
+		done <- run(runCtx, []string{"--kubeconfig", kubeconfig}, &stdout, &stderr)
 	}()
 	t.Cleanup(func() {
 		cancel()

@@ -28,15 +28,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/yaml"
 
+	"github.com/clerum/hcc/internal/testing/controlplane"
 	"github.com/clerum/hcc/internal/testing/testenv"
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/logging"
@@ -88,7 +86,7 @@ func TestAPIServesHostScopedInventoryAndCredentials(t *testing.T) {
 	require.NoError(t, err)
 
 	bin := buildAPIBinary(t)
-	kubeconfig := impersonatingKubeconfig(t, e.cp.Kubeconfig(), apiServiceAccount, "system:serviceaccounts", "system:serviceaccounts:control-plane")
+	kubeconfig := e.cp.ImpersonatingKubeconfig(apiServiceAccount, "system:serviceaccounts", "system:serviceaccounts:control-plane")
 	replicas := []*apiReplica{
 		startAPIReplica(t, bin, kubeconfig, publicKeyPEM(t, key)),
 		startAPIReplica(t, bin, kubeconfig, publicKeyPEM(t, key)),
@@ -209,48 +207,18 @@ func apiServer(name string, transport clerumv1alpha1.TransportType) *clerumv1alp
 	}
 }
 
-// applyAPIRBAC creates the Roles and RoleBindings of deploy/api/rbac.yaml.
+// applyAPIRBAC creates the Roles and RoleBindings of deploy/api/rbac.yaml
+// and checks that they grant no write verb.
 func applyAPIRBAC(t *testing.T, ctx context.Context, kube kubernetes.Interface) {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join("..", "..", "deploy", "api", "rbac.yaml"))
+	roles, err := controlplane.ApplyRBAC(ctx, kube, filepath.Join("..", "..", "deploy", "api", "rbac.yaml"))
 	require.NoError(t, err)
-	var applied int
-	for _, doc := range strings.Split(string(raw), "\n---\n") {
-		var meta metav1.TypeMeta
-		require.NoError(t, yaml.Unmarshal([]byte(doc), &meta))
-		switch meta.Kind {
-		case "Role":
-			var role rbacv1.Role
-			require.NoError(t, yaml.UnmarshalStrict([]byte(doc), &role))
-			for _, rule := range role.Rules {
-				assert.Subset(t, []string{"get", "list", "watch"}, rule.Verbs, "rbac.yaml grants a write verb")
-			}
-			_, err = kube.RbacV1().Roles(role.Namespace).Create(ctx, &role, metav1.CreateOptions{})
-		case "RoleBinding":
-			var binding rbacv1.RoleBinding
-			require.NoError(t, yaml.UnmarshalStrict([]byte(doc), &binding))
-			_, err = kube.RbacV1().RoleBindings(binding.Namespace).Create(ctx, &binding, metav1.CreateOptions{})
-		default:
-			t.Fatalf("unexpected kind %q in rbac.yaml", meta.Kind)
+	require.Len(t, roles, 2)
+	for _, role := range roles {
+		for _, rule := range role.Rules {
+			assert.Subset(t, []string{"get", "list", "watch"}, rule.Verbs, "rbac.yaml grants a write verb")
 		}
-		require.NoError(t, err)
-		applied++
 	}
-	require.Equal(t, 4, applied)
-}
-
-// impersonatingKubeconfig copies the admin kubeconfig, acting as user.
-func impersonatingKubeconfig(t *testing.T, admin, user string, groups ...string) string {
-	t.Helper()
-	cfg, err := clientcmd.LoadFromFile(admin)
-	require.NoError(t, err)
-	for _, info := range cfg.AuthInfos {
-		info.Impersonate = user
-		info.ImpersonateGroups = groups
-	}
-	path := filepath.Join(t.TempDir(), "kubeconfig")
-	require.NoError(t, clientcmd.WriteToFile(*cfg, path))
-	return path
 }
 
 // buildAPIBinary builds cmd/hcc-api with the race detector.
