@@ -15,8 +15,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	kubeinformers "k8s.io/client-go/informers"
@@ -438,4 +440,31 @@ func TestRejectedRecipeBindingIsReportedOnce(t *testing.T) {
 	assert.Contains(t, <-recorder.Events, "Warning BindingRejected recipe:r1")
 	require.NoError(t, c.syncFull(context.Background()))
 	assert.Empty(t, recorder.Events)
+}
+
+func TestMissingNamespaceDoesNotBlockCertification(t *testing.T) {
+	f := newFixture(t)
+	f.desired = []*networkingv1.NetworkPolicy{
+		policy("mcp-server", "deny-all-mcp-server", names.PolicyTypeDenyAll, 0),
+		policy("sandbox-recipes", "deny-all-sandbox-recipes", names.PolicyTypeDenyAll, 0),
+		policy("sandbox-recipes", "allow-dns-egress-sandbox-recipes", names.PolicyTypeInfrastructure, 0),
+		policy("mcp-server", "ext-egress-s1-api", names.PolicyTypeExternalEgress, 443),
+	}
+	c := f.newController()
+	f.kube.PrependReactor("create", "networkpolicies", func(a core.Action) (bool, runtime.Object, error) {
+		if a.GetNamespace() == "sandbox-recipes" {
+			return true, nil, apierrors.NewNotFound(schema.GroupResource{Resource: "namespaces"}, "sandbox-recipes")
+		}
+		return false, nil, nil
+	})
+	err := c.syncFull(context.Background())
+	require.Error(t, err, "the pass is retried until the namespace exists")
+	assert.Contains(t, err.Error(), "sandbox-recipes")
+	assert.True(t, f.readiness.Ready(), "a namespace without pods blocks no certification")
+	assert.Equal(t, uint64(7), f.egress.applied, "nor the egress gates")
+	assert.Equal(t, []string{
+		"create mcp-server/deny-all-mcp-server",
+		"create sandbox-recipes/deny-all-sandbox-recipes", // tried once, then the namespace is skipped
+		"create mcp-server/ext-egress-s1-api",
+	}, f.writes())
 }

@@ -47,19 +47,20 @@ func (c *Controller) syncFull(ctx context.Context) error {
 	c.observePlan(plan, ch)
 
 	isDefault := func(p *networkingv1.NetworkPolicy) bool { return defaultTypes[p.Labels[names.LabelPolicyType]] }
-	if err := c.write(ctx, "create", filter(ch.creates, isDefault)); err != nil {
+	missing := sets.New[string]()
+	if err := c.write(ctx, "create", filter(ch.creates, isDefault), missing); err != nil {
 		return err
 	}
-	if err := c.write(ctx, "update", filter(ch.updates, isDefault)); err != nil {
+	if err := c.write(ctx, "update", filter(ch.updates, isDefault), missing); err != nil {
 		return err
 	}
-	if err := c.write(ctx, "delete", ch.revokes); err != nil {
+	if err := c.write(ctx, "delete", ch.revokes, missing); err != nil {
 		return err
 	}
-	if err := c.write(ctx, "delete", ch.deletes); err != nil {
+	if err := c.write(ctx, "delete", ch.deletes, missing); err != nil {
 		return err
 	}
-	if err := c.write(ctx, "update", filter(ch.updates, not(isDefault))); err != nil {
+	if err := c.write(ctx, "update", filter(ch.updates, not(isDefault)), missing); err != nil {
 		return err
 	}
 	if !c.certified.Swap(true) {
@@ -68,13 +69,28 @@ func (c *Controller) syncFull(ctx context.Context) error {
 		c.metrics.Certified.Set(1)
 		c.readiness.Set(ReadinessCheck, true)
 	}
-	if err := c.write(ctx, "create", filter(ch.creates, not(isDefault))); err != nil {
+	if err := c.write(ctx, "create", filter(ch.creates, not(isDefault)), missing); err != nil {
 		return err
 	}
 
 	c.egress.Applied(version)
 	c.reportRejections(inv.Servers, plan.Rejections)
-	return c.reportConflicts(ctx, inv.Contexts, plan.Conflicts)
+	if err := c.reportConflicts(ctx, inv.Contexts, plan.Conflicts); err != nil {
+		return err
+	}
+	return missingNamespaces(missing)
+}
+
+// missingNamespaces turns the namespaces a pass could not write into into an
+// error, so the queue retries the pass with backoff until they exist: HCC
+// does not watch namespaces, and a namespace created later must still get
+// its default deny. A namespace that does not exist holds no pod to
+// protect, so it blocks neither certification nor the egress gates.
+func missingNamespaces(missing sets.Set[string]) error {
+	if missing.Len() == 0 {
+		return nil
+	}
+	return fmt.Errorf("namespaces %s do not exist; their policies are written once they do", strings.Join(sets.List(missing), ", "))
 }
 
 // reportRejections emits one Warning event on the McpServer for each new
@@ -108,10 +124,14 @@ func (c *Controller) syncDefaults(ctx context.Context) error {
 	}
 	isDefault := func(p *networkingv1.NetworkPolicy) bool { return defaultTypes[p.Labels[names.LabelPolicyType]] }
 	ch := diff(netpol.Defaults(c.opts.Plan), live, c.opts.Caps, isDefault, nil)
-	if err := c.write(ctx, "create", ch.creates); err != nil {
+	missing := sets.New[string]()
+	if err := c.write(ctx, "create", ch.creates, missing); err != nil {
 		return err
 	}
-	return c.write(ctx, "update", ch.updates)
+	if err := c.write(ctx, "update", ch.updates, missing); err != nil {
+		return err
+	}
+	return missingNamespaces(missing)
 }
 
 // withheld names the external-egress policies whose server and binding
@@ -156,9 +176,14 @@ func (c *Controller) observePlan(plan *netpol.Plan, ch changes) {
 }
 
 // write applies one verb to each policy. It stops at the first failure that
-// is not already the desired outcome (a delete of a policy that is gone).
-func (c *Controller) write(ctx context.Context, verb string, policies []*networkingv1.NetworkPolicy) error {
+// is not already the desired outcome (a delete of a policy that is gone), or
+// a create in a namespace that does not exist, which it adds to missing and
+// skips.
+func (c *Controller) write(ctx context.Context, verb string, policies []*networkingv1.NetworkPolicy, missing sets.Set[string]) error {
 	for _, p := range policies {
+		if missing.Has(p.Namespace) {
+			continue
+		}
 		client := c.kube.NetworkingV1().NetworkPolicies(p.Namespace)
 		var err error
 		switch verb {
@@ -173,6 +198,12 @@ func (c *Controller) write(ctx context.Context, verb string, policies []*network
 			if apierrors.IsNotFound(err) {
 				err = nil
 			}
+		}
+		if verb == "create" && apierrors.IsNotFound(err) {
+			// The only thing a create can miss is its namespace.
+			c.log.Warn().Str("namespace", p.Namespace).Msg("namespace does not exist; skipping its policies")
+			missing.Insert(p.Namespace)
+			continue
 		}
 		if err != nil {
 			c.metrics.WriteErrors.WithLabelValues(verb).Inc()
