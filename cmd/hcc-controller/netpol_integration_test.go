@@ -6,7 +6,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -15,20 +14,16 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
-	"github.com/clerum/hcc/internal/testing/controlplane"
 	"github.com/clerum/hcc/internal/testing/testenv"
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	clientset "github.com/clerum/hcc/pkg/generated/clientset/versioned"
-	"github.com/clerum/hcc/pkg/logging"
 	"github.com/clerum/hcc/pkg/names"
 )
 
@@ -37,15 +32,10 @@ import (
 // four-layer set, convergence without writes, revocation when a Context
 // drops a server, drift repair and external egress status.
 func TestNetworkPolicyOperator(t *testing.T) {
-	logging.Setup(binary, "info")
-	cp := controlplane.Start(t, controlplane.Options{})
-	kube := kubernetes.NewForConfigOrDie(cp.Config())
+	c := startCluster(t)
+	kube, cp := c.kube, c.cp
 	hcc := clientset.NewForConfigOrDie(cp.Config())
 	ctx := context.Background()
-	for _, ns := range []string{"control-plane", "mcp-server", "mcp-host", "rpc-proxy", "sandbox-recipes"} {
-		_, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
-		require.NoError(t, err)
-	}
 
 	// A stale allow left by an earlier run: its Context no longer exists.
 	stale := &networkingv1.NetworkPolicy{
@@ -78,26 +68,7 @@ func TestNetworkPolicyOperator(t *testing.T) {
 	_, err = hcc.ClerumV1alpha1().Contexts("mcp-server").Create(ctx, context1, metav1.CreateOptions{})
 	require.NoError(t, err)
 
-	kubeconfig := asControllerServiceAccount(t, cp, kube)
-	port := testenv.FreePort(t)
-	t.Setenv("INTERNAL_CONTROL_JWT_HCC_HMAC_SECRET", "integration-secret")
-	t.Setenv("HCC_CONTROLLER_PORT", strconv.Itoa(port))
-	t.Setenv("HCC_LEADER_ELECT", "false")
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan int, 1)
-	go func() {
-		var stdout, stderr bytes.Buffer
-		done <- run(runCtx, []string{"--kubeconfig", kubeconfig}, &stdout, &stderr)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			t.Error("controller did not stop")
-		}
-	})
-	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	base := startController(t, c, map[string]string{"HCC_LEADER_ELECT": "false"}).base
 
 	// Readiness is certified only after the stale allow is gone.
 	require.Equal(t, http.StatusOK, testenv.WaitHTTP(base+"/ready", http.StatusOK, 60*time.Second))

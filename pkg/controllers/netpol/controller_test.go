@@ -312,6 +312,15 @@ func TestDefaultsPassEnsuresOnlyL0L1(t *testing.T) {
 	assert.NotEmpty(t, f.writes())
 }
 
+// planWithoutPolicies is the real planner with its policies dropped, for
+// tests about what a pass reports rather than what it writes (the fake
+// client would refuse creating the same policies on a second pass).
+func planWithoutPolicies(inv netpol.Inventory, o netpol.Options) *netpol.Plan {
+	plan := netpol.Compute(inv, o)
+	plan.Policies = nil
+	return plan
+}
+
 func counterValue(t *testing.T, c prometheus.Counter) float64 {
 	var m dto.Metric
 	require.NoError(t, c.Write(&m))
@@ -396,13 +405,7 @@ func TestDuplicateContextIDIsReportedOnTheIgnoredContext(t *testing.T) {
 	newer.Name, newer.CreationTimestamp = "b-second", metav1.Unix(200, 0)
 	f.contexts = []*clerumv1alpha1.Context{older, newer}
 	c := f.newController()
-	// The real planner finds the conflict; its policies are beside the point
-	// here, and the fake client would refuse creating them twice.
-	c.plan = func(inv netpol.Inventory, o netpol.Options) *netpol.Plan {
-		plan := netpol.Compute(inv, o)
-		plan.Policies = nil
-		return plan
-	}
+	c.plan = planWithoutPolicies
 	recorder := c.recorder.(*record.FakeRecorder)
 
 	require.NoError(t, c.syncFull(context.Background()))
@@ -429,11 +432,7 @@ func TestRejectedRecipeBindingIsReportedOnce(t *testing.T) {
 		Spec: clerumv1alpha1.McpServerSpec{Image: "i", Transport: clerumv1alpha1.Transport{Type: clerumv1alpha1.TransportSSE}},
 	}}
 	c := f.newController()
-	c.plan = func(inv netpol.Inventory, o netpol.Options) *netpol.Plan {
-		plan := netpol.Compute(inv, o)
-		plan.Policies = nil
-		return plan
-	}
+	c.plan = planWithoutPolicies
 	recorder := c.recorder.(*record.FakeRecorder)
 	require.NoError(t, c.syncFull(context.Background()))
 	require.Len(t, recorder.Events, 1)
