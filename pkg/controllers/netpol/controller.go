@@ -195,9 +195,6 @@ type clerumInformer[L any] interface {
 // running coalesce into at most one more pass.
 func (c *Controller) Signal() { c.queue.Add(passFull) }
 
-// Certified reports whether stale allows have been revoked at least once.
-func (c *Controller) Certified() bool { return c.certified.Load() }
-
 // Run waits for the caches, runs the startup pass and then serves signals
 // and timers until ctx is done.
 func (c *Controller) Run(ctx context.Context) error {
