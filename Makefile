@@ -33,13 +33,19 @@ generate: ## Regenerate clients, deepcopy, CRDs and docs/configuration.md.
 	$(GO) run ./pkg/config/internal/gendocs
 
 .PHONY: verify
-verify: ## Fail when generated code, CRDs or formatting are stale.
+verify: ## Fail when generated code, CRDs, docs, go.mod/go.sum or formatting are stale.
 	hack/verify-codegen.sh
-	@unformatted=$$(gofmt -l cmd pkg internal hack); \
+	hack/verify-gomod.sh
+	@# gofmt of the toolchain that runs everything else, not whichever is on PATH.
+	@unformatted=$$("$$($(GO) env GOROOT)/bin/gofmt" -l cmd pkg internal hack test); \
 	  if [[ -n "$$unformatted" ]]; then echo "gofmt needed: $$unformatted" >&2; exit 1; fi
 	$(GO) vet ./...
 	$(GO) vet -tags integration ./...
 	cd hack/controlplane && $(GO) vet ./...
+
+.PHONY: verify-fresh
+verify-fresh: ## make verify in a clone of HEAD with empty module, build and tool caches (a fresh machine).
+	hack/verify-fresh.sh
 
 .PHONY: test-unit
 test-unit: ## Unit tests (fake clientsets, no cluster), with the race detector.

@@ -6,6 +6,25 @@ HCC_CACHE_DIR=${HCC_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/hcc}
 
 CONTROLLER_TOOLS_VERSION=v0.23.0
 
+# hcc::go::module_dir prints the directory of module $1, at the version the
+# module in the current directory requires, downloading it first. `go list -m
+# -f '{{.Dir}}'` alone prints an empty line, and succeeds, for a module that
+# is not in the module cache yet, which on a fresh machine turned
+# "${dir}/kube_codegen.sh" into "/kube_codegen.sh". Fails loudly instead.
+hcc::go::module_dir() {
+  local module=$1 dir
+  if ! go mod download "${module}" >&2; then
+    echo "error: go mod download ${module} failed" >&2
+    return 1
+  fi
+  dir=$(go list -m -f '{{.Dir}}' "${module}")
+  if [[ -z "${dir}" || ! -d "${dir}" ]]; then
+    echo "error: ${module} has no directory in the module cache ($(go env GOMODCACHE)) even after go mod download" >&2
+    return 1
+  fi
+  echo "${dir}"
+}
+
 # hcc::tool::controller_gen prints the path of controller-gen, installing the
 # pinned version into the cache on first use.
 hcc::tool::controller_gen() {

@@ -12,7 +12,7 @@ TREE=${1:-${HCC_ROOT}}
 cd "${TREE}"
 
 MODULE=$(go list -m)
-CODEGEN_PKG=$(go list -m -f '{{.Dir}}' k8s.io/code-generator)
+CODEGEN_PKG=$(hcc::go::module_dir k8s.io/code-generator)
 CODEGEN_VERSION=$(go list -m -f '{{.Version}}' k8s.io/code-generator)
 # kube_codegen.sh installs its generators into GOBIN; keep them in the cache,
 # keyed by version, so they never mix with another project's.

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Fails when generated code or CRDs are stale: regenerates into a scratch copy
-# of the working tree and compares the generated paths with the originals.
+# Fails when generated code, CRDs or docs/configuration.md are stale:
+# regenerates everything `make generate` writes into a scratch copy of the
+# working tree and compares the generated paths with the originals.
 set -o errexit -o nounset -o pipefail
 
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-GENERATED=(pkg/apis pkg/generated deploy/crds)
+GENERATED=(pkg/apis pkg/generated deploy/crds docs/configuration.md)
 
 SCRATCH=$(mktemp -d)
 trap 'rm -rf "${SCRATCH}"' EXIT
@@ -16,6 +17,7 @@ git ls-files -z --cached --others --exclude-standard | \
   tar -cf - -T - | tar -xf - -C "${SCRATCH}"
 
 "${HCC_ROOT}/hack/update-codegen.sh" "${SCRATCH}" >/dev/null
+(cd "${SCRATCH}" && go run ./pkg/config/internal/gendocs)
 
 status=0
 for path in "${GENERATED[@]}"; do

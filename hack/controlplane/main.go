@@ -609,6 +609,11 @@ func kubernetesStagingModules(ctx context.Context) ([]string, error) {
 	if info.Error != "" {
 		return nil, fmt.Errorf("go mod download k8s.io/kubernetes@%s: %s", kubernetesVersion, info.Error)
 	}
+	// Read only what the download reported; an empty path would otherwise
+	// surface as a baffling "open : no such file".
+	if info.GoMod == "" {
+		return nil, fmt.Errorf("go mod download k8s.io/kubernetes@%s reported no go.mod path", kubernetesVersion)
+	}
 	goMod, err := os.ReadFile(info.GoMod)
 	if err != nil {
 		return nil, err
