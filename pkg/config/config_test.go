@@ -511,6 +511,9 @@ func TestEmptyStringWinsForPlainStrings(t *testing.T) {
 	}
 }
 
+// boolVars is every boolean variable.
+var boolVars = []string{"CLERUM_DEV_MODE", "HCC_LEADER_ELECT", "CONTEXT_MAPPER_ENFORCE_IMAGE_ALLOWLIST"}
+
 func TestBooleans(t *testing.T) {
 	tests := []struct {
 		value        string
@@ -521,12 +524,11 @@ func TestBooleans(t *testing.T) {
 		{value: "TRUE", leaderElect: true, enforceImage: true},
 		{value: "True", leaderElect: true, enforceImage: true},
 		{value: "1", leaderElect: true, enforceImage: true},
-		{value: "", leaderElect: true, enforceImage: false},
-		{value: "yes", leaderElect: false, enforceImage: false},
-		{value: "on", leaderElect: false, enforceImage: false},
-		{value: "0", leaderElect: false, enforceImage: false},
 		{value: "false", leaderElect: false, enforceImage: false},
-		{value: " true", leaderElect: false, enforceImage: false},
+		{value: "FALSE", leaderElect: false, enforceImage: false},
+		{value: "False", leaderElect: false, enforceImage: false},
+		{value: "0", leaderElect: false, enforceImage: false},
+		{value: "", leaderElect: true, enforceImage: false},
 	}
 	for _, tt := range tests {
 		t.Run("the value "+strconv.Quote(tt.value), func(t *testing.T) {
@@ -534,6 +536,28 @@ func TestBooleans(t *testing.T) {
 			assert.Equal(t, tt.leaderElect, cfg.Core.LeaderElect)
 			assert.Equal(t, tt.enforceImage, cfg.ImagePolicy.Enforce)
 		})
+	}
+	t.Run("dev mode reads the same spellings", func(t *testing.T) {
+		assert.True(t, mustLoad(t, Controller, env{"CLERUM_DEV_MODE": "TRUE"}).Core.DevMode)
+		assert.False(t, mustLoad(t, Controller, env{"CLERUM_DEV_MODE": "0"}).Core.DevMode)
+	})
+}
+
+// TestBooleansFailClosed pins contract §6: the seed read every value but
+// "true" and "1" as false, so HCC_LEADER_ELECT=yes turned leader election
+// off and CONTEXT_MAPPER_ENFORCE_IMAGE_ALLOWLIST=on meant audit mode.
+func TestBooleansFailClosed(t *testing.T) {
+	for _, name := range boolVars {
+		for _, value := range []string{"yes", "on", "no", "off", "y", "t", " true", "false ", "2", "-1", "01", "truee"} {
+			t.Run(name+" rejects "+strconv.Quote(value), func(t *testing.T) {
+				for _, c := range []Component{Controller, API, Render} {
+					_, err := LoadFrom(c, required(t, c, env{name: value}).lookup)
+					require.Error(t, err, c.String())
+					assert.Equal(t, []string{name}, failedVars(t, err), c.String())
+					assert.Contains(t, err.Error(), name+": "+strconv.Quote(value)+" is not true, false, 1 or 0")
+				}
+			})
+		}
 	}
 }
 
@@ -834,7 +858,7 @@ func TestHMACSecret(t *testing.T) {
 		{"the controller accepts a real secret", Controller, env{name: "replacement-is-not-a-placeholder"}, ""},
 		{"dev mode lifts the requirement", Controller, env{"CLERUM_DEV_MODE": "true"}, ""},
 		{"dev mode spelled 1 accepts a placeholder", Controller, env{"CLERUM_DEV_MODE": "1", name: "replace-with-secret"}, ""},
-		{"dev mode spelled yes is not dev mode", Controller, env{"CLERUM_DEV_MODE": "yes"}, "required"},
+		{"dev mode spelled 0 is not dev mode", Controller, env{"CLERUM_DEV_MODE": "0"}, "required"},
 		{"the API never needs it", API, env{}, ""},
 		{"render never needs it", Render, env{}, ""},
 		{"render ignores a placeholder", Render, env{name: "replace-with-secret"}, ""},
@@ -856,6 +880,11 @@ func TestHMACSecret(t *testing.T) {
 			assert.Contains(t, err.Error(), tt.reason)
 		})
 	}
+	t.Run("dev mode spelled yes fails on its own, without a second report for the secret", func(t *testing.T) {
+		_, err := LoadFrom(Controller, env{"CLERUM_DEV_MODE": "yes"}.lookup)
+		require.Error(t, err)
+		assert.Equal(t, []string{"CLERUM_DEV_MODE"}, failedVars(t, err))
+	})
 	t.Run("only the controller holds it", func(t *testing.T) {
 		for _, c := range []Component{API, Render} {
 			assert.Empty(t, mustLoad(t, c, env{name: testHMACSecret}).ControlAPI.HMACSecret, c.String())

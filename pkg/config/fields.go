@@ -101,12 +101,23 @@ func text(p func(*Config) *string) field {
 	}
 }
 
+// boolean is stricter than the seed, whose lenient reading made every value
+// but "true" and "1" false: HCC_LEADER_ELECT=yes turned leader election off
+// and CONTEXT_MAPPER_ENFORCE_IMAGE_ALLOWLIST=on meant audit mode. A value
+// that is neither spelling fails closed instead of being guessed at.
 func boolean(p func(*Config) *bool) field {
 	return field{
-		rule:  "`true` (any case) or `1`; anything else is false",
+		rule:  "`true` or `1`, `false` or `0` (any case)",
 		blank: isEmpty,
 		set: func(c *Config, s string) error {
-			*p(c) = strings.EqualFold(s, "true") || s == "1"
+			switch {
+			case strings.EqualFold(s, "true") || s == "1":
+				*p(c) = true
+			case strings.EqualFold(s, "false") || s == "0":
+				*p(c) = false
+			default:
+				return fmt.Errorf("%q is not true, false, 1 or 0", s)
+			}
 			return nil
 		},
 	}
