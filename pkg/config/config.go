@@ -200,7 +200,10 @@ type NetPol struct {
 	KubernetesServiceHost string
 	// NodeLocalDNSCIDR is the NodeLocal DNSCache address; the zero Prefix
 	// means unset.
-	NodeLocalDNSCIDR       netip.Prefix
+	NodeLocalDNSCIDR netip.Prefix
+	// EgressDenyCIDRs are networks external egress (L3) may never reach:
+	// the cluster's pod, Service and node ranges. Empty means none.
+	EgressDenyCIDRs        []netip.Prefix
 	Resync                 time.Duration // full convergence; 0 disables
 	DefaultsResync         time.Duration // L0/L1 defaults only; 0 disables
 	OrphanDeleteCap        int

@@ -323,6 +323,7 @@ func TestEveryVariableIsDeclaredOnce(t *testing.T) {
 		"CONTEXT_MAPPER_RUNTIME_NAMESPACES", "CONTEXT_MAPPER_MINIMAL_INFRA_NAMESPACES", "CONTEXT_MAPPER_K8S_API_CIDRS",
 		"CONTEXT_MAPPER_NODELOCAL_DNS_CIDR", "CONTEXT_MAPPER_NETPOL_RESYNC_SEC", "CONTEXT_MAPPER_NETPOL_DEFAULTS_RESYNC_SEC",
 		"CONTEXT_MAPPER_NETPOL_ORPHAN_DELETE_CAP", "CONTEXT_MAPPER_NETPOL_ORPHAN_DELETE_CAP_PERCENT", "KUBERNETES_SERVICE_HOST",
+		"HCC_EGRESS_DENY_CIDRS",
 		// Plugin image allowlist.
 		"CONTEXT_MAPPER_ALLOWED_IMAGE_PREFIXES", "CONTEXT_MAPPER_ENFORCE_IMAGE_ALLOWLIST",
 		// Control-API integration.
@@ -839,6 +840,82 @@ func TestNodeLocalDNSCIDR(t *testing.T) {
 			assert.Equal(t, []string{"CONTEXT_MAPPER_NODELOCAL_DNS_CIDR"}, failedVars(t, err))
 			assert.Contains(t, err.Error(), "is not exactly one IPv4 /32 CIDR")
 		})
+	}
+}
+
+func TestEgressDenyCIDRs(t *testing.T) {
+	tests := []struct {
+		name      string
+		component Component
+		value     string
+		want      []string
+	}{{
+		name: "unset denies nothing extra",
+	}, {
+		name:  "a list of blank entries denies nothing extra",
+		value: " , ,",
+	}, {
+		name:  "the cluster's ranges of both families are kept in order and trimmed",
+		value: " 10.244.0.0/16, 10.96.0.0/12 ,fd00:10:244::/56,192.168.0.0/24,",
+		want:  []string{"10.244.0.0/16", "10.96.0.0/12", "fd00:10:244::/56", "192.168.0.0/24"},
+	}, {
+		name:  "single hosts of either family are networks too",
+		value: "172.16.5.4/32,fd00::1/128",
+		want:  []string{"172.16.5.4/32", "fd00::1/128"},
+	}, {
+		name:      "render reads it as the controller does",
+		component: Render,
+		value:     "10.244.0.0/16",
+		want:      []string{"10.244.0.0/16"},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			overrides := env{}
+			if tt.value != "" {
+				overrides["HCC_EGRESS_DENY_CIDRS"] = tt.value
+			}
+			var want []netip.Prefix
+			for _, c := range tt.want {
+				want = append(want, netip.MustParsePrefix(c))
+			}
+			assert.Equal(t, want, mustLoad(t, tt.component, overrides).NetPol.EgressDenyCIDRs)
+		})
+	}
+	t.Run("the API neither reads nor validates it", func(t *testing.T) {
+		assert.Empty(t, mustLoad(t, API, env{"HCC_EGRESS_DENY_CIDRS": "bogus"}).NetPol.EgressDenyCIDRs)
+	})
+}
+
+func TestEgressDenyCIDRsFailClosed(t *testing.T) {
+	tests := []struct {
+		name   string
+		value  string
+		reason string
+	}{
+		{"a bare address", "10.244.0.0/16,10.96.0.1", `entry "10.96.0.1" is not a CIDR`},
+		{"a hostname", "cluster.local/16", `entry "cluster.local/16" is not a CIDR`},
+		{"a prefix length past 32", "10.0.0.0/33", `entry "10.0.0.0/33" is not a CIDR`},
+		{"a prefix length past 128", "fd00::/129", "is not a CIDR"},
+		{"an IPv6 zone", "fe80::%eth0/64", "is not a CIDR"},
+		{"a space inside an entry", "10.244.0.0 /16", "is not a CIDR"},
+		{"a semicolon for a comma", "10.244.0.0/16;10.96.0.0/12", "is not a CIDR"},
+		{"IPv4 host bits", "10.244.1.7/16", `entry "10.244.1.7/16" has host bits set (the network is 10.244.0.0/16)`},
+		{"IPv6 host bits", "fd00:10:244::1/56", `entry "fd00:10:244::1/56" has host bits set (the network is fd00:10:244::/56)`},
+		{"an IPv4-mapped IPv6 entry", "::ffff:10.244.0.0/112", "IPv4-mapped"},
+		{"every IPv4 address", "0.0.0.0/0", `entry "0.0.0.0/0" covers every address`},
+		{"every IPv6 address", "::/0", "covers every address"},
+		{"an entry listed twice", "10.96.0.0/12, 10.96.0.0/12", `entry "10.96.0.0/12" is listed twice`},
+	}
+	for _, tt := range tests {
+		for _, c := range []Component{Controller, Render} {
+			t.Run(tt.name+" fails "+c.String(), func(t *testing.T) {
+				_, err := LoadFrom(c, required(t, c, env{"HCC_EGRESS_DENY_CIDRS": tt.value}).lookup)
+				require.Error(t, err)
+				assert.Equal(t, []string{"HCC_EGRESS_DENY_CIDRS"}, failedVars(t, err))
+				assert.Contains(t, err.Error(), "HCC_EGRESS_DENY_CIDRS: entry ")
+				assert.Contains(t, err.Error(), tt.reason)
+			})
+		}
 	}
 }
 

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 )
 
 // The broadest API-server CIDRs accepted. allow-k8s-api-egress-* opens egress
@@ -109,4 +110,50 @@ func ipv4Host(p func(*Config) *netip.Prefix) field {
 			return nil
 		},
 	}
+}
+
+// egressDenyCIDRs is a list of networks that external egress may never
+// reach. Each entry must be a network written canonically: "10.0.0.1/16"
+// could be a typo for a host or for 10.0.0.0/16, and a guess either way
+// would open or close the wrong range.
+func egressDenyCIDRs(p func(*Config) *[]netip.Prefix) field {
+	return field{
+		rule:  "comma-separated IPv4 or IPv6 CIDRs without host bits, no duplicates",
+		blank: isBlankList,
+		set: func(c *Config, s string) error {
+			var prefixes []netip.Prefix
+			for _, item := range splitList(s) {
+				prefix, err := parseDenyCIDR(item)
+				if err != nil {
+					return err
+				}
+				if slices.Contains(prefixes, prefix) {
+					return fmt.Errorf("entry %q is listed twice", item)
+				}
+				prefixes = append(prefixes, prefix)
+			}
+			*p(c) = prefixes
+			return nil
+		},
+	}
+}
+
+func parseDenyCIDR(s string) (netip.Prefix, error) {
+	prefix, err := netip.ParsePrefix(s)
+	switch {
+	case err != nil:
+		return prefix, fmt.Errorf("entry %q is not a CIDR", s)
+	case prefix.Addr().Is4In6():
+		// A NetworkPolicy ipBlock never matches IPv4 traffic through its
+		// IPv6-mapped form, so such an entry would deny nothing.
+		return prefix, fmt.Errorf("entry %q is IPv4-mapped IPv6; write it as IPv4", s)
+	case prefix != prefix.Masked():
+		return prefix, fmt.Errorf("entry %q has host bits set (the network is %s)", s, prefix.Masked())
+	case prefix.Bits() == 0:
+		// An except equal to the public-web cidr is invalid in a
+		// NetworkPolicy; denying every address means having no external
+		// egress, which is the bindings' decision, not this list's.
+		return prefix, fmt.Errorf("entry %q covers every address", s)
+	}
+	return prefix, nil
 }

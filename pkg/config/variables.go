@@ -463,6 +463,11 @@ var groups = []group{{
 		desc:  "NodeLocal DNSCache address allowed for DNS egress. Empty for none.",
 		field: optional(ipv4Host(func(c *Config) *netip.Prefix { return &c.NetPol.NodeLocalDNSCIDR })),
 	}, {
+		name:   "HCC_EGRESS_DENY_CIDRS",
+		desc:   "Networks that external egress (L3) may never reach: the cluster's pod, Service and node ranges. IPv4 entries join the `except` list of public-web bindings; an exact-host CIDR, or a resolved address of either family, that overlaps an entry is rejected like a private range. L1 policies are not affected. Empty for none.",
+		readBy: only(Controller, Render),
+		field:  egressDenyCIDRs(func(c *Config) *[]netip.Prefix { return &c.NetPol.EgressDenyCIDRs }),
+	}, {
 		name: "CONTEXT_MAPPER_NETPOL_RESYNC_SEC", def: "0",
 		desc:  "Interval of the periodic full NetworkPolicy convergence (orphan sweep and defaults). A tick while a pass runs is skipped. 0 disables it (warned at startup).",
 		field: seconds(func(c *Config) *time.Duration { return &c.NetPol.Resync }, 0),
