@@ -117,6 +117,7 @@ func reconcile(ctx context.Context, log zerolog.Logger, cfg *config.Config, clie
 			Namespace:  cfg.Namespaces.McpServer,
 			DNSTimeout: cfg.McpServer.ExternalEgressDNSTimeout,
 			Refresh:    cfg.McpServer.ExternalEgressResync,
+			Rules:      netpol.NewEgressRules(planOpts),
 		})
 	policies := netpolcontroller.New(log, clients.kube, clients.hcc, servers, contexts, policyFactories,
 		coordinator, readiness, recorder, netpolcontroller.NewMetrics(registry),
@@ -137,9 +138,18 @@ func reconcile(ctx context.Context, log zerolog.Logger, cfg *config.Config, clie
 	if err := coordinator.Prime(ctx); err != nil {
 		return err
 	}
-	go coordinator.Run(ctx, 2)
+	// Run joins the coordinator: whatever ends the policy loop ends it too.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	coordinatorDone := make(chan struct{})
+	go func() {
+		defer close(coordinatorDone)
+		coordinator.Run(ctx, 2)
+	}()
 	log.Info().Msg("reconciling")
 	err := policies.Run(ctx)
+	cancel()
+	<-coordinatorDone
 	for _, f := range policyFactories {
 		f.Shutdown()
 	}

@@ -146,7 +146,8 @@ func TestNetworkPolicyOperator(t *testing.T) {
 	// The census agrees: nothing orphaned, nothing capped.
 	var stdout, stderr bytes.Buffer
 	require.Equal(t, 0, run(ctx, []string{"census", "--kubeconfig", cp.Kubeconfig()}, &stdout, &stderr), stderr.String())
-	assert.Contains(t, stdout.String(), "orphan candidates: 0")
+	assert.Contains(t, stdout.String(), "unexplained orphans (only these count against the caps): 0")
+	assert.Contains(t, stdout.String(), "disowned allows (revoked whatever the caps; hostname allows DNS still proves are kept): 0")
 	assert.Regexp(t, `(?m)^external-egress +1$`, stdout.String())
 	assert.Contains(t, stdout.String(), "absolute 10 (compiled default), percent 20 (compiled default)")
 	assert.Contains(t, stdout.String(), "cap would trip: no")

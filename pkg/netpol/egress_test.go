@@ -52,7 +52,7 @@ func TestEveryExceptionRangeRejectsACIDRBinding(t *testing.T) {
 				plan := planBinding(t, cidrBinding("b", cidr.String(), 443))
 				assert.Empty(t, externalEgress(plan))
 				require.Len(t, plan.Rejections, 1)
-				assert.Equal(t, Rejection{Server: "s1", Binding: "b", Reason: plan.Rejections[0].Reason}, plan.Rejections[0])
+				assert.Equal(t, Rejection{Kind: RejectedEgressBinding, Server: "s1", Binding: "b", Reason: plan.Rejections[0].Reason}, plan.Rejections[0])
 				assert.Contains(t, plan.Rejections[0].Reason, cidr.String())
 				assert.Contains(t, plan.Rejections[0].Reason, e.String())
 			})
@@ -138,7 +138,7 @@ func TestValidateEgressHostname(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			err := ValidateEgressHostname(tc.host)
+			err := NewEgressRules(Options{}).ValidateHostname(tc.host)
 			if tc.wantReason == "" {
 				assert.NoError(t, err)
 				return
@@ -168,7 +168,7 @@ func TestCheckEgressAddr(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			err := CheckEgressAddr(tc.addr)
+			err := NewEgressRules(Options{}).CheckAddr(tc.addr)
 			if tc.wantReason == "" {
 				assert.NoError(t, err)
 				return
@@ -330,7 +330,7 @@ func TestMalformedBindingsAreRejected(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			plan := planBinding(t, tc.binding)
 			assert.Empty(t, externalEgress(plan))
-			assert.Equal(t, []Rejection{{Server: "s1", Binding: tc.binding.Name, Reason: tc.wantReason}}, plan.Rejections)
+			assert.Equal(t, []Rejection{{Kind: RejectedEgressBinding, Server: "s1", Binding: tc.binding.Name, Reason: tc.wantReason}}, plan.Rejections)
 		})
 	}
 }
@@ -343,7 +343,7 @@ func TestExternalEgressPerServer(t *testing.T) {
 		require.Empty(t, plan.Rejections)
 		policies := externalEgress(plan)
 		require.Len(t, policies, 1)
-		assert.Equal(t, []string{"0.0.0.0/0", "::/0"}, blocks(policies[0]))
+		assert.Equal(t, []string{"0.0.0.0/0"}, blocks(policies[0]), "public-web is IPv4 only")
 	})
 	t.Run("a disabled server gets no egress and no rejection", func(t *testing.T) {
 		s := newServer("s1", disabled, withBindings(publicWebBinding("web"), cidrBinding("bad", "10.0.0.0/8", 443)))
@@ -357,7 +357,7 @@ func TestExternalEgressPerServer(t *testing.T) {
 		policies := externalEgress(plan)
 		require.Len(t, policies, 1)
 		assert.Equal(t, []string{"8.8.8.0/24"}, blocks(policies[0]))
-		assert.Equal(t, []Rejection{{Server: "s1", Binding: "api", Reason: `binding name "api" is used more than once; the first one counts`}}, plan.Rejections)
+		assert.Equal(t, []Rejection{{Kind: RejectedEgressBinding, Server: "s1", Binding: "api", Reason: `binding name "api" is used more than once; the first one counts`}}, plan.Rejections)
 	})
 	t.Run("one rejected binding leaves the server's other bindings in place", func(t *testing.T) {
 		s := newServer("s1", withBindings(cidrBinding("bad", "192.168.1.0/24", 443), cidrBinding("good", "8.8.8.0/24", 443)))

@@ -50,6 +50,16 @@ func (o owner) binding() string {
 	return o.kind + ":" + o.key
 }
 
+func (o owner) rejectionKind() RejectionKind {
+	switch o.kind {
+	case "context":
+		return RejectedContextAllow
+	case "recipe":
+		return RejectedRecipeBinding
+	}
+	return RejectedEgressBinding
+}
+
 // plannedPolicy is a policy and its owner. It carries copies of the
 // policy's namespace and name so that sorting tens of thousands of them reads
 // contiguous memory instead of chasing a pointer per comparison.
@@ -79,7 +89,8 @@ func (a *plannedPolicy) compare(b *plannedPolicy) int {
 }
 
 type planner struct {
-	opts Options
+	opts  Options
+	rules *EgressRules
 	// servers indexes the enabled McpServers by name: a disabled server is
 	// planned exactly like a missing one.
 	servers    map[string]*clerumv1alpha1.McpServer
@@ -108,6 +119,7 @@ func newPlanner(inv Inventory, opts Options) *planner {
 	}
 	return &planner{
 		opts:      opts,
+		rules:     NewEgressRules(opts),
 		servers:   servers,
 		contexts:  contexts,
 		conflicts: conflicts,
@@ -119,8 +131,8 @@ func (p *planner) add(policy *networkingv1.NetworkPolicy, o owner) {
 	p.policies = append(p.policies, plannedPolicy{namespace: policy.Namespace, name: policy.Name, policy: policy, owner: o})
 }
 
-func (p *planner) reject(server, binding, reason string) {
-	p.rejections = append(p.rejections, Rejection{Server: server, Binding: binding, Reason: reason})
+func (p *planner) reject(kind RejectionKind, server, binding, reason string) {
+	p.rejections = append(p.rejections, Rejection{Kind: kind, Server: server, Binding: binding, Reason: reason})
 }
 
 // planContexts adds the three L2 policies of every existing, enabled server
@@ -150,13 +162,13 @@ func (p *planner) planExternalEgress(s *clerumv1alpha1.McpServer, resolved map[s
 		b := &bindings[i]
 		if slices.ContainsFunc(bindings[:i], func(prev clerumv1alpha1.EgressBinding) bool { return prev.Name == b.Name }) {
 			// The CRD keys the list by name; render input may repeat one.
-			p.reject(s.Name, b.Name, fmt.Sprintf("binding name %q is used more than once; the first one counts", b.Name))
+			p.reject(RejectedEgressBinding, s.Name, b.Name, fmt.Sprintf("binding name %q is used more than once; the first one counts", b.Name))
 			continue
 		}
-		rule, err := externalEgressRule(b, resolved[b.Name])
+		rule, err := p.rules.externalEgressRule(b, resolved[b.Name])
 		switch {
 		case err != nil:
-			p.reject(s.Name, b.Name, err.Error())
+			p.reject(RejectedEgressBinding, s.Name, b.Name, err.Error())
 		case rule != nil:
 			p.add(buildExternalEgress(s.Name, b.Name, rule, p.opts), owner{server: s.Name, key: b.Name})
 		}
@@ -185,23 +197,25 @@ func (p *planner) planRecipeBindings(s *clerumv1alpha1.McpServer) {
 func (p *planner) plan() *Plan {
 	slices.SortFunc(p.policies, func(a, b plannedPolicy) int { return a.compare(&b) })
 	policies := make([]*networkingv1.NetworkPolicy, 0, len(p.policies))
+	servers := make([]string, 0, len(p.policies))
 	var kept *plannedPolicy
 	for i := range p.policies {
 		pp := &p.policies[i]
 		if kept != nil && kept.namespace == pp.namespace && kept.name == pp.name {
 			if kept.owner != pp.owner {
-				p.reject(pp.owner.server, pp.owner.binding(), fmt.Sprintf("NetworkPolicy %s/%s is already planned for server %s, %s",
+				p.reject(pp.owner.rejectionKind(), pp.owner.server, pp.owner.binding(), fmt.Sprintf("NetworkPolicy %s/%s is already planned for server %s, %s",
 					pp.namespace, pp.name, kept.owner.server, kept.owner.binding()))
 			}
 			continue
 		}
 		kept = pp
 		policies = append(policies, pp.policy)
+		servers = append(servers, pp.owner.server)
 	}
 	slices.SortFunc(p.rejections, func(a, b Rejection) int {
 		return cmp.Or(cmp.Compare(a.Server, b.Server), cmp.Compare(a.Binding, b.Binding), cmp.Compare(a.Reason, b.Reason))
 	})
-	return &Plan{Policies: policies, Rejections: p.rejections, Conflicts: p.conflicts}
+	return &Plan{Policies: policies, Servers: servers, Rejections: p.rejections, Conflicts: p.conflicts}
 }
 
 func comparePolicies(a, b *networkingv1.NetworkPolicy) int {

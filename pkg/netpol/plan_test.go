@@ -410,24 +410,6 @@ func TestComputePolicyShapes(t *testing.T) {
 				        - 203.0.113.0/24
 				        - 224.0.0.0/4
 				        - 240.0.0.0/4
-				    - ipBlock:
-				        cidr: ::/0
-				        except:
-				        - ::/128
-				        - ::1/128
-				        - ::ffff:0:0:0/96
-				        - 64:ff9b::/96
-				        - 64:ff9b:1::/48
-				        - 100::/64
-				        - 2001:2::/48
-				        - 2001:10::/28
-				        - 2001:20::/28
-				        - 2001:db8::/32
-				        - 3fff::/20
-				        - fc00::/7
-				        - fe80::/10
-				        - fec0::/10
-				        - ff00::/8
 				  podSelector:
 				    matchLabels:
 				      clerum.io/mcpserver: search

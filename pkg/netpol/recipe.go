@@ -34,6 +34,7 @@ func parseRecipeBindings(server, annotation string) ([]recipeBinding, []Rejectio
 	var entries []recipeBinding
 	if err := json.Unmarshal([]byte(annotation), &entries); err != nil {
 		return nil, []Rejection{{
+			Kind:    RejectedRecipeBinding,
 			Server:  server,
 			Binding: recipeBindingKey("*"),
 			Reason:  fmt.Sprintf("annotation %s is not a JSON list of {recipe, from, to, port, protocol}: %v", names.AnnotationRecipeBindings, err),
@@ -47,7 +48,7 @@ func parseRecipeBindings(server, annotation string) ([]recipeBinding, []Rejectio
 			e.Protocol = corev1.ProtocolTCP
 		}
 		if err := validateRecipeBinding(server, e); err != nil {
-			rejections = append(rejections, Rejection{Server: server, Binding: recipeBindingKey(e.Recipe), Reason: err.Error()})
+			rejections = append(rejections, Rejection{Kind: RejectedRecipeBinding, Server: server, Binding: recipeBindingKey(e.Recipe), Reason: err.Error()})
 			continue
 		}
 		valid = append(valid, e)

@@ -73,32 +73,32 @@ func TestRecipeBindings(t *testing.T) {
 		{
 			name:           "an entry from another server is rejected",
 			annotation:     `[{"recipe":"nightly","from":"s2","to":"runner","port":9000}]`,
-			wantRejections: []Rejection{{Server: "s1", Binding: "recipe:nightly", Reason: `from "s2" is not this McpServer (s1)`}},
+			wantRejections: []Rejection{{Kind: RejectedRecipeBinding, Server: "s1", Binding: "recipe:nightly", Reason: `from "s2" is not this McpServer (s1)`}},
 		},
 		{
 			name:           "a recipe that is not a DNS label is rejected",
 			annotation:     `[{"recipe":"Nightly Run","from":"s1","to":"runner","port":9000}]`,
-			wantRejections: []Rejection{{Server: "s1", Binding: "recipe:Nightly Run", Reason: `recipe "Nightly Run" is not a DNS label`}},
+			wantRejections: []Rejection{{Kind: RejectedRecipeBinding, Server: "s1", Binding: "recipe:Nightly Run", Reason: `recipe "Nightly Run" is not a DNS label`}},
 		},
 		{
 			name:           "a workload that is not a DNS label is rejected",
 			annotation:     `[{"recipe":"nightly","from":"s1","to":"runner.v2","port":9000}]`,
-			wantRejections: []Rejection{{Server: "s1", Binding: "recipe:nightly", Reason: `to "runner.v2" is not a DNS label`}},
+			wantRejections: []Rejection{{Kind: RejectedRecipeBinding, Server: "s1", Binding: "recipe:nightly", Reason: `to "runner.v2" is not a DNS label`}},
 		},
 		{
 			name:           "port 0 is rejected",
 			annotation:     `[{"recipe":"nightly","from":"s1","to":"runner"}]`,
-			wantRejections: []Rejection{{Server: "s1", Binding: "recipe:nightly", Reason: "port 0 is outside 1-65535"}},
+			wantRejections: []Rejection{{Kind: RejectedRecipeBinding, Server: "s1", Binding: "recipe:nightly", Reason: "port 0 is outside 1-65535"}},
 		},
 		{
 			name:           "a port above 65535 is rejected",
 			annotation:     `[{"recipe":"nightly","from":"s1","to":"runner","port":65536}]`,
-			wantRejections: []Rejection{{Server: "s1", Binding: "recipe:nightly", Reason: "port 65536 is outside 1-65535"}},
+			wantRejections: []Rejection{{Kind: RejectedRecipeBinding, Server: "s1", Binding: "recipe:nightly", Reason: "port 65536 is outside 1-65535"}},
 		},
 		{
 			name:           "a protocol other than TCP or UDP is rejected",
 			annotation:     `[{"recipe":"nightly","from":"s1","to":"runner","port":9000,"protocol":"SCTP"}]`,
-			wantRejections: []Rejection{{Server: "s1", Binding: "recipe:nightly", Reason: `protocol "SCTP" is neither TCP nor UDP`}},
+			wantRejections: []Rejection{{Kind: RejectedRecipeBinding, Server: "s1", Binding: "recipe:nightly", Reason: `protocol "SCTP" is neither TCP nor UDP`}},
 		},
 		{
 			name: "an invalid entry leaves the valid ones in place",
@@ -106,12 +106,12 @@ func TestRecipeBindings(t *testing.T) {
 				{"recipe":"nightly","from":"s1","to":"runner","port":9000}]`,
 			want:           []string{"mcp-server/bind-nightly-s1-runner-egress", "sandbox-recipes/bind-nightly-s1-runner-ingress"},
 			wantPorts:      []networkingv1.NetworkPolicyPort{port(corev1.ProtocolTCP, 9000)},
-			wantRejections: []Rejection{{Server: "s1", Binding: "recipe:bad", Reason: "port 0 is outside 1-65535"}},
+			wantRejections: []Rejection{{Kind: RejectedRecipeBinding, Server: "s1", Binding: "recipe:bad", Reason: "port 0 is outside 1-65535"}},
 		},
 		{
 			name:       "malformed JSON rejects the whole annotation",
 			annotation: `[{"recipe":"nightly","from":"s1","to":"runner","port":"9000"}]`,
-			wantRejections: []Rejection{{Server: "s1", Binding: "recipe:*",
+			wantRejections: []Rejection{{Kind: RejectedRecipeBinding, Server: "s1", Binding: "recipe:*",
 				Reason: "annotation clerum.io/recipe-bindings is not a JSON list of {recipe, from, to, port, protocol}: json: cannot unmarshal string into Go struct field recipeBinding.port of type int64"}},
 		},
 		{

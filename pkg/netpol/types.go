@@ -36,6 +36,13 @@ type Options struct {
 
 	// APIPort is the hcc-api port (CONTEXT_MAPPER_PORT).
 	APIPort int32
+
+	// EgressDenyCIDRs (HCC_EGRESS_DENY_CIDRS) are ranges external egress
+	// may never reach, beside the built-in exceptions and K8sAPICIDRs.
+	EgressDenyCIDRs []netip.Prefix
+	// ClusterDomain (CONTEXT_MAPPER_CLUSTER_DOMAIN): hostnames under it are
+	// refused like *.cluster.local.
+	ClusterDomain string
 }
 
 // NewOptions extracts the planner's options from a loaded configuration.
@@ -51,6 +58,8 @@ func NewOptions(cfg *config.Config) Options {
 		K8sAPICIDRs:            cfg.NetPol.K8sAPICIDRs,
 		NodeLocalDNSCIDR:       cfg.NetPol.NodeLocalDNSCIDR,
 		APIPort:                cfg.Core.Port,
+		ClusterDomain:          cfg.Core.ClusterDomain,
+		EgressDenyCIDRs:        cfg.NetPol.EgressDenyCIDRs,
 	}
 }
 
@@ -73,6 +82,10 @@ type Plan struct {
 	// Policies is the complete desired set of NetworkPolicies of the policy
 	// types the NetworkPolicy operator owns, sorted by namespace and name.
 	Policies []*networkingv1.NetworkPolicy
+	// Servers holds, for each of Policies, the McpServer it is for, or ""
+	// for L0/L1: a failed write of a policy keeps only that server's
+	// runtime gate closed.
+	Servers []string
 
 	// Rejections lists egress bindings and recipe bindings that produce no
 	// policy because they are invalid or unsafe, sorted by server, then
@@ -84,8 +97,23 @@ type Plan struct {
 	Conflicts []ContextConflict
 }
 
+// RejectionKind says what a Rejection is about.
+type RejectionKind string
+
+const (
+	// RejectedEgressBinding is an egress binding that gets no policy; the
+	// external-egress coordinator reports it on the server's status and
+	// keeps the server's gate closed.
+	RejectedEgressBinding RejectionKind = "egress-binding"
+	// RejectedRecipeBinding is an entry of the recipe-bindings annotation.
+	RejectedRecipeBinding RejectionKind = "recipe-binding"
+	// RejectedContextAllow is a Context allow whose name another owner holds.
+	RejectedContextAllow RejectionKind = "context-allow"
+)
+
 // Rejection explains why one binding of a server produces no policy.
 type Rejection struct {
+	Kind   RejectionKind
 	Server string
 	// Binding is the egress binding name, "recipe:<recipe>" for a recipe
 	// binding, or "context:<contextId>" for a Context allow whose name

@@ -54,23 +54,26 @@ func Render(ctx context.Context, opts Options) ([]byte, error) {
 	resolver := overrideResolver{overrides: opts.Overrides, fallback: opts.Resolver}
 	warnings := map[string]string{} // server/binding → warning, first reason wins
 	resolved := map[string]map[string][]netip.Addr{}
+	planOpts := netpol.NewOptions(cfg)
+	rules := netpol.NewEgressRules(planOpts)
 	for _, s := range servers {
 		if !s.Spec.IsEnabled() || len(s.Spec.EgressBindings) == 0 {
 			continue
 		}
-		answer := egress.Resolve(ctx, resolver, cfg.McpServer.ExternalEgressDNSTimeout, s)
+		answer := egress.Resolve(ctx, resolver, cfg.McpServer.ExternalEgressDNSTimeout, rules, s)
 		for b, reason := range answer.Rejected {
 			warnings[s.Name+"/"+b] = fmt.Sprintf("McpServer %s binding %s rejected: %s", s.Name, b, reason)
 		}
-		for b, reason := range answer.Failed {
-			warnings[s.Name+"/"+b] = fmt.Sprintf("McpServer %s binding %s not resolved (%s): no allow, and the server's runtime stays blocked", s.Name, b, reason)
+		for b, class := range answer.Failed {
+			warnings[s.Name+"/"+b] = fmt.Sprintf("McpServer %s binding %s not resolved (%s: %s): no allow, and the server's runtime stays blocked",
+				s.Name, b, class, answer.Details[b])
 		}
 		if len(answer.Addrs) > 0 {
 			resolved[s.Name] = answer.Addrs
 		}
 	}
 
-	plan := netpol.Compute(netpol.Inventory{Contexts: contexts, Servers: servers, Resolved: resolved}, netpol.NewOptions(cfg))
+	plan := netpol.Compute(netpol.Inventory{Contexts: contexts, Servers: servers, Resolved: resolved}, planOpts)
 	for _, r := range plan.Rejections {
 		key := r.Server + "/" + r.Binding
 		if _, ok := warnings[key]; !ok {

@@ -17,25 +17,33 @@ import (
 const repairableType = "(repairable)"
 
 // Census is what `hcc-controller census` reports: the managed policies in
-// this operator's scope by type, the orphan candidates a full pass would
-// find, and whether the caps would refuse deleting them.
+// this operator's scope by type, and what a full pass would do with the
+// ones it no longer plans — revoke the disowned whatever the caps, keep the
+// stale L0/L1, and delete the unexplained orphans unless a cap refuses.
 type Census struct {
-	ByType  map[string]int
-	Listed  int
+	ByType map[string]int
+	Listed int
+	// Disowned are allows the inventory disowns: revoked whatever the
+	// caps. Hostname allows of live bindings are among them here, since the
+	// census does not resolve names; a pass keeps those DNS still proves.
+	Disowned []CensusEntry
+	// Orphans are policies nothing explains; only these count against the
+	// caps. The census observes no deletions, so the allows of an owner
+	// deleted a moment ago are here too.
 	Orphans []CensusEntry
-	// Withheld are allows of live servers that a pass would revoke unless
-	// DNS proves them again; the census does not resolve names.
-	Withheld []CensusEntry
-	Caps     Caps
-	Capped   string // the rule that would trip, or ""
+	// Stale are L0/L1 policies of namespaces no longer on the runtime
+	// list: kept, never swept (README, "Upgrade notes", says how to remove
+	// them).
+	Stale  []CensusEntry
+	Caps   Caps
+	Capped string // the rule that would trip, or ""
 }
 
 // CensusEntry is one policy in a census.
 type CensusEntry struct{ Namespace, Name, Type string }
 
 // TakeCensus compares live with the plan for inv, exactly as a full pass
-// would, without resolving hostnames: every hostname allow counts as
-// withheld rather than orphaned.
+// would, without resolving hostnames and without observed deletions.
 func TakeCensus(live []*networkingv1.NetworkPolicy, inv netpol.Inventory, opts netpol.Options, caps Caps) Census {
 	c := Census{ByType: map[string]int{}, Caps: caps}
 	for _, p := range live {
@@ -44,13 +52,16 @@ func TakeCensus(live []*networkingv1.NetworkPolicy, inv netpol.Inventory, opts n
 			c.Listed++
 		}
 	}
-	ch := diff(netpol.Compute(inv, opts).Policies, live, caps, nil, withheld(inv, opts.McpServerNamespace))
-	for _, p := range ch.revokes {
-		c.Withheld = append(c.Withheld, CensusEntry{p.Namespace, p.Name, censusType(p)})
+	judge := netpol.NewJudge(inv, opts, netpol.Observed{})
+	ch := diff(netpol.Compute(inv, opts).Policies, live, caps, nil, judge.Dispose)
+	entries := func(ps []*networkingv1.NetworkPolicy) []CensusEntry {
+		var out []CensusEntry
+		for _, p := range ps {
+			out = append(out, CensusEntry{p.Namespace, p.Name, censusType(p)})
+		}
+		return out
 	}
-	for _, p := range ch.orphans {
-		c.Orphans = append(c.Orphans, CensusEntry{p.Namespace, p.Name, censusType(p)})
-	}
+	c.Disowned, c.Orphans, c.Stale = entries(ch.revokes), entries(ch.orphans), entries(ch.kept)
 	c.Capped = ch.capped
 	return c
 }
@@ -85,12 +96,13 @@ func (c Census) Write(w io.Writer, absoluteSource, percentSource string) error {
 			fmt.Fprintf(w, "  %s/%s\t%s\n", e.Namespace, e.Name, e.Type)
 		}
 	}
-	list("orphan candidates", c.Orphans)
-	list("withheld hostname allows (revoked unless DNS proves them)", c.Withheld)
+	list("disowned allows (revoked whatever the caps; hostname allows DNS still proves are kept)", c.Disowned)
+	list("unexplained orphans (only these count against the caps)", c.Orphans)
+	list("stale L0/L1 policies (kept, never swept)", c.Stale)
 	fmt.Fprintf(w, "\norphan delete caps: absolute %d (%s), percent %d (%s)\n",
 		c.Caps.Absolute, absoluteSource, c.Caps.Percent, percentSource)
 	if c.Capped != "" {
-		fmt.Fprintf(w, "cap would trip: yes, by the %s rule: no orphan would be deleted\n", c.Capped)
+		fmt.Fprintf(w, "cap would trip: yes, by the %s rule: no unexplained orphan would be deleted; disowned allows still would be\n", c.Capped)
 	} else {
 		fmt.Fprintf(w, "cap would trip: no\n")
 	}

@@ -7,6 +7,7 @@ package netpol
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"sort"
@@ -58,9 +59,27 @@ type EgressSource interface {
 	// currently proven by DNS, and the version of that state.
 	Snapshot() (resolved map[string]map[string][]netip.Addr, version uint64)
 	// Applied reports that a pass built from Snapshot version is in the
-	// cluster, so the coordinator may release servers it gates.
-	Applied(version uint64)
+	// cluster for every server but those report names, so the coordinator
+	// may release the servers it gates.
+	Applied(version uint64, report EgressReport)
 }
+
+// EgressReport is what a pass tells the external-egress coordinator besides
+// the version it applied.
+type EgressReport struct {
+	// Failed are servers some of whose policies the pass could not write
+	// (or whose names objects HCC does not own hold): their gates stay
+	// closed.
+	Failed sets.Set[string]
+	// Rejected holds the planner's rejections of egress bindings, by server
+	// and binding (two servers' bindings mapping to one policy name, among
+	// others): reported on the loser's status, whose gate stays closed.
+	Rejected map[string]map[string]string
+}
+
+// DefaultMinInterval is the shortest time between the starts of two full
+// passes that signals ask for: a burst of events becomes one pass.
+const DefaultMinInterval = time.Second
 
 // Options configures the controller.
 type Options struct {
@@ -69,6 +88,11 @@ type Options struct {
 	// Resync and DefaultsResync are the timer periods; 0 disables a timer.
 	Resync         time.Duration
 	DefaultsResync time.Duration
+	// MinInterval spaces signalled passes; 0 means DefaultMinInterval.
+	MinInterval time.Duration
+	// Clock drives the queue's delays and the pass timing; nil means the
+	// real clock.
+	Clock clock.WithTicker
 }
 
 // Controller applies the planned NetworkPolicy set.
@@ -89,8 +113,14 @@ type Controller struct {
 	readiness *health.Readiness
 	recorder  record.EventRecorder
 	metrics   *Metrics
-	clock     clock.Clock
+	clock     clock.WithTicker
 	log       zerolog.Logger
+
+	// observed remembers the deletions seen since the last pass whose
+	// revocations all succeeded.
+	observed *observations
+	// lastStart is when the last full pass started, in Unix nanoseconds.
+	lastStart atomic.Int64
 
 	// plan computes the desired set; a seam for tests.
 	plan func(netpol.Inventory, netpol.Options) *netpol.Plan
@@ -103,6 +133,13 @@ type Controller struct {
 	conflicted sets.Set[string]
 	// rejected remembers the rejections already reported as events.
 	rejected sets.Set[string]
+	// unmanaged remembers the names held by objects HCC does not own that
+	// were already reported.
+	unmanaged sets.Set[policyKey]
+	// missingReported and keptReported are what was last logged of missing
+	// namespaces and kept L0/L1 policies, so a steady state logs once.
+	missingReported string
+	keptReported    int
 }
 
 // PolicyNamespaces returns every namespace the planner may put a policy in;
@@ -142,6 +179,12 @@ func New(
 	metrics *Metrics,
 	opts Options,
 ) *Controller {
+	if opts.MinInterval <= 0 {
+		opts.MinInterval = DefaultMinInterval
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
 	c := &Controller{
 		kube:          kube,
 		hcc:           hcc,
@@ -154,26 +197,27 @@ func New(
 		// API server that is refusing writes.
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[passKind](time.Second, 2*time.Minute),
-			workqueue.TypedRateLimitingQueueConfig[passKind]{Name: "netpol"}),
+			workqueue.TypedRateLimitingQueueConfig[passKind]{Name: "netpol", Clock: opts.Clock}),
 		readiness:  readiness,
 		recorder:   recorder,
 		metrics:    metrics,
-		clock:      clock.RealClock{},
+		clock:      opts.Clock,
 		log:        log.With().Str("controller", "netpol").Logger(),
 		plan:       netpol.Compute,
+		observed:   newObservations(),
 		conflicted: sets.New[string](),
 		rejected:   sets.New[string](),
+		unmanaged:  sets.New[policyKey](),
 	}
 	readiness.Set(ReadinessCheck, false)
 
+	_, _ = servers.Informer().AddEventHandler(c.serverHandlers())
+	_, _ = contexts.Informer().AddEventHandler(c.contextHandlers())
+	c.synced = append(c.synced, servers.Informer().HasSynced, contexts.Informer().HasSynced)
 	signal := cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { c.Signal() },
 		UpdateFunc: func(any, any) { c.Signal() },
 		DeleteFunc: func(any) { c.Signal() },
-	}
-	for _, inf := range []cache.SharedIndexInformer{servers.Informer(), contexts.Informer()} {
-		_, _ = inf.AddEventHandler(signal)
-		c.synced = append(c.synced, inf.HasSynced)
 	}
 	for _, f := range policyFactories {
 		inf := f.Networking().V1().NetworkPolicies()
@@ -192,8 +236,12 @@ type clerumInformer[L any] interface {
 }
 
 // Signal asks for a full pass. Signals arriving while one is queued or
-// running coalesce into at most one more pass.
-func (c *Controller) Signal() { c.queue.Add(passFull) }
+// running coalesce into at most one more pass, and passes start at least
+// MinInterval apart, so a burst of events costs one pass.
+func (c *Controller) Signal() {
+	wait := c.opts.MinInterval - c.clock.Since(time.Unix(0, c.lastStart.Load()))
+	c.queue.AddAfter(passFull, wait) // a wait <= 0 adds at once
+}
 
 // Run waits for the caches, runs the startup pass and then serves signals
 // and timers until ctx is done.
@@ -232,29 +280,41 @@ func (c *Controller) processNext(ctx context.Context) bool {
 	}
 	defer c.queue.Done(kind)
 
-	err := c.sync(ctx, kind)
-	if err == nil {
+	after, err := c.sync(ctx, kind)
+	switch {
+	case err == nil:
 		c.queue.Forget(kind)
-		return true
+		if after > 0 {
+			c.queue.AddAfter(kind, after)
+		}
+	case errors.Is(err, errCacheBehind):
+		// finish returns it only when nothing else failed.
+		c.log.Info().Str("kind", string(kind)).Msg("policy cache behind the API server; retrying")
+		c.queue.AddRateLimited(kind)
+	default:
+		c.log.Error().Err(err).Str("kind", string(kind)).Int("retries", c.queue.NumRequeues(kind)).
+			Msg("pass failed; retrying with backoff")
+		c.queue.AddRateLimited(kind)
 	}
-	utilruntime.HandleErrorWithContext(ctx, err, "NetworkPolicy pass failed; retrying", "kind", kind)
-	c.log.Error().Err(err).Str("kind", string(kind)).Int("retries", c.queue.NumRequeues(kind)).
-		Msg("pass failed; retrying with backoff")
-	c.queue.AddRateLimited(kind)
 	return true
 }
 
-func (c *Controller) sync(ctx context.Context, kind passKind) error {
+func (c *Controller) sync(ctx context.Context, kind passKind) (time.Duration, error) {
 	start := c.clock.Now()
+	var after time.Duration
 	var err error
 	switch kind {
 	case passFull:
+		c.lastStart.Store(start.UnixNano())
 		c.fullInFlight.Store(true)
-		err = c.syncFull(ctx)
+		after, err = c.syncFull(ctx)
 		c.fullInFlight.Store(false)
+		if err == nil {
+			c.metrics.LastSuccess.Set(float64(c.clock.Now().Unix()))
+		}
 	case passDefaults:
 		c.defaultsInFlight.Store(true)
-		err = c.syncDefaults(ctx)
+		after, err = c.syncDefaults(ctx)
 		c.defaultsInFlight.Store(false)
 	}
 	result := "success"
@@ -262,7 +322,7 @@ func (c *Controller) sync(ctx context.Context, kind passKind) error {
 		result = "error"
 	}
 	c.metrics.PassDuration.WithLabelValues(string(kind), result).Observe(c.clock.Since(start).Seconds())
-	return err
+	return after, err
 }
 
 // startTimers starts the periodic passes. A tick that finds a pass of its

@@ -21,11 +21,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	kubeinformers "k8s.io/client-go/informers"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	core "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
@@ -62,8 +62,11 @@ type fixture struct {
 	egress    *fakeEgress
 	readiness *health.Readiness
 	registry  *prometheus.Registry
-	// contextIndexer is the Context cache, for tests that change a Context.
-	contextIndexer cache.Indexer
+	// contextIndexer and serverIndexer are the caches, for tests that
+	// change a Context or a server.
+	contextIndexer, serverIndexer cache.Indexer
+	policyIndexers                map[string]cache.Indexer
+	clk                           *clocktesting.FakeClock
 }
 
 func newFixture(t testing.TB) *fixture {
@@ -73,15 +76,23 @@ func newFixture(t testing.TB) *fixture {
 		egress:    &fakeEgress{version: 7},
 		readiness: health.NewReadiness(),
 		registry:  prometheus.NewRegistry(),
+		clk:       clocktesting.NewFakeClock(time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)),
 	}
 }
 
 type fakeEgress struct {
 	version, applied uint64
+	report           EgressReport
 }
 
 func (f *fakeEgress) Snapshot() (map[string]map[string][]netip.Addr, uint64) { return nil, f.version }
-func (f *fakeEgress) Applied(v uint64)                                       { f.applied = v }
+func (f *fakeEgress) Applied(v uint64, r EgressReport)                       { f.applied, f.report = v, r }
+
+// fullPass runs one full pass and returns its error.
+func fullPass(c *Controller) error {
+	_, err := c.syncFull(context.Background())
+	return err
+}
 
 func (f *fixture) newController() *Controller {
 	var kubeObjs, hccObjs []runtime.Object
@@ -102,24 +113,49 @@ func (f *fixture) newController() *Controller {
 	policyFactories := NewPolicyInformerFactories(f.kube, testPlanOpts)
 
 	c := New(zerolog.Nop(), f.kube, f.hcc, servers, contexts, policyFactories, f.egress, f.readiness,
-		record.NewFakeRecorder(100), NewMetrics(f.registry), Options{Plan: testPlanOpts, Caps: f.caps})
-	c.plan = func(netpol.Inventory, netpol.Options) *netpol.Plan { return &netpol.Plan{Policies: f.desired} }
+		record.NewFakeRecorder(100), NewMetrics(f.registry), Options{Plan: testPlanOpts, Caps: f.caps, Clock: f.clk})
+	c.plan = func(netpol.Inventory, netpol.Options) *netpol.Plan {
+		// As the planner does, attribute each policy to its server.
+		plan := &netpol.Plan{Policies: f.desired}
+		for _, p := range f.desired {
+			plan.Servers = append(plan.Servers, p.Labels[names.LabelMcpServer])
+		}
+		return plan
+	}
 
+	f.serverIndexer = servers.Informer().GetIndexer()
 	for _, s := range f.servers {
-		require.NoError(f.t, servers.Informer().GetIndexer().Add(s))
+		require.NoError(f.t, f.serverIndexer.Add(s))
 	}
 	f.contextIndexer = contexts.Informer().GetIndexer()
 	for _, x := range f.contexts {
 		require.NoError(f.t, f.contextIndexer.Add(x))
 	}
-	byNS := map[string]kubeinformers.SharedInformerFactory{}
+	f.policyIndexers = map[string]cache.Indexer{}
 	for i, ns := range PolicyNamespaces(testPlanOpts) {
-		byNS[ns] = policyFactories[i]
+		f.policyIndexers[ns] = policyFactories[i].Networking().V1().NetworkPolicies().Informer().GetIndexer()
 	}
 	for _, p := range f.policies {
-		require.NoError(f.t, byNS[p.Namespace].Networking().V1().NetworkPolicies().Informer().GetIndexer().Add(p))
+		require.NoError(f.t, f.policyIndexers[p.Namespace].Add(p))
 	}
 	return c
+}
+
+// syncCaches makes the policy caches show what the fake API server holds
+// of the managed policies, as the label-filtered informers would.
+func (f *fixture) syncCaches() {
+	for ns, indexer := range f.policyIndexers {
+		list, err := f.kube.NetworkingV1().NetworkPolicies(ns).List(context.Background(), metav1.ListOptions{})
+		require.NoError(f.t, err)
+		var objs []any
+		for i := range list.Items {
+			if list.Items[i].Labels[names.LabelManagedBy] == names.ManagedByValue {
+				objs = append(objs, &list.Items[i])
+			}
+		}
+		require.NoError(f.t, indexer.Replace(objs, ""))
+	}
+	f.kube.ClearActions()
 }
 
 // writes returns the create/update/delete actions on NetworkPolicies, as
@@ -178,7 +214,7 @@ func TestSyncCreatesFromEmptyThenWritesNothing(t *testing.T) {
 		policy("mcp-host", "ctx-c-s1-egress", names.PolicyTypeContextAllow, 3000),
 	}
 	c := f.newController()
-	require.NoError(t, c.syncFull(context.Background()))
+	require.NoError(t, fullPass(c))
 	// Defaults are ensured before anything else.
 	assert.Equal(t, []string{
 		"create mcp-server/deny-all-mcp-server",
@@ -193,7 +229,7 @@ func TestSyncCreatesFromEmptyThenWritesNothing(t *testing.T) {
 	f2.desired = f.desired
 	f2.policies = f.desired
 	c2 := f2.newController()
-	require.NoError(t, c2.syncFull(context.Background()))
+	require.NoError(t, fullPass(c2))
 	assert.Empty(t, f2.writes())
 }
 
@@ -205,7 +241,7 @@ func TestSyncUpdatesOnlyWhatDiffers(t *testing.T) {
 	// A label someone else added survives the update.
 	f.policies[1].Labels["team"] = "platform"
 	c := f.newController()
-	require.NoError(t, c.syncFull(context.Background()))
+	require.NoError(t, fullPass(c))
 	require.Equal(t, []string{"update mcp-server/ctx-c-s01"}, f.writes())
 
 	upd := f.kube.Actions()[len(f.kube.Actions())-1].(core.UpdateAction).GetObject().(*networkingv1.NetworkPolicy)
@@ -237,7 +273,7 @@ func TestOrphanCaps(t *testing.T) {
 			f.policies = ctxPolicies(tc.listed)
 			f.desired = ctxPolicies(tc.desired)
 			c := f.newController()
-			require.NoError(t, c.syncFull(context.Background()))
+			require.NoError(t, fullPass(c))
 
 			assert.Len(t, f.writes(), tc.wantDeletes)
 			capped := 0.0
@@ -266,7 +302,7 @@ func TestWithheldExternalEgressIsRevokedDespiteTheCap(t *testing.T) {
 		policy("mcp-server", "ext-egress-gone-api", names.PolicyTypeExternalEgress, 443),
 	}
 	c := f.newController()
-	require.NoError(t, c.syncFull(context.Background()))
+	require.NoError(t, fullPass(c))
 	assert.Equal(t, []string{"delete mcp-server/ext-egress-s1-api"}, f.writes(),
 		"the unproven allow of a live server is revoked; the orphan waits for the cap")
 }
@@ -281,7 +317,7 @@ func TestRepairableClass(t *testing.T) {
 	f.policies = []*networkingv1.NetworkPolicy{unlabelledDesired, unlabelledOrphan, hostPolicy, unlabelledHost, foreign}
 	f.desired = []*networkingv1.NetworkPolicy{policy("mcp-server", "ctx-c-s1", names.PolicyTypeContextAllow, 3000)}
 	c := f.newController()
-	require.NoError(t, c.syncFull(context.Background()))
+	require.NoError(t, fullPass(c))
 	assert.ElementsMatch(t, []string{"update mcp-server/ctx-c-s1", "delete mcp-server/ctx-c-old"}, f.writes(),
 		"the repairable class is relabelled or swept; other operators' and unmanaged policies are untouched")
 }
@@ -294,10 +330,11 @@ func TestFailedRevocationDoesNotCertify(t *testing.T) {
 	f.kube.PrependReactor("delete", "networkpolicies", func(core.Action) (bool, runtime.Object, error) {
 		return true, nil, errors.New("etcd is sad")
 	})
-	require.Error(t, c.syncFull(context.Background()))
-	assert.False(t, f.readiness.Ready())
-	assert.Equal(t, []string{"delete mcp-server/ctx-c-s01"}, f.writes(), "no additive create before revocation succeeds")
-	assert.Zero(t, f.egress.applied)
+	require.Error(t, fullPass(c))
+	assert.False(t, f.readiness.Ready(), "no certification while a revocation failed")
+	assert.Equal(t, []string{"delete mcp-server/ctx-c-s01", "create mcp-server/ctx-new"}, f.writes(),
+		"a failed revocation stops neither the others nor the creates")
+	assert.Equal(t, 1.0, counterValue(t, c.metrics.WriteErrors.WithLabelValues("delete")))
 }
 
 func TestDefaultsPassEnsuresOnlyL0L1(t *testing.T) {
@@ -305,7 +342,8 @@ func TestDefaultsPassEnsuresOnlyL0L1(t *testing.T) {
 	stale := policy("mcp-server", "deny-all-old", names.PolicyTypeDenyAll, 0)
 	f.policies = append(ctxPolicies(1), stale)
 	c := f.newController()
-	require.NoError(t, c.syncDefaults(context.Background()))
+	_, err := c.syncDefaults(context.Background())
+	require.NoError(t, err)
 	for _, w := range f.writes() {
 		assert.Regexp(t, `^create `, w, "defaults pass never deletes or touches allows")
 	}
@@ -325,6 +363,12 @@ func counterValue(t *testing.T, c prometheus.Counter) float64 {
 	var m dto.Metric
 	require.NoError(t, c.Write(&m))
 	return m.GetCounter().GetValue()
+}
+
+func gaugeValue(t *testing.T, g prometheus.Gauge) float64 {
+	var m dto.Metric
+	require.NoError(t, g.Write(&m))
+	return m.GetGauge().GetValue()
 }
 
 func orDefault(rule string) string {
@@ -369,6 +413,7 @@ func TestCensus(t *testing.T) {
 		policy("mcp-host", "ctx-gone-s1-egress", "", 3000), // the repairable class
 		policy("mcp-server", "ext-egress-s1-api", names.PolicyTypeExternalEgress, 443),
 		policy("mcp-host", "allow-rpc-proxy-desktop-h1", names.PolicyTypeHost, 0),
+		policy("mcp-host", "deny-all-mcp-host", names.PolicyTypeDenyAll, 0), // mcp-host left the runtime list
 	)
 	for _, p := range live {
 		p.Labels[names.LabelManagedBy] = names.ManagedByValue
@@ -381,13 +426,16 @@ func TestCensus(t *testing.T) {
 		{"mcp-host", "ctx-gone-s1-egress", repairableType},
 		{"mcp-server", "ctx-gone-s1", names.PolicyTypeContextAllow},
 	}, census.Orphans)
-	assert.Equal(t, []CensusEntry{{"mcp-server", "ext-egress-s1-api", names.PolicyTypeExternalEgress}}, census.Withheld)
+	assert.Equal(t, []CensusEntry{{"mcp-server", "ext-egress-s1-api", names.PolicyTypeExternalEgress}}, census.Disowned)
+	assert.Equal(t, []CensusEntry{{"mcp-host", "deny-all-mcp-host", names.PolicyTypeDenyAll}}, census.Stale)
 	assert.Equal(t, "absolute", census.Capped)
 
 	var out bytes.Buffer
 	require.NoError(t, census.Write(&out, "from CONTEXT_MAPPER_NETPOL_ORPHAN_DELETE_CAP", "compiled default"))
 	text := out.String()
-	assert.Contains(t, text, "orphan candidates: 2")
+	assert.Contains(t, text, "unexplained orphans (only these count against the caps): 2")
+	assert.Contains(t, text, "disowned allows (revoked whatever the caps; hostname allows DNS still proves are kept): 1")
+	assert.Contains(t, text, "stale L0/L1 policies (kept, never swept): 1")
 	assert.Contains(t, text, "absolute 1 (from CONTEXT_MAPPER_NETPOL_ORPHAN_DELETE_CAP), percent 20 (compiled default)")
 	assert.Contains(t, text, "cap would trip: yes, by the absolute rule")
 
@@ -408,7 +456,7 @@ func TestDuplicateContextIDIsReportedOnTheIgnoredContext(t *testing.T) {
 	c.plan = planWithoutPolicies
 	recorder := c.recorder.(*record.FakeRecorder)
 
-	require.NoError(t, c.syncFull(context.Background()))
+	require.NoError(t, fullPass(c))
 	var patched []string
 	for _, a := range f.hcc.Actions() {
 		if a.GetVerb() == "patch" {
@@ -419,7 +467,7 @@ func TestDuplicateContextIDIsReportedOnTheIgnoredContext(t *testing.T) {
 	require.Len(t, recorder.Events, 1)
 	assert.Contains(t, <-recorder.Events, "Warning DuplicateContextID contextId shared is already held by Context a-first")
 
-	require.NoError(t, c.syncFull(context.Background()))
+	require.NoError(t, fullPass(c))
 	assert.Empty(t, recorder.Events, "one event per conflict, not one per pass")
 }
 
@@ -434,10 +482,10 @@ func TestRejectedRecipeBindingIsReportedOnce(t *testing.T) {
 	c := f.newController()
 	c.plan = planWithoutPolicies
 	recorder := c.recorder.(*record.FakeRecorder)
-	require.NoError(t, c.syncFull(context.Background()))
+	require.NoError(t, fullPass(c))
 	require.Len(t, recorder.Events, 1)
 	assert.Contains(t, <-recorder.Events, "Warning BindingRejected recipe:r1")
-	require.NoError(t, c.syncFull(context.Background()))
+	require.NoError(t, fullPass(c))
 	assert.Empty(t, recorder.Events)
 }
 
@@ -456,9 +504,10 @@ func TestMissingNamespaceDoesNotBlockCertification(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	err := c.syncFull(context.Background())
-	require.Error(t, err, "the pass is retried until the namespace exists")
-	assert.Contains(t, err.Error(), "sandbox-recipes")
+	after, err := c.syncFull(context.Background())
+	require.NoError(t, err, "a missing namespace is no failed pass")
+	assert.Equal(t, missingNamespaceRetry, after, "the pass comes back until the namespace exists")
+	assert.Equal(t, 1.0, gaugeValue(t, c.metrics.MissingNamespaces))
 	assert.True(t, f.readiness.Ready(), "a namespace without pods blocks no certification")
 	assert.Equal(t, uint64(7), f.egress.applied, "nor the egress gates")
 	assert.Equal(t, []string{

@@ -3,12 +3,12 @@ package netpol
 import (
 	"bytes"
 	"sort"
-	"strings"
 
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 
 	"github.com/clerum/hcc/pkg/names"
+	"github.com/clerum/hcc/pkg/netpol"
 )
 
 // ownedTypes are the policy types this operator plans and sweeps. Policies of
@@ -23,46 +23,37 @@ var ownedTypes = map[string]bool{
 	names.PolicyTypeRecipeBinding:  true,
 }
 
-// defaultTypes are the L0/L1 types the defaults-only pass writes.
+// defaultTypes are the L0/L1 types: ensured by every pass, never swept.
 var defaultTypes = map[string]bool{
 	names.PolicyTypeDenyAll:        true,
 	names.PolicyTypeInfrastructure: true,
 }
 
-// reservedPrefixes are the name patterns of contract section 4 that belong
-// to this operator. A managed policy with one of these names but no
-// policy-type label (the "repairable class": written by an older HCC, or
-// its label stripped by hand) is still ours: repaired when desired, swept
-// when not.
-var reservedPrefixes = []string{
-	"deny-all-", "allow-dns-egress-", "allow-hcc-api-egress-", "allow-k8s-api-egress-",
-	"ctx-", "rpc-egress-", "ext-egress-", "bind-",
-}
-
-func isReservedName(name string) bool {
-	if name == names.HCCAPIIngressPolicy {
-		return true
-	}
-	for _, p := range reservedPrefixes {
-		if strings.HasPrefix(name, p) {
-			return name != p
-		}
-	}
-	return false
-}
-
-// owned reports whether a live policy is in this operator's sweep scope:
-// managed by HCC and either of an owned type, or unlabelled with a reserved
-// name.
-func owned(p *networkingv1.NetworkPolicy) bool {
+// policyType returns the type of a managed policy in this operator's scope:
+// its label, or for the repairable class (managed by HCC, a name this
+// operator reserves, no policy-type label: written by an older HCC, or its
+// label stripped by hand) the type its name implies. ok is false for a
+// policy this operator must not write or delete (docs/ownership.md): not
+// managed by HCC, or of another writer's type.
+func policyType(p *networkingv1.NetworkPolicy) (typ string, ok bool) {
 	if p.Labels[names.LabelManagedBy] != names.ManagedByValue {
-		return false
+		return "", false
 	}
-	typ, ok := p.Labels[names.LabelPolicyType]
-	if !ok {
-		return isReservedName(p.Name)
+	if typ, labelled := p.Labels[names.LabelPolicyType]; labelled {
+		return typ, ownedTypes[typ]
 	}
-	return ownedTypes[typ]
+	return names.NetPolReservedType(p.Name)
+}
+
+// owned reports whether a live policy is in this operator's scope.
+func owned(p *networkingv1.NetworkPolicy) bool {
+	_, ok := policyType(p)
+	return ok
+}
+
+func isDefault(p *networkingv1.NetworkPolicy) bool {
+	typ, _ := policyType(p)
+	return defaultTypes[typ]
 }
 
 // Caps bound how many orphans one pass may delete.
@@ -98,65 +89,99 @@ type changes struct {
 	// updates hold the desired object with the live object's metadata
 	// (resourceVersion, foreign labels) already merged in.
 	updates []*networkingv1.NetworkPolicy
-	// revokes are withheld policies: always deleted.
+	// revokes are disowned policies: deleted whatever the caps.
 	revokes []*networkingv1.NetworkPolicy
-	orphans []*networkingv1.NetworkPolicy // orphan candidates, deleted or not
+	orphans []*networkingv1.NetworkPolicy // unexplained, deleted or not
 	deletes []*networkingv1.NetworkPolicy // orphans, unless capped
+	// kept are unplanned L0/L1 policies, ensured but never swept.
+	kept []*networkingv1.NetworkPolicy
+	// conflicts are desired policies whose name a live managed policy of
+	// another writer holds: never written, reported.
+	conflicts []*networkingv1.NetworkPolicy
 	// capped names the rule that refused the orphan deletes, if any.
 	capped string
+	// servers attributes revoked and orphaned policies to the McpServer
+	// they were derived from, where one is known.
+	servers map[policyKey]string
 }
 
 // policyKey identifies a policy by namespace and name.
 type policyKey struct{ ns, name string }
 
-// diff compares desired with the live policies in scope. Only live
-// policies for which owned() holds take part. keep, when not nil, filters
+func keyOf(p *networkingv1.NetworkPolicy) policyKey { return policyKey{p.Namespace, p.Name} }
+
+// disposer says what to do with an unplanned live policy of type typ.
+type disposer func(namespace, name, typ string) (netpol.Disposition, string)
+
+// diff compares desired with the live policies. Only live policies in this
+// operator's scope (owned) take part; keep, when not nil, further filters
 // which desired and live policies the pass considers (the defaults-only pass
 // looks at L0/L1 only).
 //
-// A live policy that is not desired is either withheld — its owner still
-// exists but the allow is no longer proven (a failed DNS refresh, a rejected
-// binding) — and then always revoked, or an orphan, whose deletion the caps
-// may refuse: the caps guard against a wrong or empty inventory wiping the
-// fleet, not against revoking what the inventory itself disowns.
-func diff(desired, live []*networkingv1.NetworkPolicy, caps Caps, keep func(*networkingv1.NetworkPolicy) bool, withheld map[policyKey]bool) changes {
-	type key = policyKey
-	liveByKey := make(map[key]*networkingv1.NetworkPolicy, len(live))
+// A live policy that is not desired goes where dispose sends it: revoked
+// whatever the caps when the inventory disowns it, kept when it is L0/L1,
+// otherwise an orphan whose deletion the caps may refuse. The caps guard
+// against a wrong or empty inventory wiping the fleet, not against revoking
+// what the inventory itself disowns.
+func diff(desired, live []*networkingv1.NetworkPolicy, caps Caps, keep func(*networkingv1.NetworkPolicy) bool, dispose disposer) changes {
+	liveByKey := make(map[policyKey]*networkingv1.NetworkPolicy, len(live))
+	foreign := map[policyKey]bool{}
 	listed := 0
 	for _, p := range live {
-		if !owned(p) || (keep != nil && !keep(p)) {
+		if !owned(p) {
+			// Managed by HCC but another writer's: a name it holds is never
+			// ours to write.
+			foreign[keyOf(p)] = true
 			continue
 		}
-		liveByKey[key{p.Namespace, p.Name}] = p
+		if keep != nil && !keep(p) {
+			continue
+		}
+		liveByKey[keyOf(p)] = p
 		listed++
 	}
 
-	var c changes
+	c := changes{servers: map[policyKey]string{}}
 	for _, want := range desired {
 		if keep != nil && !keep(want) {
 			continue
 		}
-		k := key{want.Namespace, want.Name}
+		k := keyOf(want)
 		have, ok := liveByKey[k]
-		if !ok {
+		switch {
+		case ok:
+			delete(liveByKey, k)
+			if upd := updateFor(want, have); upd != nil {
+				c.updates = append(c.updates, upd)
+			}
+		case foreign[k]:
+			c.conflicts = append(c.conflicts, want)
+		default:
 			c.creates = append(c.creates, want)
-			continue
-		}
-		delete(liveByKey, k)
-		if upd := updateFor(want, have); upd != nil {
-			c.updates = append(c.updates, upd)
 		}
 	}
 
 	for k, p := range liveByKey {
-		if withheld[k] {
+		typ, _ := policyType(p)
+		d, server := dispose(p.Namespace, p.Name, typ)
+		if s := p.Labels[names.LabelMcpServer]; s != "" {
+			server = s
+		}
+		if server != "" {
+			c.servers[k] = server
+		}
+		switch d {
+		case netpol.Disowned:
 			c.revokes = append(c.revokes, p)
-		} else {
+		case netpol.Kept:
+			c.kept = append(c.kept, p)
+		default:
 			c.orphans = append(c.orphans, p)
 		}
 	}
 	sortPolicies(c.revokes)
 	sortPolicies(c.orphans)
+	sortPolicies(c.kept)
 	if capped, rule := caps.capped(len(c.orphans), listed); capped {
 		c.capped = rule
 	} else {

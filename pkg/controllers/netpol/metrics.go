@@ -2,8 +2,8 @@ package netpol
 
 import "github.com/prometheus/client_golang/prometheus"
 
-// Metrics are the NetworkPolicy operator's Prometheus series. Names follow
-// the seed (clerum_hcc_netpol_*) so existing alerts keep working.
+// Metrics are the NetworkPolicy operator's Prometheus series, all named
+// clerum_hcc_netpol_* (docs/metrics.md).
 type Metrics struct {
 	PassDuration  *prometheus.HistogramVec
 	Policies      *prometheus.GaugeVec
@@ -15,6 +15,12 @@ type Metrics struct {
 	Orphans       prometheus.Gauge
 	Rejections    prometheus.Gauge
 	ContextIgnore prometheus.Gauge
+
+	Disowned           prometheus.Gauge
+	KeptDefaults       prometheus.Gauge
+	UnmanagedConflicts prometheus.Gauge
+	MissingNamespaces  prometheus.Gauge
+	LastSuccess        prometheus.Gauge
 }
 
 // NewMetrics registers the operator's metrics with reg.
@@ -62,7 +68,35 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Contexts ignored for a duplicate contextId in the last full pass.",
 		}),
 	}
+	m.Disowned = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "clerum_hcc_netpol_disowned",
+		Help: "Allows the inventory disowns found by the last full pass; revoked whatever the orphan caps.",
+	})
+	m.KeptDefaults = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "clerum_hcc_netpol_stale_defaults",
+		Help: "L0/L1 policies no longer planned (their namespace left the runtime list): kept, never swept.",
+	})
+	m.UnmanagedConflicts = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "clerum_hcc_netpol_unmanaged_conflicts",
+		Help: "NetworkPolicy names HCC needs that objects it does not manage hold, as of the last pass; never written.",
+	})
+	m.MissingNamespaces = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "clerum_hcc_netpol_missing_namespaces",
+		Help: "Policy namespaces that do not exist, as of the last full pass; their policies are written once they do.",
+	})
+	m.LastSuccess = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "clerum_hcc_netpol_last_success_timestamp_seconds",
+		Help: "Unix time the last full pass succeeded; alert when it falls behind while this replica leads.",
+	})
 	reg.MustRegister(m.PassDuration, m.Policies, m.Writes, m.WriteErrors, m.OrphanCapped,
-		m.TicksSkipped, m.Certified, m.Orphans, m.Rejections, m.ContextIgnore)
+		m.TicksSkipped, m.Certified, m.Orphans, m.Rejections, m.ContextIgnore,
+		m.Disowned, m.KeptDefaults, m.UnmanagedConflicts, m.MissingNamespaces, m.LastSuccess)
 	return m
 }
+
+// Event reasons of this operator.
+const (
+	ReasonBindingRejected   = "BindingRejected"
+	ReasonUnmanagedConflict = "UnmanagedConflict"
+	ReasonDuplicateContext  = "DuplicateContextID"
+)

@@ -48,14 +48,14 @@ func convergedFixture(t testing.TB, contexts, serversPer int) (*fixture, *Contro
 
 func TestChangingOneContextWritesOnlyItsPolicies(t *testing.T) {
 	f, c := convergedFixture(t, 3, 2)
-	require.NoError(t, c.syncFull(context.Background()))
+	require.NoError(t, fullPass(c))
 	require.Empty(t, f.writes(), "converged: no writes")
 
 	// context-0001 drops one server: exactly its three allows go.
 	changed := f.contexts[1].DeepCopy()
 	changed.Spec.McpServers = changed.Spec.McpServers[:1]
 	require.NoError(t, f.contextIndexer.Update(changed))
-	require.NoError(t, c.syncFull(context.Background()))
+	require.NoError(t, fullPass(c))
 	assert.Equal(t, []string{
 		"delete mcp-host/ctx-c0001-s0001-01-egress",
 		"delete mcp-server/ctx-c0001-s0001-01",
@@ -70,7 +70,7 @@ func BenchmarkPassUnchanged(b *testing.B) {
 	ctx := context.Background()
 	f.kube.ClearActions()
 	for b.Loop() {
-		if err := c.syncFull(ctx); err != nil {
+		if _, err := c.syncFull(ctx); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -92,7 +92,7 @@ func BenchmarkPassOneContextChanged(b *testing.B) {
 	for b.Loop() {
 		// The policy cache is not updated by the fake client, so every
 		// iteration sees the same one-Context change.
-		if err := c.syncFull(ctx); err != nil {
+		if _, err := c.syncFull(ctx); err != nil {
 			b.Fatal(err)
 		}
 	}

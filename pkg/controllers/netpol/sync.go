@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/sets"
 	applymetav1 "k8s.io/client-go/applyconfigurations/meta/v1"
 
@@ -21,76 +22,190 @@ import (
 	"github.com/clerum/hcc/pkg/netpol"
 )
 
+// errCacheBehind marks a pass that met the API server ahead of the informer
+// cache (an AlreadyExists of a policy HCC wrote, a Conflict on an update or
+// a precondition): nothing is wrong, the pass is retried quietly once the
+// cache catches up.
+var errCacheBehind = errors.New("the policy cache is behind the API server")
+
+// missingNamespaceRetry is how soon a pass that skipped namespaces that do
+// not exist runs again: HCC does not watch namespaces, and one created
+// later must still get its default deny.
+const missingNamespaceRetry = time.Minute
+
+// outcome collects what the writes of one pass did. Every write of a pass
+// is attempted: one policy that cannot be written (RBAC, quota, a webhook,
+// a name held by an object HCC does not own) must not stop the revocations
+// and creates of every other.
+type outcome struct {
+	errs []error
+	// behind is set when a write met a lagging cache.
+	behind bool
+	// failed are the servers whose policies did not all land: their runtime
+	// gates stay closed.
+	failed sets.Set[string]
+	// missing are namespaces that do not exist; their policies are skipped.
+	missing sets.Set[string]
+	// conflicts are names HCC needs that objects it does not own hold.
+	conflicts []*networkingv1.NetworkPolicy
+}
+
+func newOutcome() *outcome {
+	return &outcome{failed: sets.New[string](), missing: sets.New[string]()}
+}
+
 // syncFull is one full pass, in the order that keeps the cluster safe at
-// every step:
+// every step (docs/networkpolicy.md, "The safety order"):
 //
 //  1. ensure L0/L1 (default deny and infrastructure),
-//  2. revoke: delete orphans (unless a cap refuses) and rewrite changed
-//     policies,
-//  3. certify readiness — from here on no stale allow survives,
-//  4. add: create the allows that are new.
+//  2. revoke: delete disowned allows whatever the caps, orphans unless a
+//     cap refuses, and rewrite changed allows,
+//  3. certify readiness once every revocation succeeded — from then on no
+//     stale allow survives,
+//  4. add: create the allows that are new,
+//  5. open the runtime gates of the servers whose policies all landed.
 //
-// A failed write aborts the pass before later phases, so readiness is never
-// certified over an unrevoked allow; the queue retries with backoff.
-func (c *Controller) syncFull(ctx context.Context) error {
+// A failed write does not stop the pass: it is collected, keeps only the
+// gate of the server it belongs to closed, and makes the pass retry with
+// backoff. A failed revocation withholds certification.
+func (c *Controller) syncFull(ctx context.Context) (time.Duration, error) {
 	resolved, version := c.egress.Snapshot()
 	inv, err := c.inventory(resolved)
 	if err != nil {
-		return err
+		return 0, err
 	}
+	observed, seq := c.observed.snapshot()
 	plan := c.plan(inv, c.opts.Plan)
 	live, err := c.livePolicies()
 	if err != nil {
-		return err
+		return 0, err
 	}
-	ch := diff(plan.Policies, live, c.opts.Caps, nil, withheld(inv, c.opts.Plan.McpServerNamespace))
+	judge := netpol.NewJudge(inv, c.opts.Plan, observed)
+	ch := diff(plan.Policies, live, c.opts.Caps, nil, judge.Dispose)
 	c.observePlan(plan, ch)
-
-	isDefault := func(p *networkingv1.NetworkPolicy) bool { return defaultTypes[p.Labels[names.LabelPolicyType]] }
-	missing := sets.New[string]()
-	if err := c.write(ctx, "create", filter(ch.creates, isDefault), missing); err != nil {
-		return err
-	}
-	if err := c.write(ctx, "update", filter(ch.updates, isDefault), missing); err != nil {
-		return err
-	}
-	if err := c.write(ctx, "delete", ch.revokes, missing); err != nil {
-		return err
-	}
-	if err := c.write(ctx, "delete", ch.deletes, missing); err != nil {
-		return err
-	}
-	if err := c.write(ctx, "update", filter(ch.updates, not(isDefault)), missing); err != nil {
-		return err
-	}
-	if !c.certified.Swap(true) {
-		c.log.Info().Int("orphans", len(ch.orphans)).Str("capped", ch.capped).
-			Msg("stale allows revoked; readiness certified")
-		c.metrics.Certified.Set(1)
-		c.readiness.Set(ReadinessCheck, true)
-	}
-	if err := c.write(ctx, "create", filter(ch.creates, not(isDefault)), missing); err != nil {
-		return err
+	if len(plan.Servers) == len(plan.Policies) {
+		for i, p := range plan.Policies {
+			if s := plan.Servers[i]; s != "" {
+				ch.servers[keyOf(p)] = s
+			}
+		}
 	}
 
-	c.egress.Applied(version)
+	out := newOutcome()
+	out.conflicts = ch.conflicts
+	for _, p := range ch.conflicts {
+		if s := ch.servers[keyOf(p)]; s != "" {
+			out.failed.Insert(s)
+		}
+	}
+	c.write(ctx, verbCreate, filter(ch.creates, isDefault), ch.servers, out)
+	c.write(ctx, verbUpdate, filter(ch.updates, isDefault), ch.servers, out)
+	revoked := c.write(ctx, verbDelete, ch.revokes, ch.servers, out)
+	revoked = c.write(ctx, verbDelete, ch.deletes, ch.servers, out) && revoked
+	revoked = c.write(ctx, verbUpdate, filter(ch.updates, not(isDefault)), ch.servers, out) && revoked
+	if revoked {
+		c.certify(ch)
+		c.observed.settle(seq)
+	}
+	c.write(ctx, verbCreate, filter(ch.creates, not(isDefault)), ch.servers, out)
+
+	c.egress.Applied(version, EgressReport{Failed: out.failed, Rejected: egressRejections(plan.Rejections)})
 	c.reportRejections(inv.Servers, plan.Rejections)
+	c.reportUnmanaged(out.conflicts, ch.servers)
+	c.reportMissing(out.missing)
 	if err := c.reportConflicts(ctx, inv.Contexts, plan.Conflicts); err != nil {
-		return err
+		out.errs = append(out.errs, err)
 	}
-	return missingNamespaces(missing)
+	return c.finish(out)
 }
 
-// missingNamespaces turns the namespaces a pass could not write into into an
-// error, so the queue retries the pass with backoff until they exist: HCC
-// does not watch namespaces, and a namespace created later must still get
-// its default deny. A namespace that does not exist holds no pod to
-// protect, so it blocks neither certification nor the egress gates.
-func missingNamespaces(missing sets.Set[string]) error {
-	if missing.Len() == 0 {
-		return nil
+// finish turns a pass's outcome into the worker's verdict: real errors
+// retry with backoff, a lagging cache retries quietly, missing namespaces
+// retry after a minute, and anything else is a success.
+func (c *Controller) finish(out *outcome) (time.Duration, error) {
+	if len(out.errs) > 0 {
+		return 0, errors.Join(out.errs...)
 	}
-	return fmt.Errorf("namespaces %s do not exist; their policies are written once they do", strings.Join(sets.List(missing), ", "))
+	if out.behind {
+		return 0, errCacheBehind
+	}
+	if out.missing.Len() > 0 {
+		return missingNamespaceRetry, nil
+	}
+	return 0, nil
+}
+
+// certify marks readiness once: the first pass whose revocations all
+// succeeded proves that no stale allow survives.
+func (c *Controller) certify(ch changes) {
+	if c.certified.Swap(true) {
+		return
+	}
+	c.log.Info().Int("revoked", len(ch.revokes)).Int("orphans", len(ch.orphans)).Str("capped", ch.capped).
+		Msg("stale allows revoked; readiness certified")
+	c.metrics.Certified.Set(1)
+	c.readiness.Set(ReadinessCheck, true)
+}
+
+// egressRejections returns the planner's rejections of egress bindings by
+// server and binding, for the external-egress coordinator to report.
+func egressRejections(rejections []netpol.Rejection) map[string]map[string]string {
+	out := map[string]map[string]string{}
+	for _, r := range rejections {
+		if r.Kind != netpol.RejectedEgressBinding {
+			continue
+		}
+		if out[r.Server] == nil {
+			out[r.Server] = map[string]string{}
+		}
+		if _, seen := out[r.Server][r.Binding]; !seen {
+			out[r.Server][r.Binding] = r.Reason
+		}
+	}
+	return out
+}
+
+// reportMissing logs the namespaces a pass could not write into when that
+// set changes, and exports their number.
+func (c *Controller) reportMissing(missing sets.Set[string]) {
+	c.metrics.MissingNamespaces.Set(float64(missing.Len()))
+	summary := strings.Join(sets.List(missing), ",")
+	if summary == c.missingReported {
+		return
+	}
+	c.missingReported = summary
+	if summary != "" {
+		c.log.Warn().Strs("namespaces", sets.List(missing)).
+			Msg("namespaces do not exist; their policies are written once they do")
+	}
+}
+
+// reportUnmanaged reports every name HCC needs that an object it does not
+// own holds: a Warning event on that object (and on the server the policy
+// is for) the first time, and a gauge. The object is never written.
+func (c *Controller) reportUnmanaged(conflicts []*networkingv1.NetworkPolicy, servers map[policyKey]string) {
+	c.metrics.UnmanagedConflicts.Set(float64(len(conflicts)))
+	current := sets.New[policyKey]()
+	byName := map[string]*clerumv1alpha1.McpServer{}
+	if list, err := c.serverLister.McpServers(c.opts.Plan.McpServerNamespace).List(labels.Everything()); err == nil {
+		for _, s := range list {
+			byName[s.Name] = s
+		}
+	}
+	for _, p := range conflicts {
+		k := keyOf(p)
+		current.Insert(k)
+		if c.unmanaged.Has(k) {
+			continue
+		}
+		message := fmt.Sprintf("NetworkPolicy %s/%s is needed by HCC but held by an object HCC does not manage; it is left as it is", p.Namespace, p.Name)
+		c.log.Warn().Str("namespace", p.Namespace).Str("name", p.Name).Msg("name held by an unmanaged NetworkPolicy; skipped")
+		c.recorder.Event(p, corev1.EventTypeWarning, ReasonUnmanagedConflict, message)
+		if s, ok := byName[servers[k]]; ok {
+			c.recorder.Event(s, corev1.EventTypeWarning, ReasonUnmanagedConflict, message)
+		}
+	}
+	c.unmanaged = current
 }
 
 // reportRejections emits one Warning event on the McpServer for each new
@@ -103,48 +218,32 @@ func (c *Controller) reportRejections(servers []*clerumv1alpha1.McpServer, rejec
 	}
 	current := sets.New[string]()
 	for _, r := range rejections {
-		if !strings.HasPrefix(r.Binding, "recipe:") && !strings.HasPrefix(r.Binding, "context:") {
+		if r.Kind == netpol.RejectedEgressBinding {
 			continue
 		}
 		key := r.Server + "\x00" + r.Binding + "\x00" + r.Reason
 		current.Insert(key)
 		if s, ok := byName[r.Server]; ok && !c.rejected.Has(key) {
-			c.recorder.Eventf(s, corev1.EventTypeWarning, "BindingRejected", "%s: %s", r.Binding, r.Reason)
+			c.recorder.Eventf(s, corev1.EventTypeWarning, ReasonBindingRejected, "%s: %s", r.Binding, r.Reason)
 		}
 	}
 	c.rejected = current
 }
 
-// syncDefaults ensures L0/L1 only. It never deletes: sweeping is the full
-// pass's job, so this cheap pass cannot race it into double deletes.
-func (c *Controller) syncDefaults(ctx context.Context) error {
+// syncDefaults ensures L0/L1 only. It never deletes: L0/L1 are never swept,
+// and revocation is the full pass's job.
+func (c *Controller) syncDefaults(ctx context.Context) (time.Duration, error) {
 	live, err := c.livePolicies()
 	if err != nil {
-		return err
+		return 0, err
 	}
-	isDefault := func(p *networkingv1.NetworkPolicy) bool { return defaultTypes[p.Labels[names.LabelPolicyType]] }
-	ch := diff(netpol.Defaults(c.opts.Plan), live, c.opts.Caps, isDefault, nil)
-	missing := sets.New[string]()
-	if err := c.write(ctx, "create", ch.creates, missing); err != nil {
-		return err
-	}
-	if err := c.write(ctx, "update", ch.updates, missing); err != nil {
-		return err
-	}
-	return missingNamespaces(missing)
-}
-
-// withheld names the external-egress policies whose server and binding
-// still exist. When such a policy is not desired, its allow is no longer
-// proven, and revoking it is not an orphan sweep.
-func withheld(inv netpol.Inventory, namespace string) map[policyKey]bool {
-	out := map[policyKey]bool{}
-	for _, s := range inv.Servers {
-		for _, b := range s.Spec.EgressBindings {
-			out[policyKey{namespace, names.ExternalEgressPolicy(s.Name, b.Name)}] = true
-		}
-	}
-	return out
+	keepAll := func(string, string, string) (netpol.Disposition, string) { return netpol.Kept, "" }
+	ch := diff(netpol.Defaults(c.opts.Plan), live, c.opts.Caps, isDefault, keepAll)
+	out := newOutcome()
+	out.conflicts = ch.conflicts
+	c.write(ctx, verbCreate, ch.creates, nil, out)
+	c.write(ctx, verbUpdate, ch.updates, nil, out)
+	return c.finish(out)
 }
 
 // observePlan records what the pass found.
@@ -160,13 +259,22 @@ func (c *Controller) observePlan(plan *netpol.Plan, ch changes) {
 		c.metrics.Policies.WithLabelValues(t).Set(float64(n))
 	}
 	c.metrics.Orphans.Set(float64(len(ch.orphans)))
+	c.metrics.Disowned.Set(float64(len(ch.revokes)))
+	c.metrics.KeptDefaults.Set(float64(len(ch.kept)))
 	c.metrics.Rejections.Set(float64(len(plan.Rejections)))
 	c.metrics.ContextIgnore.Set(float64(len(plan.Conflicts)))
 	if ch.capped != "" {
 		c.metrics.OrphanCapped.WithLabelValues(ch.capped).Inc()
 		c.log.Warn().Int("orphans", len(ch.orphans)).Str("rule", ch.capped).
 			Int("absoluteCap", c.opts.Caps.Absolute).Int("percentCap", c.opts.Caps.Percent).
-			Msg("orphan delete cap tripped: no orphan deleted; raise the cap to let the sweep proceed")
+			Msg("orphan delete cap tripped: no unexplained orphan deleted (disowned allows are still revoked); raise the cap to let the sweep proceed")
+	}
+	if kept := len(ch.kept); kept != c.keptReported {
+		c.keptReported = kept
+		if kept > 0 {
+			c.log.Info().Int("policies", kept).
+				Msg("L0/L1 policies outside the runtime namespaces are kept, never swept; `hcc-controller census` lists them")
+		}
 	}
 	if len(ch.creates)+len(ch.updates)+len(ch.revokes)+len(ch.deletes) > 0 {
 		c.log.Info().Int("creates", len(ch.creates)).Int("updates", len(ch.updates)).
@@ -175,50 +283,110 @@ func (c *Controller) observePlan(plan *netpol.Plan, ch changes) {
 	}
 }
 
-// write applies one verb to each policy. It stops at the first failure that
-// is not already the desired outcome (a delete of a policy that is gone), or
-// a create in a namespace that does not exist, which it adds to missing and
-// skips.
-func (c *Controller) write(ctx context.Context, verb string, policies []*networkingv1.NetworkPolicy, missing sets.Set[string]) error {
+// Verbs of write.
+const (
+	verbCreate = "create"
+	verbUpdate = "update"
+	verbDelete = "delete"
+)
+
+// write applies one verb to each policy, attempting every one, and reports
+// whether all of them succeeded. Errors go to out; a policy that failed
+// marks the server it belongs to (servers) failed.
+func (c *Controller) write(ctx context.Context, verb string, policies []*networkingv1.NetworkPolicy, servers map[policyKey]string, out *outcome) bool {
+	ok := true
 	for _, p := range policies {
-		if missing.Has(p.Namespace) {
+		if out.missing.Has(p.Namespace) {
 			continue
 		}
-		client := c.kube.NetworkingV1().NetworkPolicies(p.Namespace)
-		var err error
-		switch verb {
-		case "create":
-			_, err = client.Create(ctx, p, metav1.CreateOptions{FieldManager: FieldManager})
-		case "update":
-			_, err = client.Update(ctx, p, metav1.UpdateOptions{FieldManager: FieldManager})
-		case "delete":
-			// The precondition makes sure we delete the orphan we judged,
-			// not a policy recreated under its name since.
-			err = client.Delete(ctx, p.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &p.UID}})
-			if apierrors.IsNotFound(err) {
-				err = nil
-			}
-		}
-		if verb == "create" && apierrors.IsNotFound(err) {
-			// The only thing a create can miss is its namespace.
-			c.log.Warn().Str("namespace", p.Namespace).Msg("namespace does not exist; skipping its policies")
-			missing.Insert(p.Namespace)
+		err := c.writeOne(ctx, verb, p, out)
+		if err == nil {
 			continue
 		}
-		if err != nil {
+		ok = false
+		if s := servers[keyOf(p)]; s != "" {
+			out.failed.Insert(s)
+		}
+		// A lagging cache is retried quietly; a name held by an object HCC
+		// does not own is reported by reportUnmanaged. Neither is an error
+		// of the pass.
+		if !errors.Is(err, errCacheBehind) && !errors.Is(err, errUnmanaged) {
 			c.metrics.WriteErrors.WithLabelValues(verb).Inc()
-			if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
-				// The cache is behind the API server; the next pass sees
-				// the newer object.
-				return fmt.Errorf("%s %s/%s: cache out of date: %w", verb, p.Namespace, p.Name, err)
-			}
-			return fmt.Errorf("%s NetworkPolicy %s/%s: %w", verb, p.Namespace, p.Name, err)
+			out.errs = append(out.errs, err)
 		}
-		c.metrics.Writes.WithLabelValues(verb).Inc()
-		c.log.Debug().Str("verb", verb).Str("namespace", p.Namespace).Str("name", p.Name).Msg("NetworkPolicy written")
 	}
+	return ok
+}
+
+// writeOne writes one policy. It returns nil when the policy is as wanted,
+// or when it was skipped for a reason reported elsewhere (its namespace does
+// not exist, or an object HCC does not own holds its name).
+func (c *Controller) writeOne(ctx context.Context, verb string, p *networkingv1.NetworkPolicy, out *outcome) error {
+	client := c.kube.NetworkingV1().NetworkPolicies(p.Namespace)
+	var err error
+	switch verb {
+	case verbCreate:
+		_, err = client.Create(ctx, p, metav1.CreateOptions{FieldManager: FieldManager})
+		switch {
+		case apierrors.IsNotFound(err):
+			// The only thing a create can miss is its namespace. It holds no
+			// pod to protect, so it blocks neither certification nor a gate.
+			out.missing.Insert(p.Namespace)
+			return nil
+		case apierrors.IsAlreadyExists(err):
+			return c.createConflict(ctx, p, out)
+		}
+	case verbUpdate:
+		_, err = client.Update(ctx, p, metav1.UpdateOptions{FieldManager: FieldManager})
+		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			// Changed or deleted since the cache saw it: re-plan from the
+			// newer object.
+			out.behind = true
+			return errCacheBehind
+		}
+	case verbDelete:
+		// The precondition makes sure we delete the policy we judged, not
+		// one recreated under its name since.
+		err = client.Delete(ctx, p.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &p.UID}})
+		switch {
+		case apierrors.IsNotFound(err):
+			err = nil
+		case apierrors.IsConflict(err):
+			out.behind = true
+			return errCacheBehind
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("%s NetworkPolicy %s/%s: %w", verb, p.Namespace, p.Name, err)
+	}
+	c.metrics.Writes.WithLabelValues(verb).Inc()
+	c.log.Debug().Str("verb", verb).Str("namespace", p.Namespace).Str("name", p.Name).Msg("NetworkPolicy written")
 	return nil
 }
+
+// createConflict handles a create refused because the name is taken. The
+// informer lists only managed policies, so the holder is either one HCC
+// wrote that the cache has not seen yet (retry quietly) or an object HCC
+// must not touch (report and skip; docs/ownership.md).
+func (c *Controller) createConflict(ctx context.Context, p *networkingv1.NetworkPolicy, out *outcome) error {
+	holder, err := c.kube.NetworkingV1().NetworkPolicies(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		out.behind = true // deleted since: the next pass creates it
+		return errCacheBehind
+	case err != nil:
+		return fmt.Errorf("create NetworkPolicy %s/%s: reading the object holding its name: %w", p.Namespace, p.Name, err)
+	case owned(holder):
+		out.behind = true
+		return errCacheBehind
+	}
+	out.conflicts = append(out.conflicts, p)
+	return errUnmanaged
+}
+
+// errUnmanaged marks a policy skipped because an object HCC does not own
+// holds its name; it is reported, not retried as an error.
+var errUnmanaged = errors.New("name held by an object HCC does not manage")
 
 // reportConflicts sets the ContextIDConflict condition on every Context
 // ignored for a duplicate contextId, clears it on one that is no longer, and
@@ -240,7 +408,7 @@ func (c *Controller) reportConflicts(ctx context.Context, contexts []*clerumv1al
 		want, reason := metav1.ConditionFalse, "Unique"
 		message := "contextId " + ctxObj.Spec.ContextID + " is held by this Context"
 		if conflicted {
-			want, reason = metav1.ConditionTrue, "DuplicateContextID"
+			want, reason = metav1.ConditionTrue, ReasonDuplicateContext
 			message = fmt.Sprintf("contextId %s is already held by Context %s; this Context is ignored", cf.ContextID, cf.HeldBy)
 			if !c.conflicted.Has(ctxObj.Name) {
 				c.recorder.Event(ctxObj, corev1.EventTypeWarning, reason, message)

@@ -1,0 +1,271 @@
+package egress
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/utils/ptr"
+
+	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
+	netpolcontroller "github.com/clerum/hcc/pkg/controllers/netpol"
+)
+
+// apply reports a pass of the current version that wrote everything.
+func (f *fixture) apply() {
+	_, v := f.c.Snapshot()
+	f.c.Applied(v, netpolcontroller.EgressReport{})
+}
+
+func cidr(name, prefix string, port int32) clerumv1alpha1.EgressBinding {
+	return clerumv1alpha1.EgressBinding{Name: name, CIDR: prefix, Port: ptr.To(port)}
+}
+
+func TestTheGateWaitsForAPassOfTheCurrentGeneration(t *testing.T) {
+	edits := []struct {
+		name   string
+		change func(*clerumv1alpha1.McpServer)
+	}{
+		{name: "a CIDR edit", change: func(s *clerumv1alpha1.McpServer) { s.Spec.EgressBindings[0].CIDR = "8.8.4.0/24" }},
+		{name: "a port edit", change: func(s *clerumv1alpha1.McpServer) { s.Spec.EgressBindings[0].Port = ptr.To[int32](8443) }},
+		{name: "a mode edit", change: func(s *clerumv1alpha1.McpServer) {
+			s.Spec.EgressBindings[0].Mode = clerumv1alpha1.EgressModePublicWeb
+		}},
+		{name: "a new public-web binding", change: func(s *clerumv1alpha1.McpServer) {
+			s.Spec.EgressBindings = append(s.Spec.EgressBindings, clerumv1alpha1.EgressBinding{Name: "web", Mode: clerumv1alpha1.EgressModePublicWeb})
+		}},
+	}
+	for _, tc := range edits {
+		t.Run(tc.name+" closes the gate until a pass applies it", func(t *testing.T) {
+			f := newFixture(t, cidr("dns", "8.8.8.0/24", 443))
+			f.sync(t)
+			f.apply()
+			require.True(t, f.c.Ready(f.server))
+			f.sync(t)
+			cond, _ := f.status(t)
+			require.Equal(t, ReasonProgrammed, cond.Reason)
+
+			f.update(t, tc.change)
+			changes := f.changes
+			f.sync(t)
+			assert.Equal(t, changes+1, f.changes, "the edit asks for a pass")
+			assert.False(t, f.c.Ready(f.server), "the policies of the new generation are not in the cluster yet")
+			cond, _ = f.status(t)
+			assert.Equal(t, ReasonPending, cond.Reason)
+			assert.Equal(t, f.server.Generation, cond.ObservedGeneration)
+
+			f.apply()
+			assert.True(t, f.c.Ready(f.server))
+		})
+	}
+}
+
+func TestAFailedPassKeepsOnlyItsServersGateClosed(t *testing.T) {
+	f := newFixture(t, cidr("dns", "8.8.8.0/24", 443))
+	f.sync(t)
+	_, v := f.c.Snapshot()
+	f.c.Applied(v, netpolcontroller.EgressReport{Failed: sets.New("s1")})
+	assert.False(t, f.c.Ready(f.server))
+	f.c.Applied(v, netpolcontroller.EgressReport{Failed: sets.New("other")})
+	assert.True(t, f.c.Ready(f.server))
+}
+
+func TestAPlannerRejectionReachesTheLoser(t *testing.T) {
+	f := newFixture(t, cidr("dns", "8.8.8.0/24", 443))
+	f.sync(t)
+	_, v := f.c.Snapshot()
+	reason := "NetworkPolicy mcp-server/ext-egress-s1-dns is already planned for server s1-dns, x"
+	f.c.Applied(v, netpolcontroller.EgressReport{Rejected: map[string]map[string]string{"s1": {"dns": reason}}})
+	assert.False(t, f.c.Ready(f.server), "the loser's gate stays closed")
+	f.sync(t)
+	cond, _ := f.status(t)
+	assert.Equal(t, metav1.ConditionFalse, cond.Status)
+	assert.Equal(t, ReasonBindingRejected, cond.Reason)
+	assert.Equal(t, "binding dns: "+reason, cond.Message)
+	require.Len(t, f.recorder.Events, 1)
+	assert.Contains(t, <-f.recorder.Events, "Warning EgressBindingRejected binding dns: "+reason)
+
+	// The collision goes away with the next pass.
+	f.c.Applied(v, netpolcontroller.EgressReport{})
+	assert.True(t, f.c.Ready(f.server))
+}
+
+func TestTheUnionSpansOneServerAndOneDestination(t *testing.T) {
+	a, b := netip.MustParseAddr("93.184.216.1"), netip.MustParseAddr("93.184.216.2")
+	t.Run("a changed host starts from the new answer alone", func(t *testing.T) {
+		f := newFixture(t, hostBinding("api", "api.example.com"))
+		f.resolver.set("api.example.com", a.String())
+		f.resolver.set("other.example.com", b.String())
+		f.sync(t)
+		f.update(t, func(s *clerumv1alpha1.McpServer) { s.Spec.EgressBindings[0].Host = "other.example.com" })
+		f.sync(t)
+		assert.Equal(t, []netip.Addr{b}, f.resolved())
+	})
+	t.Run("a changed port starts from the new answer alone", func(t *testing.T) {
+		f := newFixture(t, hostBinding("api", "api.example.com"))
+		f.resolver.set("api.example.com", a.String())
+		f.sync(t)
+		f.resolver.set("api.example.com", b.String())
+		f.update(t, func(s *clerumv1alpha1.McpServer) { s.Spec.EgressBindings[0].Port = ptr.To[int32](8443) })
+		f.sync(t)
+		assert.Equal(t, []netip.Addr{b}, f.resolved())
+	})
+	t.Run("a re-created server starts from the new answer alone", func(t *testing.T) {
+		f := newFixture(t, hostBinding("api", "api.example.com"))
+		f.resolver.set("api.example.com", a.String())
+		f.sync(t)
+		f.resolver.set("api.example.com", b.String())
+		recreated := f.server.DeepCopy()
+		recreated.UID, recreated.Generation = types.UID("uid-2"), 1
+		f.server = recreated
+		require.NoError(t, f.indexer.Update(recreated))
+		f.sync(t)
+		assert.Equal(t, []netip.Addr{b}, f.resolved())
+	})
+	t.Run("an unchanged destination keeps the earlier answer", func(t *testing.T) {
+		f := newFixture(t, hostBinding("api", "api.example.com"))
+		f.resolver.set("api.example.com", a.String())
+		f.sync(t)
+		f.resolver.set("api.example.com", b.String())
+		f.update(t, func(s *clerumv1alpha1.McpServer) { s.Spec.Description = "edited" })
+		f.sync(t)
+		assert.Equal(t, []netip.Addr{a, b}, f.resolved())
+	})
+}
+
+func TestLookupsAreRootedAndClusterNamesRefused(t *testing.T) {
+	f := newFixture(t, hostBinding("api", "api.example.com"), hostBinding("svc", "db.team.svc.corp.example"),
+		hostBinding("cluster", "corp.example"))
+	f.resolver.set("api.example.com", "93.184.216.34")
+	f.sync(t)
+	assert.Equal(t, []string{"api.example.com."}, f.resolver.asked, "the name is absolute; cluster names are never looked up")
+	cond, _ := f.status(t)
+	assert.Equal(t, ReasonBindingRejected, cond.Reason)
+	assert.Contains(t, cond.Message, `binding cluster: host "corp.example" is a local or cluster-internal name (corp.example)`)
+	assert.Contains(t, cond.Message, `binding svc: host "db.team.svc.corp.example" is a local or cluster-internal name (corp.example)`)
+}
+
+func TestFailureClasses(t *testing.T) {
+	tests := []struct {
+		err  error
+		want string
+	}{
+		{&net.DNSError{Err: "no such host", IsNotFound: true}, FailureNXDomain},
+		{&net.DNSError{Err: "read udp 10.0.0.3:41234->10.96.0.10:53: i/o timeout", IsTimeout: true}, FailureTimeout},
+		{&net.DNSError{Err: "server misbehaving", IsTemporary: true}, FailureServFail},
+		{&net.DNSError{Err: "read udp 10.0.0.3:5353->10.96.0.10:53: read: connection refused"}, FailureRefused},
+		{context.DeadlineExceeded, FailureTimeout},
+		{errNoAddress, FailureNoAddress},
+		{&privateAnswer{fmt.Errorf("address 10.0.0.5 is in 10.0.0.0/8")}, FailurePrivate},
+		{fmt.Errorf("something else"), FailureUnclassified},
+	}
+	for _, tc := range tests {
+		t.Run(tc.want+" from "+tc.err.Error(), func(t *testing.T) { assert.Equal(t, tc.want, classify(tc.err)) })
+	}
+}
+
+// TestNoRetryStorm: a resolver failing with a new text on every call (an
+// ephemeral port in each) and an event every 100 ms for 5 s — status writes
+// of other managers, spec-less updates — give at most 3 lookups and 1
+// status write.
+func TestNoRetryStorm(t *testing.T) {
+	f := newFixture(t, hostBinding("api", "api.example.com"))
+	f.resolver.errFor = func(call int) error {
+		return &net.DNSError{Err: fmt.Sprintf("read udp 10.0.0.3:%d->10.96.0.10:53: i/o timeout", 40000+call), IsTimeout: true}
+	}
+	handlers := f.c.eventHandlers()
+	for step := 0; step <= 50; step++ {
+		// Another manager's status write arrives as an update; the worker
+		// syncs whatever is queued.
+		next := f.server.DeepCopy()
+		next.ResourceVersion = fmt.Sprint(step + 2)
+		next.Status.Ready = step%2 == 0
+		handlers.OnUpdate(f.server, next)
+		f.sync(t) // the worker also runs when the backoff delay fires
+		if len(f.applied) > 0 {
+			f.status(t)
+		}
+		f.clock.Step(100 * time.Millisecond)
+	}
+	assert.LessOrEqual(t, f.resolver.calls, 3, "lookups follow the backoff, not the events")
+	assert.GreaterOrEqual(t, f.resolver.calls, 2, "the backoff does retry")
+	assert.Len(t, f.applied, 1, "a steady failure writes status once")
+	assert.Zero(t, f.c.queue.Len(), "status-only updates queue nothing")
+	cond, _ := f.status(t)
+	assert.Equal(t, "binding api: looking up api.example.com failed: timeout", cond.Message)
+}
+
+func TestPrimeIsBoundedInTimeAndConcurrency(t *testing.T) {
+	f := newFixture(t)
+	var inFlight, peak atomic.Int32
+	blocking := resolverFunc(func(ctx context.Context, _, _ string) ([]netip.Addr, error) {
+		n := inFlight.Add(1)
+		defer inFlight.Add(-1)
+		for {
+			p := peak.Load()
+			if n <= p || peak.CompareAndSwap(p, n) {
+				break
+			}
+		}
+		<-ctx.Done()
+		return nil, ctx.Err()
+	})
+	for i := range 100 {
+		s := f.server.DeepCopy()
+		s.Name, s.UID = fmt.Sprintf("s%03d", i), types.UID(fmt.Sprintf("uid-%03d", i))
+		s.Spec.EgressBindings = []clerumv1alpha1.EgressBinding{hostBinding("api", fmt.Sprintf("h%03d.example.com", i))}
+		require.NoError(t, f.indexer.Add(s))
+	}
+	f.c.resolver = blocking
+	f.c.synced = func() bool { return true } // the fixture seeds the cache by hand
+	f.c.OnChange(func() {})                  // refreshes run in parallel here
+	f.c.opts.DNSTimeout = time.Minute
+	f.c.opts.PrimeDeadline = 200 * time.Millisecond
+	done := make(chan error, 1)
+	go func() { done <- f.c.Prime(context.Background()) }()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("Prime outlived its deadline by far")
+	}
+	assert.LessOrEqual(t, peak.Load(), int32(primeConcurrency))
+	snap, _ := f.c.Snapshot()
+	assert.Empty(t, snap, "nothing unproven is published")
+}
+
+type resolverFunc func(ctx context.Context, network, host string) ([]netip.Addr, error)
+
+func (r resolverFunc) LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error) {
+	return r(ctx, network, host)
+}
+
+func TestDNSFailureSeriesGoWithTheirServer(t *testing.T) {
+	f := newFixture(t, hostBinding("api", "api.example.com"))
+	f.sync(t) // NXDOMAIN
+	assert.Equal(t, 1, f.series(t, "clerum_hcc_netpol_dns_failures_total"))
+	require.NoError(t, f.indexer.Delete(f.server))
+	f.sync(t)
+	assert.Zero(t, f.series(t, "clerum_hcc_netpol_dns_failures_total"))
+}
+
+// series counts the series of metric name in the fixture's registry.
+func (f *fixture) series(t *testing.T, name string) int {
+	families, err := f.registry.Gather()
+	require.NoError(t, err)
+	for _, mf := range families {
+		if mf.GetName() == name {
+			return len(mf.GetMetric())
+		}
+	}
+	return 0
+}

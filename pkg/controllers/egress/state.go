@@ -1,0 +1,290 @@
+package egress
+
+import (
+	"context"
+	"maps"
+	"net/netip"
+	"slices"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
+	netpolcontroller "github.com/clerum/hcc/pkg/controllers/netpol"
+)
+
+// serverState is what the coordinator knows of one server.
+type serverState struct {
+	uid        types.UID
+	generation int64
+	resolvedAt time.Time // last resolution round, successful or not
+	hostnames  bool      // the server has hostname bindings to refresh
+	// version is the coordinator version at which what a pass must program
+	// for this server last changed: its addresses, verdicts or generation.
+	version uint64
+	// applied is the newest version a pass put into the cluster for this
+	// server; the gate is open while version <= applied.
+	applied uint64
+	// seen holds, per hostname binding, each address with the last time a
+	// successful answer contained it.
+	seen map[string]map[netip.Addr]time.Time
+	// dest holds the destination each hostname binding resolved: the union
+	// of answers only spans one destination.
+	dest     map[string]destination
+	rejected map[string]string // binding → why it gets no allow as written
+	failed   map[string]string // binding → failure class, retried
+	// planRejected holds the planner's rejections of this server's
+	// bindings from the last pass (a policy name another server holds).
+	planRejected map[string]string
+	// retryAt is when a failing lookup may be retried (DNS backoff).
+	retryAt time.Time
+	// eventKey is the rejection summary last emitted as an event.
+	eventKey string
+}
+
+// destination is what a hostname binding asks to reach. Earlier answers are
+// kept only while it stays the same: a new host, port or protocol starts
+// from the new answer alone.
+type destination struct {
+	host     string
+	port     int32
+	protocol string
+}
+
+func destinationOf(b *clerumv1alpha1.EgressBinding) destination {
+	d := destination{host: b.Host, protocol: b.EffectiveProtocol()}
+	if b.Port != nil {
+		d.port = *b.Port
+	}
+	return d
+}
+
+// forget drops a deleted or disabled server; its allows go with the next
+// pass, and so do its metric series.
+func (c *Coordinator) forget(name string) {
+	c.mu.Lock()
+	_, had := c.states[name]
+	if had {
+		delete(c.states, name)
+		c.version++
+	}
+	c.mu.Unlock()
+	c.dnsBackoff.Forget(name)
+	c.metrics.DNSFailures.DeleteLabelValues(name)
+	if had {
+		c.onChange()
+		c.onGate(name)
+	}
+}
+
+// due reports whether server needs a resolution round now: never resolved,
+// re-created, spec changed, a failing lookup whose backoff has run out, or
+// the refresh period elapsed. Events alone never make a failing lookup due
+// early, so a burst of them cannot defeat the backoff.
+func (c *Coordinator) due(server *clerumv1alpha1.McpServer) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st, ok := c.states[server.Name]
+	now := c.clock.Now()
+	switch {
+	case !ok, st.uid != server.UID, st.generation != server.Generation:
+		return true
+	case len(st.failed) > 0:
+		return !now.Before(st.retryAt)
+	case c.opts.Refresh > 0 && st.hostnames:
+		return now.Sub(st.resolvedAt) >= c.opts.Refresh
+	}
+	return false
+}
+
+// refresh validates and resolves every binding of server and publishes the
+// result, signalling a pass when what the pass must program changed.
+func (c *Coordinator) refresh(ctx context.Context, server *clerumv1alpha1.McpServer) {
+	now := c.clock.Now()
+	answer := Resolve(ctx, c.resolver, c.opts.DNSTimeout, c.opts.Rules, server)
+	next := &serverState{
+		uid:        server.UID,
+		generation: server.Generation,
+		resolvedAt: now,
+		seen:       map[string]map[netip.Addr]time.Time{},
+		dest:       map[string]destination{},
+		rejected:   answer.Rejected,
+		failed:     answer.Failed,
+	}
+	for i := range server.Spec.EgressBindings {
+		b := &server.Spec.EgressBindings[i]
+		if b.EffectiveMode() == clerumv1alpha1.EgressModeExactHost && b.Host != "" {
+			next.hostnames = true
+			next.dest[b.Name] = destinationOf(b)
+		}
+	}
+	for binding, detail := range answer.Details {
+		c.log.Warn().Str("server", server.Name).Str("binding", binding).Str("class", answer.Failed[binding]).
+			Str("detail", detail).Msg("egress hostname lookup failed; the binding gets no allow until it succeeds")
+		c.metrics.DNSFailures.WithLabelValues(server.Name).Inc()
+	}
+	if len(answer.Failed) > 0 {
+		next.retryAt = now.Add(c.dnsBackoff.When(server.Name))
+	} else {
+		c.dnsBackoff.Forget(server.Name)
+	}
+
+	c.mu.Lock()
+	prev := c.states[server.Name]
+	same := prev != nil && prev.uid == server.UID
+	for binding, addrs := range answer.Addrs {
+		var earlier map[netip.Addr]time.Time
+		if same && prev.dest[binding] == next.dest[binding] {
+			earlier = prev.seen[binding]
+		}
+		next.seen[binding] = c.union(earlier, addrs, now)
+	}
+	if same {
+		next.eventKey, next.version, next.applied = prev.eventKey, prev.version, prev.applied
+		next.planRejected = prev.planRejected
+	}
+	// A new generation changes what the pass must program even when the
+	// addresses stay (a CIDR, port or mode edit, a new public-web binding):
+	// the gate must wait for a pass that applied it.
+	changed := !same || prev.generation != next.generation || !samePublished(prev, next)
+	if changed {
+		c.version++
+		next.version = c.version
+	}
+	c.states[server.Name] = next
+	c.mu.Unlock()
+	if changed {
+		c.onChange()
+		c.onGate(server.Name)
+	}
+}
+
+// union keeps the addresses of earlier successful answers for the same
+// destination for two refresh periods, so a round-robin pool stays allowed
+// as it rotates.
+func (c *Coordinator) union(earlier map[netip.Addr]time.Time, addrs []netip.Addr, now time.Time) map[netip.Addr]time.Time {
+	seen := map[netip.Addr]time.Time{}
+	if c.opts.Refresh > 0 {
+		window := 2 * c.opts.Refresh
+		for a, t := range earlier {
+			if now.Sub(t) < window {
+				seen[a] = t
+			}
+		}
+	}
+	for _, a := range addrs {
+		seen[a.Unmap()] = now
+	}
+	return seen
+}
+
+// samePublished reports whether two states publish the same addresses and
+// verdicts.
+func samePublished(a, b *serverState) bool {
+	if len(a.seen) != len(b.seen) {
+		return false
+	}
+	for binding, as := range a.seen {
+		bs, ok := b.seen[binding]
+		if !ok || len(as) != len(bs) {
+			return false
+		}
+		for addr := range as {
+			if _, ok := bs[addr]; !ok {
+				return false
+			}
+		}
+	}
+	return maps.Equal(a.rejected, b.rejected) && maps.Equal(a.failed, b.failed)
+}
+
+// Snapshot implements the NetworkPolicy controller's EgressSource.
+func (c *Coordinator) Snapshot() (map[string]map[string][]netip.Addr, uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]map[string][]netip.Addr, len(c.states))
+	for server, st := range c.states {
+		if len(st.seen) == 0 {
+			continue
+		}
+		bindings := make(map[string][]netip.Addr, len(st.seen))
+		for b, seen := range st.seen {
+			bindings[b] = sortedAddrs(seen)
+		}
+		out[server] = bindings
+	}
+	return out, c.version
+}
+
+// Applied implements EgressSource: a pass built from Snapshot version is in
+// the cluster for every server but report.Failed, which stay gated; the
+// planner's rejections replace the ones of the previous pass. Servers whose
+// gate or rejections changed are re-synced, so their status follows.
+func (c *Coordinator) Applied(version uint64, report netpolcontroller.EgressReport) {
+	c.mu.Lock()
+	var touched []string
+	for name, st := range c.states {
+		before := st.version <= st.applied && len(st.planRejected) == 0
+		rejected := report.Rejected[name]
+		changedRejections := !maps.Equal(st.planRejected, rejected)
+		st.planRejected = rejected
+		switch {
+		case report.Failed.Has(name):
+			// Some of its policies did not land: closed until a pass
+			// writes them all.
+			st.applied = 0
+		case st.version <= version && version > st.applied:
+			st.applied = version
+		}
+		after := st.version <= st.applied && len(st.planRejected) == 0
+		if before != after || changedRejections {
+			touched = append(touched, name)
+		}
+	}
+	c.mu.Unlock()
+	slices.Sort(touched)
+	for _, name := range touched {
+		c.queue.Add(name)
+		c.onGate(name)
+	}
+}
+
+// Ready is the runtime gate: true when every binding of server's current
+// generation is valid, resolved, accepted by the planner and in the
+// cluster. A server without bindings needs no gate.
+func (c *Coordinator) Ready(server *clerumv1alpha1.McpServer) bool {
+	if len(server.Spec.EgressBindings) == 0 {
+		return true
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st, ok := c.states[server.Name]
+	return ok && st.open(server)
+}
+
+// open reports whether st opens the gate for server.
+func (st *serverState) open(server *clerumv1alpha1.McpServer) bool {
+	return st.uid == server.UID && st.generation == server.Generation &&
+		len(st.rejected) == 0 && len(st.failed) == 0 && len(st.planRejected) == 0 &&
+		st.version <= st.applied
+}
+
+// view returns a copy of server's state and whether its gate is open.
+func (c *Coordinator) view(server *clerumv1alpha1.McpServer) (serverState, bool) {
+	ready := c.Ready(server)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if st, ok := c.states[server.Name]; ok {
+		return *st, ready
+	}
+	return serverState{}, ready
+}
+
+func sortedAddrs(seen map[netip.Addr]time.Time) []netip.Addr {
+	out := make([]netip.Addr, 0, len(seen))
+	for a := range seen {
+		out = append(out, a)
+	}
+	slices.SortFunc(out, func(a, b netip.Addr) int { return a.Compare(b) })
+	return out
+}

@@ -1,0 +1,143 @@
+package netpol
+
+import (
+	"sync"
+
+	"k8s.io/client-go/tools/cache"
+
+	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
+	"github.com/clerum/hcc/pkg/controllers/kit"
+	"github.com/clerum/hcc/pkg/netpol"
+)
+
+// observations remembers the deletions this process saw (an McpServer
+// deleted, a Context deleted or its contextId changed) until a full pass has
+// revoked what they disowned. They are the evidence that lets a pass revoke
+// the allows of an owner no longer in the inventory whatever the orphan
+// caps; after a restart they are gone, and what was deleted while no
+// controller ran counts against the caps (docs/networkpolicy.md).
+//
+// Each entry carries a sequence number, so settling a pass forgets only
+// what that pass saw: a server deleted again while the pass ran stays
+// remembered for the next one.
+type observations struct {
+	mu         sync.Mutex
+	seq        uint64
+	servers    map[string]uint64
+	contextIDs map[string]uint64
+}
+
+func newObservations() *observations {
+	return &observations{servers: map[string]uint64{}, contextIDs: map[string]uint64{}}
+}
+
+func (o *observations) serverDeleted(name string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.seq++
+	o.servers[name] = o.seq
+}
+
+func (o *observations) contextIDRetired(id string) {
+	if id == "" {
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.seq++
+	o.contextIDs[id] = o.seq
+}
+
+// snapshot returns a copy of what is remembered and the sequence number it
+// reaches.
+func (o *observations) snapshot() (netpol.Observed, uint64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	out := netpol.Observed{
+		DeletedServers:    make(map[string]bool, len(o.servers)),
+		RetiredContextIDs: make(map[string]bool, len(o.contextIDs)),
+	}
+	for s := range o.servers {
+		out.DeletedServers[s] = true
+	}
+	for id := range o.contextIDs {
+		out.RetiredContextIDs[id] = true
+	}
+	return out, o.seq
+}
+
+// settle forgets the entries up to seq: a pass that snapshot them has
+// revoked everything they disowned.
+func (o *observations) settle(seq uint64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for s, n := range o.servers {
+		if n <= seq {
+			delete(o.servers, s)
+		}
+	}
+	for id, n := range o.contextIDs {
+		if n <= seq {
+			delete(o.contextIDs, id)
+		}
+	}
+}
+
+// serverHandlers signal a pass on every McpServer change but one that only
+// touches status (the coordinator and the McpServer operator write status
+// often; the planner never reads it), and remember deletions.
+func (c *Controller) serverHandlers() cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { c.Signal() },
+		UpdateFunc: func(old, cur any) {
+			if !kit.StatusOnly(old, cur) {
+				c.Signal()
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if name, ok := deletedName(obj); ok {
+				c.observed.serverDeleted(name)
+			}
+			c.Signal()
+		},
+	}
+}
+
+// contextHandlers are serverHandlers for Contexts; a changed contextId
+// retires the old one.
+func (c *Controller) contextHandlers() cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { c.Signal() },
+		UpdateFunc: func(old, cur any) {
+			o, okOld := old.(*clerumv1alpha1.Context)
+			n, okNew := cur.(*clerumv1alpha1.Context)
+			if okOld && okNew && o.Spec.ContextID != n.Spec.ContextID {
+				c.observed.contextIDRetired(o.Spec.ContextID)
+			}
+			if !kit.StatusOnly(old, cur) {
+				c.Signal()
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = t.Obj
+			}
+			// A tombstone without the object cannot say which contextId
+			// went; its allows then count against the caps.
+			if ctx, ok := obj.(*clerumv1alpha1.Context); ok {
+				c.observed.contextIDRetired(ctx.Spec.ContextID)
+			}
+			c.Signal()
+		},
+	}
+}
+
+// deletedName returns the name of a deleted object or of its tombstone.
+func deletedName(obj any) (string, bool) {
+	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
+	if err != nil {
+		return "", false
+	}
+	_, name, err := cache.SplitMetaNamespaceKey(key)
+	return name, err == nil
+}
