@@ -53,7 +53,8 @@ func TakeCensus(live []*networkingv1.NetworkPolicy, inv netpol.Inventory, opts n
 		}
 	}
 	judge := netpol.NewJudge(inv, opts, netpol.Observed{})
-	ch := diff(netpol.Compute(inv, opts).Policies, live, caps, nil, judge.Dispose)
+	plan := netpol.Compute(inv, opts)
+	ch := diff(plan.Policies, plan.Servers, live, caps, nil, judge.Dispose)
 	entries := func(ps []*networkingv1.NetworkPolicy) []CensusEntry {
 		var out []CensusEntry
 		for _, p := range ps {

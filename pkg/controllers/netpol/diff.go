@@ -123,7 +123,14 @@ type disposer func(namespace, name, typ string) (netpol.Disposition, string)
 // otherwise an orphan whose deletion the caps may refuse. The caps guard
 // against a wrong or empty inventory wiping the fleet, not against revoking
 // what the inventory itself disowns.
-func diff(desired, live []*networkingv1.NetworkPolicy, caps Caps, keep func(*networkingv1.NetworkPolicy) bool, dispose disposer) changes {
+//
+// desiredServers, when as long as desired, names the server each desired
+// policy is for; the writes it attributes go into changes.servers.
+func diff(desired []*networkingv1.NetworkPolicy, desiredServers []string, live []*networkingv1.NetworkPolicy, caps Caps,
+	keep func(*networkingv1.NetworkPolicy) bool, dispose disposer) changes {
+	if len(desiredServers) != len(desired) {
+		desiredServers = nil
+	}
 	liveByKey := make(map[policyKey]*networkingv1.NetworkPolicy, len(live))
 	foreign := map[policyKey]bool{}
 	listed := 0
@@ -142,22 +149,27 @@ func diff(desired, live []*networkingv1.NetworkPolicy, caps Caps, keep func(*net
 	}
 
 	c := changes{servers: map[policyKey]string{}}
-	for _, want := range desired {
+	for i, want := range desired {
 		if keep != nil && !keep(want) {
 			continue
 		}
 		k := keyOf(want)
 		have, ok := liveByKey[k]
+		written := true
 		switch {
 		case ok:
 			delete(liveByKey, k)
-			if upd := updateFor(want, have); upd != nil {
+			upd := updateFor(want, have)
+			if written = upd != nil; written {
 				c.updates = append(c.updates, upd)
 			}
 		case foreign[k]:
 			c.conflicts = append(c.conflicts, want)
 		default:
 			c.creates = append(c.creates, want)
+		}
+		if written && desiredServers != nil && desiredServers[i] != "" {
+			c.servers[k] = desiredServers[i]
 		}
 	}
 

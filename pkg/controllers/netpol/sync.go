@@ -81,15 +81,8 @@ func (c *Controller) syncFull(ctx context.Context) (time.Duration, error) {
 		return 0, err
 	}
 	judge := netpol.NewJudge(inv, c.opts.Plan, observed)
-	ch := diff(plan.Policies, live, c.opts.Caps, nil, judge.Dispose)
+	ch := diff(plan.Policies, plan.Servers, live, c.opts.Caps, nil, judge.Dispose)
 	c.observePlan(plan, ch)
-	if len(plan.Servers) == len(plan.Policies) {
-		for i, p := range plan.Policies {
-			if s := plan.Servers[i]; s != "" {
-				ch.servers[keyOf(p)] = s
-			}
-		}
-	}
 
 	out := newOutcome()
 	out.conflicts = ch.conflicts
@@ -238,7 +231,7 @@ func (c *Controller) syncDefaults(ctx context.Context) (time.Duration, error) {
 		return 0, err
 	}
 	keepAll := func(string, string, string) (netpol.Disposition, string) { return netpol.Kept, "" }
-	ch := diff(netpol.Defaults(c.opts.Plan), live, c.opts.Caps, isDefault, keepAll)
+	ch := diff(netpol.Defaults(c.opts.Plan), nil, live, c.opts.Caps, isDefault, keepAll)
 	out := newOutcome()
 	out.conflicts = ch.conflicts
 	c.write(ctx, verbCreate, ch.creates, nil, out)
