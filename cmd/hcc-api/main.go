@@ -80,6 +80,7 @@ func serve(ctx context.Context, log zerolog.Logger, flags startup.Flags, cfg *co
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := api.NewMetrics(registry)
+	logKeyIDs(log, cfg.HostAuth)
 	opts := api.Options{
 		Namespace:      cfg.Namespaces.McpServer,
 		ClusterDomain:  cfg.Core.ClusterDomain,
@@ -120,4 +121,16 @@ func serve(ctx context.Context, log zerolog.Logger, flags startup.Flags, cfg *co
 	defer caches.shutdown()
 	caches.run(ctx, opts.Readiness, metrics, log)
 	return startup.Serve(ctx, log, cfg.Core.Port, api.NewHandler(opts), drainTimeout)
+}
+
+// logKeyIDs names the keys this replica verifies v2 tokens with, by the
+// kid a token would use, so that an operator can see every replica hold
+// the new key before the issuer signs with it (docs/http-api.md, key
+// rotation).
+func logKeyIDs(log zerolog.Logger, auth config.HostAuth) {
+	kids := make([]string, 0, len(auth.PublicKeys))
+	for _, k := range auth.PublicKeys {
+		kids = append(kids, api.KeyID(k))
+	}
+	log.Info().Strs("keyIDs", kids).Msg("verifying v2 host tokens with these keys")
 }

@@ -34,6 +34,18 @@ func TestPublicKeyIsRequiredEvenInDevMode(t *testing.T) {
 	assert.Contains(t, out, "HCC_MCP_HOST_JWT_PUBLIC_KEY")
 }
 
+func TestARepeatedPublicKeyFailsStartup(t *testing.T) {
+	key := testenv.RSAPublicKeyPEM(t)
+	t.Setenv("CLERUM_DEV_MODE", "true")
+	t.Setenv("HCC_MCP_HOST_JWT_PUBLIC_KEY", key+key)
+
+	var stdout, stderr bytes.Buffer
+	assert.Equal(t, 1, run(context.Background(), nil, &stdout, &stderr))
+	out := stderr.String()
+	assert.Equal(t, 1, strings.Count(out, "\n"), "one line: %q", out)
+	assert.Contains(t, out, "HCC_MCP_HOST_JWT_PUBLIC_KEY: key 2 repeats key 1")
+}
+
 func TestUnreachableClusterExits(t *testing.T) {
 	t.Setenv("HCC_MCP_HOST_JWT_PUBLIC_KEY", testenv.RSAPublicKeyPEM(t))
 	t.Setenv("CONTEXT_MAPPER_PORT", strconv.Itoa(testenv.FreePort(t)))
@@ -45,7 +57,8 @@ func TestUnreachableClusterExits(t *testing.T) {
 func TestDevModeServesFixturesWithoutACluster(t *testing.T) {
 	port := testenv.FreePort(t)
 	t.Setenv("CLERUM_DEV_MODE", "true")
-	t.Setenv("HCC_MCP_HOST_JWT_PUBLIC_KEY", testenv.RSAPublicKeyPEM(t))
+	// Two keys, as during a Control API key rotation.
+	t.Setenv("HCC_MCP_HOST_JWT_PUBLIC_KEY", testenv.RSAPublicKeyPEM(t)+testenv.RSAPublicKeyPEM(t))
 	t.Setenv("CONTEXT_MAPPER_PORT", strconv.Itoa(port))
 	t.Setenv("KUBECONFIG", testenv.UnreachableKubeconfig(t))
 	t.Setenv("CLERUM_MCP_SERVERS", `[{"name":"filesystem","spec":{"image":"mcp/filesystem:latest","transport":{"type":"sse","url":"http://localhost:3001/sse","port":3001},"enabled":true}}]`)

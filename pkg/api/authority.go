@@ -4,6 +4,7 @@ import (
 	"errors"
 	"slices"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 
 	"github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
@@ -76,21 +77,49 @@ func offered(s *v1alpha1.McpServer) bool {
 	return s.DeletionTimestamp == nil && s.Spec.IsEnabled()
 }
 
-// revalidate re-reads the authority and grant after a credential was read,
-// so a Host deleted, recreated or moved to another Context, or a server
-// ungranted, disabled or replaced while the value was read, does not get
-// it. It returns the failure for the first check that no longer holds, or
-// errNotGranted for the grant.
-func revalidate(src Sources, a authority, server *v1alpha1.McpServer) error {
+// revalidate re-reads, after a credential was read, everything the answer
+// is made of, so that a change racing the read wins: a Host deleted,
+// recreated or moved to another Context; a server ungranted, disabled,
+// replaced, or pointed at another Secret or key; or the Secret replaced or
+// written (another UID or resourceVersion) after secret, the one read, was
+// taken. It returns the failure of the authority when the caller's
+// authority no longer holds, and errNotGranted for every other change.
+//
+// A changed server or Secret is answered like an ungranted server (404),
+// not like a bad token (401): the caller's token and Host still stand, and
+// a 401 would send mcp-host to exchange its credential for a new token
+// that would not help. The value read may be stale, so it stays here;
+// mcp-host asks again and is answered from the current objects.
+func revalidate(src Sources, a authority, server *v1alpha1.McpServer, secret *corev1.Secret) error {
 	now, err := resolveAuthority(src, a.claims)
 	if err != nil {
 		return err
 	}
 	s, ok := grantedServer(now.context, server.Name, src.McpServers)
-	if !ok || s.UID != server.UID {
+	if !ok || s.UID != server.UID || !sameAuth(s.Spec.Auth, server.Spec.Auth) {
+		return errNotGranted
+	}
+	if !sameSecret(credentialSecret(src.Secrets, s), secret) {
 		return errNotGranted
 	}
 	return nil
+}
+
+// sameAuth reports whether a and b name the same Secret key, or both none.
+func sameAuth(a, b *v1alpha1.Auth) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.SecretRef == b.SecretRef
+}
+
+// sameSecret reports whether a and b are the same version of one Secret,
+// or both absent. Within one object, a resourceVersion names one state.
+func sameSecret(a, b *corev1.Secret) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.UID == b.UID && a.ResourceVersion == b.ResourceVersion
 }
 
 // errNotGranted is the grant failure, answered with the uniform 404.

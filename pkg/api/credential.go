@@ -24,11 +24,6 @@ type credential struct {
 	ref       v1alpha1.SecretKeyReference
 }
 
-// readCredential reads the value s.spec.auth names.
-func readCredential(secrets SecretReader, s *v1alpha1.McpServer) credential {
-	return credentialOf(s, credentialSecret(secrets, s))
-}
-
 // credentialSecret returns the Secret s.spec.auth names, or nil when s has
 // no auth or the Secret is missing. It is the only Secret read in the
 // package: callers reach it only with a granted server.

@@ -28,8 +28,8 @@ type DevFixtures struct {
 	urls map[string]string
 }
 
-// devServer is the seed's fixture shape: {name, spec{..., transport{type,
-// url, port}}}. The spec decodes as an McpServerSpec; transport.url, which
+// devServer is the fixture shape of docs/http-api.md (dev mode): {name,
+// spec{..., transport{type, url, port}}}. The spec decodes as an McpServerSpec; transport.url, which
 // McpServerSpec lacks, is decoded on the side.
 type devServer struct {
 	Name string          `json:"name"`
@@ -47,9 +47,9 @@ type devContext struct {
 	Spec v1alpha1.ContextSpec `json:"spec"`
 }
 
-// LoadDevFixtures parses the dev-mode variables. As the seed specifies, a
-// variable that does not parse is logged and taken as empty; it never
-// stops the process. Fixture objects live in namespace, the MCP server
+// LoadDevFixtures parses the dev-mode variables. A variable that does not
+// parse is logged and taken as empty; it never stops the process (see
+// docs/http-api.md, dev mode). Fixture objects live in namespace, the MCP server
 // namespace.
 func LoadDevFixtures(dev config.Dev, namespace string, log zerolog.Logger) *DevFixtures {
 	f := &DevFixtures{namespace: namespace, urls: map[string]string{}}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/rs/zerolog"
@@ -48,7 +49,7 @@ func TestCredentialForUngrantedServersIsTheSame404WithoutReadingASecret(t *testi
 
 	rec := h.credential(tok, "alpha")
 	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
-	assert.Equal(t, int32(1), w.secretReads.Load())
+	assert.Equal(t, int32(2), w.secretReads.Load(), "one read, one revalidation")
 	got := decode[credentialResponse](t, rec)
 	require.NotNil(t, got.Token)
 	assert.Equal(t, "s3cret-alpha", *got.Token)
@@ -58,31 +59,74 @@ func TestCredentialForUngrantedServersIsTheSame404WithoutReadingASecret(t *testi
 }
 
 func TestMalformedCredentialBodiesGet400WithoutReadingASecret(t *testing.T) {
-	bodies := map[string]string{
-		"empty":                ``,
-		"not JSON":             `serverName=alpha`,
-		"an array":             `["alpha"]`,
-		"null":                 `null`,
-		"no serverName":        `{}`,
-		"empty serverName":     `{"serverName":""}`,
-		"serverName a number":  `{"serverName":1}`,
-		"unknown field":        `{"serverName":"alpha","contextRef":"ctx-b"}`,
-		"trailing document":    `{"serverName":"alpha"}{"serverName":"gamma"}`,
-		"trailing garbage":     `{"serverName":"alpha"} x`,
-		"truncated":            `{"serverName":"alpha"`,
-		"over the size limit":  `{"serverName":"alpha","x":"` + strings.Repeat("a", maxCredentialBodyBytes) + `"}`,
-		"padded past the size": `{"serverName":"alpha"}` + strings.Repeat(" ", maxCredentialBodyBytes),
+	cases := []struct {
+		name string
+		body string
+	}{
+		{"an empty body", ``},
+		{"a body that is not JSON", `serverName=alpha`},
+		{"an array", `["alpha"]`},
+		{"null", `null`},
+		{"a bare string", `"alpha"`},
+		{"an object without members", `{}`},
+		{"an empty serverName", `{"serverName":""}`},
+		{"a number", `{"serverName":1}`},
+		{"null for the name", `{"serverName":null}`},
+		{"a boolean", `{"serverName":true}`},
+		{"an array of names", `{"serverName":["alpha"]}`},
+		{"an object for the name", `{"serverName":{"name":"alpha"}}`},
+		{"the name in lower case", `{"servername":"alpha"}`},
+		{"the name in upper case", `{"SERVERNAME":"alpha"}`},
+		{"a case variant after the name", `{"serverName":"beta","SERVERNAME":"alpha"}`},
+		{"a case variant before the name", `{"ServerName":"alpha","serverName":"beta"}`},
+		{"the name twice", `{"serverName":"beta","serverName":"alpha"}`},
+		{"the name twice with the same value", `{"serverName":"alpha","serverName":"alpha"}`},
+		{"another member beside the name", `{"serverName":"alpha","contextRef":"ctx-b"}`},
+		{"another member alone", `{"name":"alpha"}`},
+		{"a trailing document", `{"serverName":"alpha"}{"serverName":"gamma"}`},
+		{"trailing garbage", `{"serverName":"alpha"} x`},
+		{"a trailing comma", `{"serverName":"alpha",}`},
+		{"a truncated object", `{"serverName":"alpha"`},
+		{"a body over the size limit", `{"serverName":"alpha","x":"` + strings.Repeat("a", maxCredentialBodyBytes) + `"}`},
+		{"a body padded past the size limit", `{"serverName":"alpha"}` + strings.Repeat(" ", maxCredentialBodyBytes)},
 	}
 	w := standardWorld(t)
 	h := newHarness(t, w)
 	tok := h.token("host-a", "uid-a")
-	for name, body := range bodies {
-		rec := h.do(http.MethodPost, "/api/v2/hosts/self/mcpservers/credential", tok, body)
-		assert.Equal(t, http.StatusBadRequest, rec.Code, name)
-		assert.Equal(t, `{"error":"bad_request"}`, rec.Body.String(), name)
-		assert.Equal(t, "no-store", rec.Header().Get("Cache-Control"), name)
+	var want http.Header
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := h.do(http.MethodPost, "/api/v2/hosts/self/mcpservers/credential", tok, tc.body)
+			assert.Equal(t, http.StatusBadRequest, rec.Code)
+			assert.Equal(t, `{"error":"bad_request"}`, rec.Body.String())
+			if want == nil {
+				want = rec.Header().Clone()
+			}
+			assert.Equal(t, want, rec.Header(), "headers differ between causes")
+			assert.Equal(t, "no-store", rec.Header().Get("Cache-Control"))
+		})
 	}
 	assert.Zero(t, w.secretReads.Load())
+}
+
+func TestWellFormedCredentialBodiesAreAccepted(t *testing.T) {
+	cases := []struct {
+		name string
+		body string
+	}{
+		{"the plain body", `{"serverName":"alpha"}`},
+		{"whitespace around the tokens", " {\n\t\"serverName\" : \"alpha\"\n} \n"},
+		{"an escaped character in the name", `{"server\u004eame":"alpha"}`},
+		{"an escaped character in the value", `{"serverName":"\u0061lpha"}`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, standardWorld(t))
+			rec := h.do(http.MethodPost, "/api/v2/hosts/self/mcpservers/credential", h.token("host-a", "uid-a"), tc.body)
+			require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+			assert.Equal(t, "s3cret-alpha", *decode[credentialResponse](t, rec).Token)
+		})
+	}
 }
 
 func TestCredentialWithoutAuthIsNullWithARevision(t *testing.T) {
@@ -136,6 +180,69 @@ func TestCredentialRevalidatesAuthorityAfterTheRead(t *testing.T) {
 			assert.Equal(t, tc.wantStatus, rec.Code)
 			assert.NotContains(t, rec.Body.String(), "s3cret")
 			assert.Equal(t, int32(1), w.secretReads.Load())
+		})
+	}
+}
+
+// What the credential answer is made of, the server's auth reference and
+// the Secret's identity and version, is compared again after the read: a
+// value read from an object that changed before the answer left is never
+// handed out. The swap happens after the read returned, so the read itself
+// saw the old objects.
+func TestCredentialRevalidatesTheServerAuthAndTheSecretAfterTheRead(t *testing.T) {
+	alphaWithAuth := func(secret, key string) *v1alpha1.McpServer {
+		return withAuth(newServer("alpha", v1alpha1.TransportSSE), secret, key)
+	}
+	cases := []struct {
+		name       string
+		swap       func(t *testing.T, w *world)
+		wantStatus int
+	}{
+		{"the Secret's value is rotated", func(t *testing.T, w *world) {
+			put(t, w.secrets, newSecret("alpha-creds", "uid-secret-alpha", map[string]string{"token": "s3cret-rotated"}))
+		}, http.StatusNotFound},
+		{"the Secret is updated without a value change", func(t *testing.T, w *world) {
+			put(t, w.secrets, newSecret("alpha-creds", "uid-secret-alpha", map[string]string{"token": "s3cret-alpha"}))
+		}, http.StatusNotFound},
+		{"the Secret is recreated", func(t *testing.T, w *world) {
+			put(t, w.secrets, newSecret("alpha-creds", "uid-secret-alpha-2", map[string]string{"token": "s3cret-alpha"}))
+		}, http.StatusNotFound},
+		{"the Secret is deleted", func(t *testing.T, w *world) {
+			remove(t, w.secrets, newSecret("alpha-creds", "uid-secret-alpha", nil))
+		}, http.StatusNotFound},
+		{"the server's auth names another Secret", func(t *testing.T, w *world) {
+			put(t, w.servers, alphaWithAuth("gamma-creds", "token"))
+		}, http.StatusNotFound},
+		{"the server's auth names another key", func(t *testing.T, w *world) {
+			put(t, w.servers, alphaWithAuth("alpha-creds", "other"))
+		}, http.StatusNotFound},
+		{"the server's auth is removed", func(t *testing.T, w *world) {
+			put(t, w.servers, newServer("alpha", v1alpha1.TransportSSE))
+		}, http.StatusNotFound},
+		{"only the server's status changes", func(t *testing.T, w *world) {
+			s := alphaWithAuth("alpha-creds", "token")
+			s.Status.Ready = false
+			put(t, w.servers, s)
+		}, http.StatusOK},
+		{"only another server's Secret changes", func(t *testing.T, w *world) {
+			put(t, w.secrets, newSecret("gamma-creds", "uid-secret-gamma", map[string]string{"token": "s3cret-gamma-2"}))
+		}, http.StatusOK},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			w := standardWorld(t)
+			h := newHarness(t, w)
+			tok := h.token("host-a", "uid-a")
+			var once sync.Once
+			w.afterSecretRead = func() { once.Do(func() { tc.swap(t, w) }) }
+			rec := h.credential(tok, "alpha")
+			require.Equal(t, tc.wantStatus, rec.Code, rec.Body.String())
+			if tc.wantStatus == http.StatusOK {
+				assert.Equal(t, "s3cret-alpha", *decode[credentialResponse](t, rec).Token)
+				return
+			}
+			assert.Equal(t, `{"error":"not_found"}`, rec.Body.String())
+			assert.Equal(t, "no-store", rec.Header().Get("Cache-Control"))
 		})
 	}
 }

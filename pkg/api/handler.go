@@ -42,7 +42,8 @@ const (
 	// maxCredentialBodyBytes caps the credential request body, which holds
 	// one server name (a DNS label).
 	maxCredentialBodyBytes = 4 << 10
-	// timestampLayout is the seed's "2026-02-14T15:11:12.000Z".
+	// timestampLayout is RFC 3339 in UTC with milliseconds,
+	// "2026-02-14T15:11:12.000Z", as docs/http-api.md shows it.
 	timestampLayout = "2006-01-02T15:04:05.000Z07:00"
 )
 
@@ -104,8 +105,8 @@ type handler struct {
 	refusalLog zerolog.Logger
 }
 
-// NewHandler returns the hcc-api router: the routes of contract §5 and
-// /, /health, /ready, /metrics.
+// NewHandler returns the hcc-api router: the routes of docs/http-api.md,
+// /, /health, /ready and /metrics included.
 func NewHandler(o Options) http.Handler {
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
@@ -312,10 +313,6 @@ func (h *handler) encodeHostEntry(s *v1alpha1.McpServer, secret *corev1.Secret) 
 	return mustMarshal(e)
 }
 
-type credentialRequest struct {
-	ServerName string `json:"serverName"`
-}
-
 type credentialResponse struct {
 	// Token is null for a server without auth.
 	Token              *string `json:"token"`
@@ -324,8 +321,9 @@ type credentialResponse struct {
 
 // serveCredential hands out one granted server's credential. The order is
 // the security argument: authority, then the body, then the grant, and
-// only then the Secret; after the read the authority and grant are checked
-// again so a revocation racing the read wins.
+// only then the Secret; after the read the authority, the grant, the
+// server's auth reference and the Secret's version are checked again, so
+// a revocation or a write racing the read wins (see revalidate).
 func (h *handler) serveCredential(w http.ResponseWriter, r *http.Request) {
 	a, ok := h.authorize(w, r, actionCredential)
 	if !ok {
@@ -341,8 +339,9 @@ func (h *handler) serveCredential(w http.ResponseWriter, r *http.Request) {
 		writeBody(w, http.StatusNotFound, bodyNotFound, true)
 		return
 	}
-	cred := readCredential(h.src.Secrets, server)
-	if err := revalidate(h.src, a, server); err != nil {
+	secret := credentialSecret(h.src.Secrets, server)
+	cred := credentialOf(server, secret)
+	if err := revalidate(h.src, a, server, secret); err != nil {
 		if errors.Is(err, errNotGranted) {
 			writeBody(w, http.StatusNotFound, bodyNotFound, true)
 		} else {
@@ -369,18 +368,23 @@ func (h *handler) serveCredential(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, resp, true)
 }
 
-// decodeCredentialRequest reads {"serverName": "..."} and nothing else.
+// decodeCredentialRequest reads the body: one JSON object whose only
+// member is serverName, so spelled, with a non-empty string value.
+// encoding/json matches member names case-insensitively and lets the last
+// duplicate win, so {"serverName":"beta","SERVERNAME":"alpha"} would ask
+// for alpha while a reader on the way (a proxy, an audit filter) sees
+// beta. decodeObject sees every member name exactly as sent.
 func decodeCredentialRequest(w http.ResponseWriter, r *http.Request) (string, bool) {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxCredentialBodyBytes))
-	dec.DisallowUnknownFields()
-	var req credentialRequest
-	if err := dec.Decode(&req); err != nil || req.ServerName == "" {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxCredentialBodyBytes))
+	if err != nil {
 		return "", false
 	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+	members, err := decodeObject(body)
+	if err != nil || len(members) != 1 {
 		return "", false
 	}
-	return req.ServerName, true
+	name, ok := jsonString(members["serverName"])
+	return name, ok && name != ""
 }
 
 // authorize runs the gates every v2 request passes before its own logic:

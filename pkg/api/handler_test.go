@@ -145,11 +145,11 @@ func TestMetricsAreExposedByRoutePattern(t *testing.T) {
 	assert.NotContains(t, text, "12345", "raw paths never become labels")
 }
 
-// The seed's example fixtures.
+// The dev-mode fixtures of the example in docs/http-api.md.
 const (
-	seedServers  = `[{"name":"filesystem","spec":{"contextRef":"dev-context","description":"Filesystem operations","image":"mcp/filesystem:latest","transport":{"type":"sse","url":"http://localhost:3001/sse","port":3001},"enabled":true}}]`
-	seedContexts = `[{"name":"dev-context","namespace":"dev","spec":{"contextId":"dev-context","description":"Dev context","mcpServers":["filesystem"]}}]`
-	seedAuth     = `{"github":"ghp_your_token_here"}`
+	exampleServers  = `[{"name":"filesystem","spec":{"contextRef":"dev-context","description":"Filesystem operations","image":"mcp/filesystem:latest","transport":{"type":"sse","url":"http://localhost:3001/sse","port":3001},"enabled":true}}]`
+	exampleContexts = `[{"name":"dev-context","namespace":"dev","spec":{"contextId":"dev-context","description":"Dev context","mcpServers":["filesystem"]}}]`
+	exampleAuth     = `{"github":"ghp_your_token_here"}`
 )
 
 func devHarness(t *testing.T, dev config.Dev) *harness {
@@ -159,7 +159,7 @@ func devHarness(t *testing.T, dev config.Dev) *harness {
 }
 
 func TestDevModeServesV1FromFixturesAndFailsV2Closed(t *testing.T) {
-	h := devHarness(t, config.Dev{McpServersJSON: seedServers, ContextsJSON: seedContexts, McpAuthJSON: seedAuth})
+	h := devHarness(t, config.Dev{McpServersJSON: exampleServers, ContextsJSON: exampleContexts, McpAuthJSON: exampleAuth})
 	rec := h.do(http.MethodGet, "/api/v1/mcpservers", "", "")
 	require.Equal(t, http.StatusOK, rec.Code)
 	assert.JSONEq(t, `{

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -44,31 +45,51 @@ const (
 	clusterDomain = "cluster.local"
 )
 
-// t0 is the fake clock's start, the seed's example timestamp.
+// t0 is the fake clock's start, the example timestamp of docs/http-api.md.
 var t0 = time.Date(2026, 2, 14, 15, 11, 12, 0, time.UTC)
 
 // Keys are generated once per test binary: RSA generation is slow.
+// issuerKey signs the tokens the API accepts, otherKey is an attacker's,
+// and rotatedKey is the issuer's next key in the rotation tests.
 var (
-	keysOnce             sync.Once
-	issuerKey, otherKey  *rsa.PrivateKey
-	issuerKeyErr, keyErr error
+	keysOnce                        sync.Once
+	issuerKey, otherKey, rotatedKey *rsa.PrivateKey
+	keysErr                         error
 )
 
+func generateKeys() {
+	for _, k := range []**rsa.PrivateKey{&issuerKey, &otherKey, &rotatedKey} {
+		if *k, keysErr = rsa.GenerateKey(rand.Reader, 2048); keysErr != nil {
+			return
+		}
+	}
+}
+
+// keys returns the issuer's key and an attacker's key.
 func keys(t testing.TB) (*rsa.PrivateKey, *rsa.PrivateKey) {
 	t.Helper()
-	keysOnce.Do(func() {
-		issuerKey, issuerKeyErr = rsa.GenerateKey(rand.Reader, 2048)
-		otherKey, keyErr = rsa.GenerateKey(rand.Reader, 2048)
-	})
-	require.NoError(t, issuerKeyErr)
-	require.NoError(t, keyErr)
+	keysOnce.Do(generateKeys)
+	require.NoError(t, keysErr)
 	return issuerKey, otherKey
+}
+
+// nextIssuerKey returns the key the issuer rotates to.
+func nextIssuerKey(t testing.TB) *rsa.PrivateKey {
+	t.Helper()
+	keys(t)
+	return rotatedKey
+}
+
+// issuerKeyID is the kid that names the issuer's key.
+func issuerKeyID(t testing.TB) string {
+	key, _ := keys(t)
+	return KeyID(&key.PublicKey)
 }
 
 func hostAuth(t testing.TB) config.HostAuth {
 	key, _ := keys(t)
 	return config.HostAuth{
-		PublicKey:          &key.PublicKey,
+		PublicKeys:         []*rsa.PublicKey{&key.PublicKey},
 		Issuer:             issuer,
 		Audience:           audience,
 		MigrationAudience:  migrationAud,
@@ -153,8 +174,11 @@ type world struct {
 	servers, contexts, hosts, secrets cache.Indexer
 
 	secretReads atomic.Int32
-	// onSecretRead, when set, runs inside every Secret read.
+	// onSecretRead, when set, runs inside every Secret read, before it.
 	onSecretRead func()
+	// afterSecretRead, when set, runs after every Secret read returned:
+	// between the credential read and its revalidation.
+	afterSecretRead func()
 }
 
 type countingSecrets struct {
@@ -169,7 +193,11 @@ func (c *countingSecrets) Get(name string) (*corev1.Secret, error) {
 	if c.w.onSecretRead != nil {
 		c.w.onSecretRead()
 	}
-	return c.next.Get(name)
+	secret, err := c.next.Get(name)
+	if c.w.afterSecretRead != nil {
+		c.w.afterSecretRead()
+	}
+	return secret, err
 }
 
 func newWorld() *world {
@@ -185,9 +213,14 @@ func (w *world) sources() Sources {
 	}
 }
 
-// put adds or replaces obj in its indexer.
-func put(t testing.TB, idx cache.Indexer, obj any) {
+// resourceVersions numbers the writes of put across every world.
+var resourceVersions atomic.Int64
+
+// put adds or replaces obj in its indexer as the API server would store
+// it: every write gets a new resourceVersion.
+func put(t testing.TB, idx cache.Indexer, obj metav1.Object) {
 	t.Helper()
+	obj.SetResourceVersion(strconv.FormatInt(resourceVersions.Add(1), 10))
 	require.NoError(t, idx.Update(obj))
 }
 
@@ -206,6 +239,11 @@ func newServer(name string, transport v1alpha1.TransportType) *v1alpha1.McpServe
 		},
 		Status: v1alpha1.McpServerStatus{ObservedGeneration: 1, Deployed: true, Ready: true},
 	}
+}
+
+// readCredential reads the value s.spec.auth names, as the handlers do.
+func readCredential(secrets SecretReader, s *v1alpha1.McpServer) credential {
+	return credentialOf(s, credentialSecret(secrets, s))
 }
 
 func withAuth(s *v1alpha1.McpServer, secret, key string) *v1alpha1.McpServer {

@@ -9,8 +9,8 @@ import (
 	"github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 )
 
-// Response shapes of the inventory routes. Field sets are fixed by contract
-// §5 and the seed: nothing here may name an auth selector, a Secret or,
+// Response shapes of the inventory routes. Field sets are fixed by
+// docs/http-api.md: nothing here may name an auth selector, a Secret or,
 // in v2, a Context.
 
 type transportInfo struct {

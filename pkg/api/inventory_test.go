@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -181,7 +182,7 @@ func TestCredentialRevision(t *testing.T) {
 	alpha := withAuth(newServer("alpha", v1alpha1.TransportSSE), "creds", "token")
 	secret := newSecret("creds", "uid-secret", map[string]string{"token": "hunter2"})
 	rev := func(s *v1alpha1.McpServer, sec SecretReader) string { return readCredential(sec, s).revision(s) }
-	reader := func(secrets ...any) SecretReader {
+	reader := func(secrets ...*corev1.Secret) SecretReader {
 		w := newWorld()
 		for _, s := range secrets {
 			put(t, w.secrets, s)
@@ -299,18 +300,82 @@ func TestHostInventoryReflectsEveryObjectUpdate(t *testing.T) {
 	assert.NotEqual(t, before, first().CredentialRevision, "a deleted Secret changes the revision")
 }
 
+// versioned returns s as the API server would store its version rv.
+func versioned(s *v1alpha1.McpServer, rv string) *v1alpha1.McpServer {
+	s = s.DeepCopy()
+	s.ResourceVersion = rv
+	return s
+}
+
+func TestEntryCacheKeepsOneEntryPerServer(t *testing.T) {
+	c := newEntryCache(16)
+	calls := 0
+	encode := func(s *v1alpha1.McpServer, secret *corev1.Secret) []byte {
+		calls++
+		b := string(s.UID) + "@" + s.ResourceVersion
+		if secret != nil {
+			b += "+" + string(secret.UID) + "@" + secret.ResourceVersion
+		}
+		return []byte(b)
+	}
+	alpha := newServer("alpha", v1alpha1.TransportSSE)
+	secret := newSecret("alpha-creds", "uid-secret", nil)
+
+	t.Run("updates replace the entry rather than add one", func(t *testing.T) {
+		for rv := range 10 {
+			got := c.get(versioned(alpha, strconv.Itoa(rv+1)), secret, encode)
+			assert.Equal(t, "uid-server-alpha@"+strconv.Itoa(rv+1)+"+uid-secret@1", string(got))
+		}
+		assert.Equal(t, 10, calls)
+		assert.Len(t, c.entries, 1, "superseded versions are not kept")
+	})
+	t.Run("a copy of the current version is served from the cache", func(t *testing.T) {
+		// A relist after a watch reconnect delivers new objects of the
+		// same versions.
+		c.get(versioned(alpha, "10"), secret.DeepCopy(), encode)
+		assert.Equal(t, 10, calls)
+	})
+	t.Run("a recreated server does not get the old entry", func(t *testing.T) {
+		recreated := versioned(alpha, "10")
+		recreated.UID = "uid-server-alpha-2"
+		assert.Equal(t, "uid-server-alpha-2@10+uid-secret@1", string(c.get(recreated, secret, encode)))
+		assert.Equal(t, 11, calls)
+		assert.Len(t, c.entries, 1)
+	})
+	t.Run("a new Secret version or a recreated Secret is a new entry", func(t *testing.T) {
+		current := versioned(alpha, "10")
+		current.UID = "uid-server-alpha-2"
+		updated := secret.DeepCopy()
+		updated.ResourceVersion = "2"
+		assert.Equal(t, "uid-server-alpha-2@10+uid-secret@2", string(c.get(current, updated, encode)))
+		recreated := secret.DeepCopy()
+		recreated.UID = "uid-secret-2"
+		assert.Equal(t, "uid-server-alpha-2@10+uid-secret-2@1", string(c.get(current, recreated, encode)))
+		assert.Equal(t, "uid-server-alpha-2@10", string(c.get(current, nil, encode)), "the Secret went away")
+		assert.Equal(t, 14, calls)
+		assert.Len(t, c.entries, 1)
+	})
+	t.Run("an object without a resourceVersion is never cached", func(t *testing.T) {
+		before := calls
+		c.get(newServer("fixture", v1alpha1.TransportSSE), nil, encode)
+		c.get(newServer("fixture", v1alpha1.TransportSSE), nil, encode)
+		assert.Equal(t, before+2, calls)
+	})
+}
+
 func TestEntryCacheIsBounded(t *testing.T) {
 	c := newEntryCache(3)
 	calls := 0
 	encode := func(s *v1alpha1.McpServer, _ *corev1.Secret) []byte { calls++; return []byte(s.Name) }
-	servers := []*v1alpha1.McpServer{newServer("a", "sse"), newServer("b", "sse"), newServer("c", "sse"), newServer("d", "sse")}
+	var servers []*v1alpha1.McpServer
+	for _, name := range []string{"a", "b", "c", "d"} {
+		servers = append(servers, versioned(newServer(name, v1alpha1.TransportSSE), "1"))
+	}
 	for _, s := range servers {
 		assert.Equal(t, s.Name, string(c.get(s, nil, encode)))
 	}
 	assert.Equal(t, 4, calls)
 	assert.LessOrEqual(t, len(c.entries), 3)
 	c.get(servers[3], nil, encode)
-	assert.Equal(t, 4, calls, "a current pair is served from the cache")
-	c.get(servers[3].DeepCopy(), nil, encode)
-	assert.Equal(t, 5, calls, "a new object is a new key")
+	assert.Equal(t, 4, calls, "a current entry is served from the cache")
 }

@@ -1,12 +1,8 @@
 package api
 
 import (
-	"bytes"
-	"crypto/rsa"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
-	"io"
 	"math"
 	"strings"
 	"time"
@@ -40,9 +36,9 @@ type HostClaims struct {
 	Expiry  time.Time
 }
 
-// TokenVerifier verifies a raw bearer token against the claim rules of
-// contract §5. Every error is a failure, whose value names the cause for
-// logs and metrics and never reaches the client.
+// TokenVerifier verifies a raw bearer token against the token rules of
+// docs/http-api.md. Every error is a failure, whose value names the cause
+// for logs and metrics and never reaches the client.
 type TokenVerifier interface {
 	VerifyHostToken(raw string) (HostClaims, error)
 }
@@ -59,6 +55,7 @@ const (
 	failMalformed       failure = "malformed"
 	failHeader          failure = "header"
 	failAlgorithm       failure = "algorithm"
+	failUnknownKeyID    failure = "unknown_kid"
 	failSignature       failure = "signature"
 	failIssuer          failure = "issuer"
 	failAudience        failure = "audience"
@@ -77,22 +74,24 @@ const (
 // failures lists every failure so their metric series exist from the start.
 var failures = []failure{
 	failNoToken, failOversized, failMalformed, failHeader, failAlgorithm,
-	failSignature, failIssuer, failAudience, failExpired, failNotYetValid,
-	failLifetime, failHostRefs, failHostUIDClaim, failCapabilities,
-	failHostMissing, failHostUIDMismatch, failContextMissing, failDevMode,
+	failUnknownKeyID, failSignature, failIssuer, failAudience, failExpired,
+	failNotYetValid, failLifetime, failHostRefs, failHostUIDClaim,
+	failCapabilities, failHostMissing, failHostUIDMismatch,
+	failContextMissing, failDevMode,
 }
 
 // refusedHeaders are protected header parameters a token must not carry:
 // crit names extensions this verifier does not implement (RFC 7515 §4.1.11
 // requires rejecting them), b64 changes what the signature covers, and the
-// rest offer key material or key locations. The configured public key is
-// the only key ever used, so a token that points elsewhere is refused
-// rather than silently accepted under a key it did not ask for.
+// rest offer key material or key locations. The configured public keys
+// are the only keys ever used, so a token that points elsewhere is refused
+// rather than silently accepted under a key it did not ask for. kid is
+// allowed: it names one of the configured keys (see keysFor).
 var refusedHeaders = []string{"crit", "b64", "jku", "jwk", "x5u", "x5c"}
 
-// tokenRules are the verification parameters of contract §5.
+// tokenRules are the verification parameters of docs/http-api.md.
 type tokenRules struct {
-	key               *rsa.PublicKey
+	keys              []verificationKey
 	issuer            string
 	audience          string
 	migrationAudience string
@@ -101,7 +100,7 @@ type tokenRules struct {
 
 func newTokenRules(auth config.HostAuth) tokenRules {
 	return tokenRules{
-		key:               auth.PublicKey,
+		keys:              verificationKeys(auth.PublicKeys),
 		issuer:            auth.Issuer,
 		audience:          auth.Audience,
 		migrationAudience: auth.MigrationAudience,
@@ -122,10 +121,11 @@ func (v *rs256Verifier) VerifyHostToken(raw string) (HostClaims, error) {
 }
 
 // verifyHostToken checks raw at time now. jwx alone is not enough: given a
-// key it verifies with that key's algorithm whatever the header says, and
-// it accepts the JSON serialization and unknown crit parameters. So the
-// shape and the header are checked here first, jwx verifies only the
-// signature, and every claim rule is applied here to the signed payload.
+// key it verifies with that key's algorithm whatever the header says, it
+// accepts the JSON serialization and unknown crit parameters, and it
+// decodes base64 leniently. So the shape, the encoding and the header are
+// checked here first, jwx verifies only the signature, and every claim
+// rule is applied here to the signed payload.
 func verifyHostToken(raw string, rules tokenRules, now time.Time) (HostClaims, error) {
 	if raw == "" {
 		return HostClaims{}, failNoToken
@@ -137,10 +137,20 @@ func verifyHostToken(raw string, rules tokenRules, now time.Time) (HostClaims, e
 	if !ok {
 		return HostClaims{}, failMalformed
 	}
-	if err := checkHeader(header); err != nil {
+	kid, err := checkHeader(header)
+	if err != nil {
 		return HostClaims{}, err
 	}
-	payload, err := jws.Verify([]byte(raw), jws.WithKey(jwa.RS256, rules.key))
+	keys, err := rules.keysFor(kid)
+	if err != nil {
+		return HostClaims{}, err
+	}
+	// jwx parses the token once and tries the keys in order.
+	options := make([]jws.VerifyOption, 0, len(keys))
+	for _, k := range keys {
+		options = append(options, jws.WithKey(jwa.RS256, k.key))
+	}
+	payload, err := jws.Verify([]byte(raw), options...)
 	if err != nil {
 		return HostClaims{}, failSignature
 	}
@@ -148,56 +158,67 @@ func verifyHostToken(raw string, rules tokenRules, now time.Time) (HostClaims, e
 }
 
 // compactHeader returns the decoded protected header of raw if raw is a
-// compact serialization: exactly three non-empty unpadded base64url
-// segments. Anything else (JSON serialization, JWE, padding, whitespace)
-// is not a token this API accepts.
+// compact serialization: exactly three non-empty segments, each canonical
+// unpadded base64url. Anything else (JSON serialization, JWE, padding,
+// whitespace) is not a token this API accepts.
 func compactHeader(raw string) ([]byte, bool) {
 	segments := strings.Split(raw, ".")
 	if len(segments) != 3 {
 		return nil, false
 	}
-	for _, s := range segments {
-		if s == "" || !isBase64URL(s) {
+	var header []byte
+	for i, s := range segments {
+		decoded, ok := decodeCanonicalBase64URL(s)
+		if !ok {
 			return nil, false
 		}
-	}
-	header, err := base64.RawURLEncoding.Strict().DecodeString(segments[0])
-	if err != nil {
-		return nil, false
+		if i == 0 {
+			header = decoded
+		}
 	}
 	return header, true
 }
 
-func isBase64URL(s string) bool {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
-			return false
-		}
+// decodeCanonicalBase64URL decodes s if s is the one unpadded base64url
+// spelling of its bytes. The last character of most segments also carries
+// 2 or 4 unused bits; a lenient decoder ignores them, and jwx signs over
+// its own re-encoding, so up to 256 spellings of one token would verify,
+// each costing an RSA verification and a token-cache slot. Strict decoding
+// refuses padding and non-zero unused bits; re-encoding also refuses the
+// CR and LF that the decoder skips even in strict mode.
+func decodeCanonicalBase64URL(s string) ([]byte, bool) {
+	if s == "" {
+		return nil, false
 	}
-	return true
+	decoded, err := base64.RawURLEncoding.Strict().DecodeString(s)
+	if err != nil || base64.RawURLEncoding.EncodeToString(decoded) != s {
+		return nil, false
+	}
+	return decoded, true
 }
 
-// checkHeader requires alg RS256 before any signature work, and refuses
-// the parameters of refusedHeaders. kid and typ are ignored.
-func checkHeader(header []byte) error {
+// checkHeader requires alg RS256 before any signature work, refuses the
+// parameters of refusedHeaders, and returns the kid member, nil when
+// absent. typ is ignored.
+func checkHeader(header []byte) (json.RawMessage, error) {
 	members, err := decodeObject(header)
 	if err != nil {
-		return failMalformed
+		return nil, failMalformed
 	}
 	var alg string
 	if json.Unmarshal(members["alg"], &alg) != nil || alg != string(jwa.RS256) {
-		return failAlgorithm
+		return nil, failAlgorithm
 	}
 	for _, name := range refusedHeaders {
 		if _, ok := members[name]; ok {
-			return failHeader
+			return nil, failHeader
 		}
 	}
-	return nil
+	return members["kid"], nil
 }
 
-// checkClaims applies the claim rules of contract §5 to a verified payload.
+// checkClaims applies the claim rules of docs/http-api.md to a verified
+// payload.
 func checkClaims(payload []byte, rules tokenRules, now time.Time) (HostClaims, error) {
 	claims, err := decodeObject(payload)
 	if err != nil {
@@ -288,41 +309,3 @@ func numericDate(raw json.RawMessage) (time.Time, bool) {
 	sec, frac := math.Modf(f)
 	return time.Unix(int64(sec), int64(frac*1e9)).UTC(), true
 }
-
-// decodeObject decodes one JSON object into its members. Duplicate member
-// names are refused: parsers disagree on which duplicate wins, and the
-// header and claims must mean one thing to every reader.
-func decodeObject(data []byte) (map[string]json.RawMessage, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return nil, errNotObject
-	}
-	members := make(map[string]json.RawMessage, 8)
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, err
-		}
-		name, _ := tok.(string)
-		var value json.RawMessage
-		if err := dec.Decode(&value); err != nil {
-			return nil, err
-		}
-		if _, dup := members[name]; dup {
-			return nil, errDuplicateMember
-		}
-		members[name] = value
-	}
-	if _, err := dec.Token(); err != nil { // the closing brace
-		return nil, err
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, errNotObject
-	}
-	return members, nil
-}
-
-var (
-	errNotObject       = errors.New("not a single JSON object")
-	errDuplicateMember = errors.New("duplicate member name")
-)

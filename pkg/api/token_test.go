@@ -2,10 +2,12 @@ package api
 
 import (
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -147,7 +149,23 @@ func attacks() []attack {
 		}},
 		{"unknown crit header", failHeader, withHeader(jsonObject{"alg": "RS256", "crit": []string{"exp-policy"}, "exp-policy": 1}, "RS256", false)},
 		{"b64 false header", failHeader, withHeader(jsonObject{"alg": "RS256", "b64": false, "crit": []string{"b64"}}, "RS256", false)},
-		{"kid injection with another key", failSignature, withHeader(jsonObject{"alg": "RS256", "kid": "../../../dev/null"}, "RS256", true)},
+		{"kid injection with another key", failUnknownKeyID, withHeader(jsonObject{"alg": "RS256", "kid": "../../../dev/null"}, "RS256", true)},
+		{"kid injection with the issuer key", failUnknownKeyID, withHeader(jsonObject{"alg": "RS256", "kid": "control-api-2026"}, "RS256", false)},
+		{"kid of the issuer key on a token signed by another key", failSignature, func(t *testing.T, h *harness) []string {
+			return withHeader(jsonObject{"alg": "RS256", "kid": issuerKeyID(t)}, "RS256", true)(t, h)
+		}},
+		{"kid not a string", failHeader, withHeader(jsonObject{"alg": "RS256", "kid": 1}, "RS256", false)},
+		{"kid null", failHeader, withHeader(jsonObject{"alg": "RS256", "kid": nil}, "RS256", false)},
+		{"payload with non-zero trailing bits", failMalformed, func(t *testing.T, h *harness) []string {
+			parts := strings.Split(tokenWithTrailingBits(t, h.clock.Now()), ".")
+			parts[1] = nonCanonicalSpellings(t, parts[1])[0]
+			return bearer(strings.Join(parts, "."))
+		}},
+		{"signature with non-zero trailing bits", failMalformed, func(t *testing.T, h *harness) []string {
+			parts := strings.Split(tokenWithTrailingBits(t, h.clock.Now()), ".")
+			parts[2] = nonCanonicalSpellings(t, parts[2])[0]
+			return bearer(strings.Join(parts, "."))
+		}},
 		{"jku injection with another key", failHeader, withHeader(jsonObject{"alg": "RS256", "jku": "https://evil.example/jwks.json"}, "RS256", true)},
 		{"jku injection with the issuer key", failHeader, withHeader(jsonObject{"alg": "RS256", "jku": "https://evil.example/jwks.json"}, "RS256", false)},
 		{"x5u injection with another key", failHeader, withHeader(jsonObject{"alg": "RS256", "x5u": "https://evil.example/cert.pem"}, "RS256", true)},
@@ -255,7 +273,7 @@ func TestValidTokenVariantsAreAccepted(t *testing.T) {
 		{"fractional dates", rs256Header(), func(c jsonObject, now time.Time) {
 			c["iat"], c["exp"] = float64(now.Unix())+0.25, float64(now.Add(time.Minute).Unix())+0.5
 		}},
-		{"kid of the configured key", jsonObject{"alg": "RS256", "kid": "control-api-2026"}, func(jsonObject, time.Time) {}},
+		{"kid of the configured key", jsonObject{"alg": "RS256", "kid": issuerKeyID(t)}, func(jsonObject, time.Time) {}},
 		{"no typ", jsonObject{"alg": "RS256"}, func(jsonObject, time.Time) {}},
 	}
 	for _, tc := range cases {
@@ -310,4 +328,97 @@ func TestVerifierReturnsTheClaims(t *testing.T) {
 	got, err := verifyHostToken(sign(t, rs256Header(), c), newTokenRules(auth), t0)
 	require.NoError(t, err)
 	assert.Equal(t, HostClaims{HostRef: "host-a", HostUID: "uid-a", Expiry: t0.Add(5 * time.Minute)}, got)
+}
+
+// base64URLAlphabet is RFC 4648 §5's alphabet, in value order.
+const base64URLAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+
+// nonCanonicalSpellings returns every other unpadded base64url spelling of
+// segment s: its last character also carries 2 or 4 unused trailing bits,
+// which a lenient decoder ignores.
+func nonCanonicalSpellings(t *testing.T, s string) []string {
+	t.Helper()
+	unused := map[int]uint{2: 4, 3: 2}[len(s)%4]
+	require.NotZero(t, unused, "segment %q has no trailing bits", s)
+	last := strings.IndexByte(base64URLAlphabet, s[len(s)-1])
+	var out []string
+	for x := 1; x < 1<<unused; x++ {
+		out = append(out, s[:len(s)-1]+string(base64URLAlphabet[last^x]))
+	}
+	return out
+}
+
+// tokenWithTrailingBits is a valid token for host-a whose three segments
+// each end in unused bits: a "pad" member (which grants nothing) moves the
+// header and payload lengths off a multiple of three, and a 2048-bit
+// signature is 256 bytes.
+func tokenWithTrailingBits(t *testing.T, now time.Time) string {
+	t.Helper()
+	key, _ := keys(t)
+	padded := func(obj jsonObject) []byte {
+		b, pad := mustJSON(t, obj), ""
+		for len(b)%3 == 0 {
+			pad += "x"
+			obj["pad"] = pad
+			b = mustJSON(t, obj)
+		}
+		return b
+	}
+	return signCompact(t, padded(rs256Header()), padded(claimsFor("host-a", "uid-a", now)), "RS256", key, nil)
+}
+
+func TestNonCanonicalBase64SegmentsAreRefusedBeforeTheSignature(t *testing.T) {
+	valid := tokenWithTrailingBits(t, t0)
+	v, _, _ := newCachingVerifier(t, 8)
+	h := newHarness(t, standardWorld(t))
+	segments := strings.Split(valid, ".")
+	refused := 0
+	for i, name := range []string{"header", "payload", "signature"} {
+		t.Run("a "+name+" with non-zero trailing bits", func(t *testing.T) {
+			want, err := base64.RawURLEncoding.DecodeString(segments[i])
+			require.NoError(t, err)
+			spellings := nonCanonicalSpellings(t, segments[i])
+			refused += len(spellings)
+			for _, spelling := range spellings {
+				// The same bytes to a lenient decoder: the same token.
+				got, err := base64.RawURLEncoding.DecodeString(spelling)
+				require.NoError(t, err)
+				require.Equal(t, want, got)
+
+				variant := slices.Clone(segments)
+				variant[i] = spelling
+				raw := strings.Join(variant, ".")
+				_, err = verifyHostToken(raw, newTokenRules(hostAuth(t)), t0)
+				assert.Equal(t, failMalformed, err, "refused before any RSA work")
+				_, err = v.VerifyHostToken(raw)
+				assert.Error(t, err)
+
+				rec := h.inventory(raw)
+				assert.Equal(t, http.StatusUnauthorized, rec.Code)
+				assert.Equal(t, `{"error":"unauthorized"}`, rec.Body.String())
+			}
+			assert.Zero(t, v.cache.order.Len(), "a refused spelling took a cache slot")
+			assert.Zero(t, h.world.secretReads.Load())
+		})
+	}
+	assert.Equal(t, float64(refused), h.authFailures(failMalformed))
+
+	t.Run("the canonical spelling verifies and takes one slot", func(t *testing.T) {
+		_, err := v.VerifyHostToken(valid)
+		require.NoError(t, err)
+		assert.Equal(t, 1, v.cache.order.Len())
+		assert.Equal(t, http.StatusOK, h.inventory(valid).Code)
+	})
+}
+
+func TestSegmentsWithLineBreaksAreRefused(t *testing.T) {
+	// The standard decoder skips CR and LF even in strict mode; only
+	// re-encoding notices them.
+	parts := strings.Split(tokenWithTrailingBits(t, t0), ".")
+	for i := range parts {
+		variant := slices.Clone(parts)
+		variant[i] = variant[i][:4] + "\n" + variant[i][4:]
+		_, err := verifyHostToken(strings.Join(variant, "."), newTokenRules(hostAuth(t)), t0)
+		assert.Equal(t, failMalformed, err, "segment %d", i)
+	}
 }

@@ -18,7 +18,8 @@ import (
 // An entry lives until the token's exp and no longer, which is never later
 // than next would accept it (next allows clockSkew past exp). Failures are
 // not cached, so a flood of garbage cannot evict good entries through
-// this path; a flood of distinct valid tokens needs the issuer's key.
+// this path; a flood of distinct valid tokens needs the issuer's key, since
+// each token has one accepted spelling (decodeCanonicalBase64URL).
 type cachingVerifier struct {
 	next   TokenVerifier
 	cache  *tokenCache

@@ -125,7 +125,7 @@ type Host struct {
 // HostAuth configures verification of the RS256 tokens mcp-host presents to
 // the v2 API.
 type HostAuth struct {
-	PublicKey          *rsa.PublicKey // loaded by the API component only
+	PublicKeys         []*rsa.PublicKey // loaded by the API component only: one or more, in the variable's order
 	Issuer             string
 	Audience           string
 	MigrationAudience  string

@@ -36,6 +36,8 @@ const testHMACSecret = "a-real-hmac-secret-for-tests"
 var (
 	testKey     = sync.OnceValue(func() *rsa.PrivateKey { return generateRSAKey(2048) })
 	testWeakKey = sync.OnceValue(func() *rsa.PrivateKey { return generateRSAKey(1024) })
+	// testNextKey is the key a Control API key rotation moves to.
+	testNextKey = sync.OnceValue(func() *rsa.PrivateKey { return generateRSAKey(2048) })
 )
 
 func generateRSAKey(bits int) *rsa.PrivateKey {
@@ -249,7 +251,7 @@ func TestLoadDefaults(t *testing.T) {
 		name:      "the API gets every seed default and holds the public key",
 		component: API,
 		adjust: func(c *Config) {
-			c.HostAuth.PublicKey = &testKey().PublicKey
+			c.HostAuth.PublicKeys = []*rsa.PublicKey{&testKey().PublicKey}
 			c.Warnings = []string{"CONTEXT_MAPPER_DESKTOP_API_TOKEN: empty, so GET /api/v1/desktop/{hostRef} is unauthenticated"}
 		},
 	}, {
@@ -974,6 +976,8 @@ func TestHostJWTPublicKey(t *testing.T) {
 	key := testKey()
 	pkix := pkixPEM(t, &key.PublicKey)
 	pkcs1 := encodePEM("RSA PUBLIC KEY", x509.MarshalPKCS1PublicKey(&key.PublicKey))
+	next := testNextKey()
+	nextPKIX := pkixPEM(t, &next.PublicKey)
 	pkcs8, err := x509.MarshalPKCS8PrivateKey(key)
 	require.NoError(t, err)
 	ecKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -983,16 +987,24 @@ func TestHostJWTPublicKey(t *testing.T) {
 		for _, tt := range []struct {
 			name  string
 			value string
+			want  []*rsa.PublicKey
 		}{
-			{"an RSA 2048 PKIX key", pkix},
-			{"an RSA 2048 PKCS#1 key", pkcs1},
-			{"a key with literal \\n escapes", strings.ReplaceAll(pkix, "\n", `\n`)},
-			{"a key with surrounding whitespace", "\n  " + pkix + "\n\n"},
-			{"a key with CRLF line ends", strings.ReplaceAll(pkcs1, "\n", "\r\n")},
+			{"an RSA 2048 PKIX key", pkix, []*rsa.PublicKey{&key.PublicKey}},
+			{"an RSA 2048 PKCS#1 key", pkcs1, []*rsa.PublicKey{&key.PublicKey}},
+			{"a key with literal \\n escapes", strings.ReplaceAll(pkix, "\n", `\n`), []*rsa.PublicKey{&key.PublicKey}},
+			{"a key with surrounding whitespace", "\n  " + pkix + "\n\n", []*rsa.PublicKey{&key.PublicKey}},
+			{"a key with CRLF line ends", strings.ReplaceAll(pkcs1, "\n", "\r\n"), []*rsa.PublicKey{&key.PublicKey}},
+			{"two keys one after another, in order", pkix + nextPKIX, []*rsa.PublicKey{&key.PublicKey, &next.PublicKey}},
+			{"two keys in the other order", nextPKIX + pkix, []*rsa.PublicKey{&next.PublicKey, &key.PublicKey}},
+			{"two keys of both encodings, blank lines between", pkcs1 + "\n\n" + nextPKIX, []*rsa.PublicKey{&key.PublicKey, &next.PublicKey}},
+			{"two keys on one line with \\n escapes", strings.ReplaceAll(pkix+nextPKIX, "\n", `\n`), []*rsa.PublicKey{&key.PublicKey, &next.PublicKey}},
 		} {
 			t.Run(tt.name, func(t *testing.T) {
 				cfg := mustLoad(t, API, env{name: tt.value})
-				assert.True(t, key.PublicKey.Equal(cfg.HostAuth.PublicKey))
+				require.Len(t, cfg.HostAuth.PublicKeys, len(tt.want))
+				for i, want := range tt.want {
+					assert.True(t, want.Equal(cfg.HostAuth.PublicKeys[i]), "key %d", i+1)
+				}
 			})
 		}
 	})
@@ -1007,15 +1019,27 @@ func TestHostJWTPublicKey(t *testing.T) {
 			{"an empty key", env{name: ""}, "required"},
 			{"a placeholder", env{name: "replace-with-control-api-public-key"}, "placeholder"},
 			{"garbage", env{name: "not a key"}, "is not a PEM block"},
-			{"text before the PEM block", env{name: "key: " + pkix}, "is not a PEM block"},
+			{"text before the PEM block", env{name: "key: " + pkix}, "has data before the first PEM block"},
 			{"text after the PEM block", env{name: pkix + "trailing"}, "has data after the PEM block"},
-			{"two keys", env{name: pkix + pkcs1}, "has data after the PEM block"},
+			{"text between two keys", env{name: pkix + "and\n" + nextPKIX}, "key 1: has data after the PEM block"},
+			{"text after two keys", env{name: pkix + nextPKIX + "trailing"}, "key 2: has data after the PEM block"},
+			{"a placeholder after a key", env{name: pkix + "replace-with-next-key"}, "has data after the PEM block"},
+			{"the same key twice", env{name: pkix + pkix}, "key 2 repeats key 1"},
+			{"the same key in both encodings", env{name: pkix + pkcs1}, "key 2 repeats key 1"},
+			{"the same key again after another", env{name: pkix + nextPKIX + pkcs1}, "key 3 repeats key 1"},
+			{"more keys than a rotation needs", env{name: strings.Repeat(pkix, 5)}, "holds 5 PEM blocks, at most 4"},
+			{"a key without its end line", env{name: strings.TrimSuffix(strings.TrimSpace(pkix), "-----END PUBLIC KEY-----") + nextPKIX}, "key 1: is not a PEM block"},
 			{"a malformed body", env{name: encodePEM("PUBLIC KEY", []byte("not DER"))}, "malformed PUBLIC KEY block"},
+			{"a malformed second key", env{name: pkix + encodePEM("PUBLIC KEY", []byte("not DER"))}, "key 2: malformed PUBLIC KEY block"},
 			{"a certificate", env{name: encodePEM("CERTIFICATE", []byte("x"))}, `PEM block "CERTIFICATE" is not PUBLIC KEY or RSA PUBLIC KEY`},
+			{"a certificate after a key", env{name: pkix + encodePEM("CERTIFICATE", []byte("x"))}, `key 2: PEM block "CERTIFICATE" is not PUBLIC KEY or RSA PUBLIC KEY`},
 			{"an RSA private key in PKCS#1", env{name: encodePEM("RSA PRIVATE KEY", x509.MarshalPKCS1PrivateKey(key))}, "is a private key (RSA PRIVATE KEY)"},
 			{"an RSA private key in PKCS#8", env{name: encodePEM("PRIVATE KEY", pkcs8)}, "is a private key (PRIVATE KEY)"},
+			{"a private key after a public key", env{name: nextPKIX + encodePEM("PRIVATE KEY", pkcs8)}, "key 2: is a private key (PRIVATE KEY)"},
 			{"an EC public key", env{name: pkixPEM(t, &ecKey.PublicKey)}, "is an ECDSA key, want RSA"},
+			{"an EC public key beside an RSA key", env{name: pkix + pkixPEM(t, &ecKey.PublicKey)}, "key 2: is an ECDSA key, want RSA"},
 			{"an RSA 1024 key", env{name: pkixPEM(t, &testWeakKey().PublicKey)}, "RSA key has 1024 bits, want at least 2048"},
+			{"an RSA 1024 key before a good one", env{name: pkixPEM(t, &testWeakKey().PublicKey) + pkix}, "key 1: RSA key has 1024 bits, want at least 2048"},
 			{"no key in dev mode", env{"CLERUM_DEV_MODE": "true"}, "required"},
 		} {
 			t.Run(tt.name, func(t *testing.T) {
@@ -1030,9 +1054,9 @@ func TestHostJWTPublicKey(t *testing.T) {
 
 	t.Run("the controller and render ignore it", func(t *testing.T) {
 		for _, c := range []Component{Controller, Render} {
-			for _, value := range []string{"", "garbage", pkix} {
+			for _, value := range []string{"", "garbage", pkix, pkix + pkix} {
 				cfg := mustLoad(t, c, env{name: value})
-				assert.Nil(t, cfg.HostAuth.PublicKey, c.String())
+				assert.Nil(t, cfg.HostAuth.PublicKeys, c.String())
 			}
 		}
 	})

@@ -202,9 +202,9 @@ var groups = []group{{
 	title: "mcp-host API authorization",
 	vars: []variable{{
 		name:   "HCC_MCP_HOST_JWT_PUBLIC_KEY",
-		desc:   "Key that verifies the RS256 tokens of the v2 Host API. Required, dev mode included.",
+		desc:   "Public keys that verify the RS256 tokens of the v2 Host API. Several keys let a Control API key rotation proceed without an outage (docs/http-api.md): a token whose `kid` is a key's RFC 7638 thumbprint is checked against that key only, a token without `kid` against each key. Required, dev mode included.",
 		readBy: only(API),
-		field:  rsaPublicKey(func(c *Config) **rsa.PublicKey { return &c.HostAuth.PublicKey }),
+		field:  rsaPublicKeys(func(c *Config) *[]*rsa.PublicKey { return &c.HostAuth.PublicKeys }),
 	}, {
 		name: "HCC_MCP_HOST_JWT_ISSUER", def: "control-api",
 		desc:  "Exact `iss` accepted.",

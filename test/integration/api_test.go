@@ -65,6 +65,10 @@ func TestAPIServesHostScopedInventoryAndCredentials(t *testing.T) {
 
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
 	require.NoError(t, err)
+	// nextKey is the key the Control API rotates to. The second replica
+	// already holds it beside key, as in the middle of a rotation.
+	nextKey, err := rsa.GenerateKey(rand.Reader, 2048)
+	require.NoError(t, err)
 
 	// The world: host-a's Context grants alpha (auth), beta (no auth) and a
 	// missing server; gamma exists but is not granted.
@@ -89,7 +93,7 @@ func TestAPIServesHostScopedInventoryAndCredentials(t *testing.T) {
 	kubeconfig := e.cp.ImpersonatingKubeconfig(apiServiceAccount, "system:serviceaccounts", "system:serviceaccounts:control-plane")
 	replicas := []*apiReplica{
 		startAPIReplica(t, bin, kubeconfig, publicKeyPEM(t, key)),
-		startAPIReplica(t, bin, kubeconfig, publicKeyPEM(t, key)),
+		startAPIReplica(t, bin, kubeconfig, publicKeyPEM(t, key)+publicKeyPEM(t, nextKey)),
 	}
 	for _, r := range replicas {
 		require.Equal(t, http.StatusOK, testenv.WaitHTTP(r.base+"/ready", http.StatusOK, time.Minute), "replica %s never became ready:\n%s", r.base, r.logTail())
@@ -114,6 +118,17 @@ func TestAPIServesHostScopedInventoryAndCredentials(t *testing.T) {
 
 		_, bodyB := b.do(t, http.MethodGet, "/api/v2/hosts/self/mcpservers", token, "")
 		assert.Equal(t, inv.Servers, decodeInventory(t, bodyB).Servers)
+	})
+
+	t.Run("a replica holding two keys accepts tokens of either", func(t *testing.T) {
+		next := hostToken(t, nextKey, "api-host", host.UID)
+		status, _ := b.do(t, http.MethodGet, "/api/v2/hosts/self/mcpservers", next, "")
+		assert.Equal(t, http.StatusOK, status)
+		status, body := a.do(t, http.MethodGet, "/api/v2/hosts/self/mcpservers", next, "")
+		assert.Equal(t, http.StatusUnauthorized, status, "the first replica does not hold the next key yet")
+		assert.Equal(t, `{"error":"unauthorized"}`, body)
+		status, _ = b.do(t, http.MethodGet, "/api/v2/hosts/self/mcpservers", token, "")
+		assert.Equal(t, http.StatusOK, status)
 	})
 
 	revision := func(r *apiReplica) string {
@@ -325,7 +340,7 @@ func publicKeyPEM(t *testing.T, key *rsa.PrivateKey) string {
 }
 
 // hostToken is what the Control API issues to a Host's mcp-host: a compact
-// RS256 JWS with the claims of contract §5.
+// RS256 JWS with the claims of docs/http-api.md.
 func hostToken(t *testing.T, key *rsa.PrivateKey, host string, uid types.UID) string {
 	t.Helper()
 	now := time.Now()
