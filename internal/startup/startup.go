@@ -67,8 +67,9 @@ func LoadConfig(binary string, component config.Component) (*config.Config, zero
 	return cfg, log, nil
 }
 
-// Connect returns the client configuration for the cluster the contract's
-// lookup order finds, after checking that its API server answers.
+// Connect returns the client configuration for the cluster found in the
+// documented lookup order (README, "Running the binaries"), after checking
+// that its API server answers.
 func Connect(ctx context.Context, binary string, flags Flags, core config.Core) (*rest.Config, error) {
 	restCfg, err := kube.RESTConfig(flags.Kubeconfig, binary+"/"+version.Version, core.KubeAPIQPS, core.KubeAPIBurst)
 	if err != nil {

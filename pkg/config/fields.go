@@ -101,10 +101,10 @@ func text(p func(*Config) *string) field {
 	}
 }
 
-// boolean is stricter than the seed, whose lenient reading made every value
-// but "true" and "1" false: HCC_LEADER_ELECT=yes turned leader election off
-// and CONTEXT_MAPPER_ENFORCE_IMAGE_ALLOWLIST=on meant audit mode. A value
-// that is neither spelling fails closed instead of being guessed at.
+// boolean accepts only the two spellings of each value. A lenient reading
+// that made every other value false would turn HCC_LEADER_ELECT=yes into no
+// leader election and CONTEXT_MAPPER_ENFORCE_IMAGE_ALLOWLIST=on into audit
+// mode; a value that is neither spelling fails closed instead.
 func boolean(p func(*Config) *bool) field {
 	return field{
 		rule:  "`true` or `1`, `false` or `0` (any case)",
@@ -464,8 +464,8 @@ func httpURL(p func(*Config) *string) field {
 	}
 }
 
-// logLevel follows the seed: an unknown level is not worth refusing to start
-// over, so it means info.
+// logLevel is lenient on purpose (docs/configuration.md): an unknown level is
+// not worth refusing to start over, so it means info.
 func logLevel(p func(*Config) *string) field {
 	return field{
 		rule:  "`debug`, `info`, `warn` or `error` (any case); anything else means `info`",

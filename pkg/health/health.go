@@ -55,8 +55,9 @@ func (r *Readiness) Pending() []string {
 func (r *Readiness) Ready() bool { return len(r.Pending()) == 0 }
 
 // Register adds /health, /ready and /metrics to mux. /health answers 200
-// while the process runs (with the readiness verdict in its body, as the seed
-// shows); /ready answers 503 and names the pending checks until all pass.
+// while the process runs (with the readiness verdict in its body, as
+// docs/http-api.md shows); /ready answers 503 and names the pending checks
+// until all pass.
 func Register(mux *http.ServeMux, r *Readiness, gatherer prometheus.Gatherer) {
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "ready": r.Ready()})

@@ -13,8 +13,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 )
 
-// RESTConfig returns the client configuration, looked up in the order the
-// contract fixes: the --kubeconfig flag, else $KUBECONFIG, else the in-cluster
+// RESTConfig returns the client configuration, looked up in the documented
+// order: the --kubeconfig flag, else $KUBECONFIG, else the in-cluster
 // service account. userAgent names the binary in the API server's audit log.
 func RESTConfig(kubeconfigFlag, userAgent string, qps float32, burst int) (*rest.Config, error) {
 	var (

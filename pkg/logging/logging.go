@@ -16,7 +16,7 @@ import (
 )
 
 // ParseLevel maps LOG_LEVEL to a zerolog level. Unknown values fall back to
-// info, as the seed specifies: a typo must not silence the process.
+// info (docs/configuration.md): a typo must not silence the process.
 func ParseLevel(s string) zerolog.Level {
 	switch strings.ToLower(strings.TrimSpace(s)) {
 	case "debug":

@@ -1,6 +1,6 @@
 package names
 
-// Label keys and values that programs outside HCC rely on (contract section 3).
+// Label keys and values that programs outside HCC rely on (docs/names.md).
 const (
 	// LabelApp selects an McpServer's pods: its value is the server name.
 	LabelApp = "app"
@@ -28,7 +28,7 @@ const (
 
 // AnnotationRecipeBindings on an McpServer holds a JSON list of
 // {recipe, from, to, port, protocol}: the recipe workloads the server may
-// reach (contract section 3).
+// reach (docs/names.md).
 const AnnotationRecipeBindings = "clerum.io/recipe-bindings"
 
 // Values of LabelPolicyType. Each orphan sweep touches only its own types.

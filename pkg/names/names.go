@@ -46,7 +46,7 @@ func Object(name string) string { return Fit(name, MaxObjectName) }
 // Label fits name into the DNS label limit, for Service names and label values.
 func Label(name string) string { return Fit(name, MaxLabel) }
 
-// Names of the objects HCC creates for one McpServer (contract section 4).
+// Names of the objects HCC creates for one McpServer (docs/names.md).
 // Deployment, Service and the remote egress proxy ConfigMap share the server's
 // name; server names are DNS labels, so they already fit.
 
@@ -89,7 +89,7 @@ func ChannelReaderEgressPolicy(host string) string {
 	return Object("channel-reader-" + host + "-egress")
 }
 
-// NetworkPolicy names of the four-layer model (contract section 4).
+// NetworkPolicy names of the four-layer model (docs/names.md).
 
 // DenyAllPolicy names the L0 default-deny policy of namespace ns.
 func DenyAllPolicy(ns string) string { return Object("deny-all-" + ns) }

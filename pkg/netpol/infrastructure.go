@@ -70,7 +70,7 @@ func dnsPorts() []networkingv1.NetworkPolicyPort {
 }
 
 // discoveryPods returns the pods of ns that discover servers through hcc-api
-// (contract §3), and false when ns holds no discovery class. A policy has one
+// (docs/names.md), and false when ns holds no discovery class. A policy has one
 // pod selector and label selectors cannot express "either class", so when a
 // misconfiguration makes ns several classes the first of host, rpc-proxy,
 // sandbox wins and the others get no discovery egress: failing closed is
@@ -117,8 +117,8 @@ func buildK8sAPIEgress(ns string, opts Options) *networkingv1.NetworkPolicy {
 
 // buildHCCAPIIngress admits the host namespace to the controller's API port.
 // As shipped the controller runs in the control-plane namespace, so this
-// selects no pod; it is kept because the seed creates it and its absence
-// would read as drift to anyone comparing the two.
+// selects no pod; it is kept because the platform's existing deployments
+// hold it and its absence would read as drift (docs/networkpolicy.md).
 func buildHCCAPIIngress(opts Options) *networkingv1.NetworkPolicy {
 	p := newPolicy(opts.McpServerNamespace, names.HCCAPIIngressPolicy, names.PolicyTypeInfrastructure, "",
 		matchLabels(names.LabelApp, names.AppController), networkingv1.PolicyTypeIngress)

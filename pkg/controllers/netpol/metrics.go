@@ -3,7 +3,7 @@ package netpol
 import "github.com/prometheus/client_golang/prometheus"
 
 // Metrics are the NetworkPolicy operator's Prometheus series, all named
-// clerum_hcc_netpol_* (docs/metrics.md).
+// clerum_hcc_netpol_* (docs/networkpolicy.md, "Metrics").
 type Metrics struct {
 	PassDuration  *prometheus.HistogramVec
 	Policies      *prometheus.GaugeVec

@@ -35,7 +35,7 @@ const (
 )
 
 // Field managers for server-side apply of McpServer status; each owns a
-// disjoint set of status fields (see the contract, section 2).
+// disjoint set of status fields (README, "The API").
 const (
 	FieldManagerMcpServer = "hcc-mcpserver"
 	FieldManagerNetPol    = "hcc-netpol"
