@@ -144,7 +144,7 @@ func reconcile(ctx context.Context, log zerolog.Logger, cfg *config.Config, clie
 	coordinatorDone := make(chan struct{})
 	go func() {
 		defer close(coordinatorDone)
-		coordinator.Run(ctx, 2)
+		coordinator.Run(ctx, egress.Workers)
 	}()
 	log.Info().Msg("reconciling")
 	err := policies.Run(ctx)

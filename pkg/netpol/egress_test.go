@@ -21,7 +21,7 @@ func planBinding(t *testing.T, b clerumv1alpha1.EgressBinding, answer ...netip.A
 	t.Helper()
 	inv := Inventory{Servers: []*clerumv1alpha1.McpServer{newServer("s1", withBindings(b))}}
 	if answer != nil {
-		inv.Resolved = map[string]map[string][]netip.Addr{"s1": {b.Name: answer}}
+		inv.Resolved = answers(inv.Servers, map[string]map[string][]netip.Addr{"s1": {b.Name: answer}})
 	}
 	return Compute(inv, defaultOptions(t))
 }

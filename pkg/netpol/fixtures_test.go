@@ -82,6 +82,24 @@ func newContext(name, contextID string, age int, servers ...string) *clerumv1alp
 	}
 }
 
+// answers turns addresses per server and binding name into the
+// Resolutions the coordinator publishes for those servers' bindings.
+func answers(servers []*clerumv1alpha1.McpServer, raw map[string]map[string][]netip.Addr) map[string]map[string]Resolution {
+	out := map[string]map[string]Resolution{}
+	for _, s := range servers {
+		for i := range s.Spec.EgressBindings {
+			b := &s.Spec.EgressBindings[i]
+			if a, ok := raw[s.Name][b.Name]; ok {
+				if out[s.Name] == nil {
+					out[s.Name] = map[string]Resolution{}
+				}
+				out[s.Name][b.Name] = ResolutionFor(s, b, a)
+			}
+		}
+	}
+	return out
+}
+
 func addrs(ss ...string) []netip.Addr {
 	out := make([]netip.Addr, len(ss))
 	for i, s := range ss {

@@ -156,7 +156,7 @@ func (p *planner) planContexts() {
 
 // planExternalEgress adds the ext-egress policy of every valid binding of s
 // and a rejection for every invalid one.
-func (p *planner) planExternalEgress(s *clerumv1alpha1.McpServer, resolved map[string][]netip.Addr) {
+func (p *planner) planExternalEgress(s *clerumv1alpha1.McpServer, resolved map[string]Resolution) {
 	bindings := s.Spec.EgressBindings
 	for i := range bindings {
 		b := &bindings[i]
@@ -165,7 +165,11 @@ func (p *planner) planExternalEgress(s *clerumv1alpha1.McpServer, resolved map[s
 			p.reject(RejectedEgressBinding, s.Name, b.Name, fmt.Sprintf("binding name %q is used more than once; the first one counts", b.Name))
 			continue
 		}
-		rule, err := p.rules.externalEgressRule(b, resolved[b.Name])
+		var answer []netip.Addr
+		if r, ok := resolved[b.Name]; ok && r.answers(s, b) {
+			answer = r.Addrs
+		}
+		rule, err := p.rules.externalEgressRule(b, answer)
 		switch {
 		case err != nil:
 			p.reject(RejectedEgressBinding, s.Name, b.Name, err.Error())

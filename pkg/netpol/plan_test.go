@@ -20,7 +20,7 @@ import (
 // richInventory exercises every layer: one Context granting two servers, one
 // of which has every kind of egress binding and a recipe binding.
 func richInventory() Inventory {
-	return Inventory{
+	inv := Inventory{
 		Contexts: []*clerumv1alpha1.Context{newContext("alpha", "alpha", 0, "search", "files")},
 		Servers: []*clerumv1alpha1.McpServer{
 			newServer("search",
@@ -28,10 +28,11 @@ func richInventory() Inventory {
 				withRecipeBindings(`[{"recipe":"nightly","from":"search","to":"runner","port":9000}]`)),
 			newServer("files", withPort(8080)),
 		},
-		Resolved: map[string]map[string][]netip.Addr{
-			"search": {"docs": addrs("2606:2800:220:1::1", "93.184.216.34")},
-		},
 	}
+	inv.Resolved = answers(inv.Servers, map[string]map[string][]netip.Addr{
+		"search": {"docs": addrs("2606:2800:220:1::1", "93.184.216.34")},
+	})
+	return inv
 }
 
 func TestComputePolicyShapes(t *testing.T) {
@@ -899,7 +900,8 @@ func TestLongNamesStayValidAndDistinct(t *testing.T) {
 // servers, every server with a public-web and a CIDR binding, every tenth
 // with a hostname binding and a recipe binding.
 func largeInventory(n, perContext, servers int) Inventory {
-	inv := Inventory{Resolved: map[string]map[string][]netip.Addr{}}
+	inv := Inventory{}
+	raw := map[string]map[string][]netip.Addr{}
 	for i := range servers {
 		name := fmt.Sprintf("server-%03d", i)
 		opts := []func(*clerumv1alpha1.McpServer){
@@ -910,7 +912,7 @@ func largeInventory(n, perContext, servers int) Inventory {
 			opts = append(opts,
 				withBindings(hostBinding("docs", "docs.example.com", 443)),
 				withRecipeBindings(fmt.Sprintf(`[{"recipe":"r","from":%q,"to":"w","port":9000},{"recipe":"r","from":%q,"to":"w","port":9001,"protocol":"UDP"}]`, name, name)))
-			inv.Resolved[name] = map[string][]netip.Addr{"docs": addrs("93.184.216.34", "2606:2800:220:1::1", "93.184.216.35")}
+			raw[name] = map[string][]netip.Addr{"docs": addrs("93.184.216.34", "2606:2800:220:1::1", "93.184.216.35")}
 		}
 		inv.Servers = append(inv.Servers, newServer(name, opts...))
 	}
@@ -921,6 +923,7 @@ func largeInventory(n, perContext, servers int) Inventory {
 		}
 		inv.Contexts = append(inv.Contexts, newContext(fmt.Sprintf("context-%04d", i), fmt.Sprintf("ctx%04d", i), i%17, granted...))
 	}
+	inv.Resolved = answers(inv.Servers, raw)
 	return inv
 }
 
@@ -935,7 +938,7 @@ func TestComputeIsDeterministic(t *testing.T) {
 		shuffled := Inventory{
 			Contexts: slices.Clone(inv.Contexts),
 			Servers:  slices.Clone(inv.Servers),
-			Resolved: map[string]map[string][]netip.Addr{},
+			Resolved: map[string]map[string]Resolution{},
 		}
 		rng.Shuffle(len(shuffled.Contexts), func(a, b int) {
 			shuffled.Contexts[a], shuffled.Contexts[b] = shuffled.Contexts[b], shuffled.Contexts[a]
@@ -944,10 +947,10 @@ func TestComputeIsDeterministic(t *testing.T) {
 			shuffled.Servers[a], shuffled.Servers[b] = shuffled.Servers[b], shuffled.Servers[a]
 		})
 		for server, bindings := range inv.Resolved {
-			shuffled.Resolved[server] = map[string][]netip.Addr{}
+			shuffled.Resolved[server] = map[string]Resolution{}
 			for binding, answer := range bindings {
-				answer = slices.Clone(answer)
-				rng.Shuffle(len(answer), func(a, b int) { answer[a], answer[b] = answer[b], answer[a] })
+				answer.Addrs = slices.Clone(answer.Addrs)
+				rng.Shuffle(len(answer.Addrs), func(a, b int) { answer.Addrs[a], answer.Addrs[b] = answer.Addrs[b], answer.Addrs[a] })
 				shuffled.Resolved[server][binding] = answer
 			}
 		}

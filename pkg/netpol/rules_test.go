@@ -98,3 +98,31 @@ func TestLookupsAreRooted(t *testing.T) {
 	assert.Equal(t, "api.example.com.", RootedName("api.example.com"))
 	assert.Equal(t, "api.example.com.", RootedName("api.example.com."))
 }
+
+func TestAStaleAnswerAllowsNothing(t *testing.T) {
+	b := hostBinding("api", "new.example.com", 22)
+	server := newServer("s1", withBindings(b))
+	server.UID = "uid-2"
+	current := ResolutionFor(server, &server.Spec.EgressBindings[0], addrs("93.184.216.34"))
+	tests := []struct {
+		name  string
+		stale func(*Resolution)
+	}{
+		{"an answer for another host", func(r *Resolution) { r.Host = "old.example.com" }},
+		{"an answer for another port", func(r *Resolution) { r.Port = 443 }},
+		{"an answer for another protocol", func(r *Resolution) { r.Protocol = "UDP" }},
+		{"an answer for a deleted server of the same name", func(r *Resolution) { r.ServerUID = "uid-1" }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name+" allows nothing", func(t *testing.T) {
+			r := current
+			tc.stale(&r)
+			plan := Compute(Inventory{Servers: []*clerumv1alpha1.McpServer{server},
+				Resolved: map[string]map[string]Resolution{"s1": {"api": r}}}, defaultOptions(t))
+			assert.Empty(t, externalEgress(plan))
+		})
+	}
+	plan := Compute(Inventory{Servers: []*clerumv1alpha1.McpServer{server},
+		Resolved: map[string]map[string]Resolution{"s1": {"api": current}}}, defaultOptions(t))
+	assert.Len(t, externalEgress(plan), 1, "the current answer allows")
+}

@@ -62,8 +62,8 @@ func TestPlannedPoliciesAdmitExactlyTheIntendedFlows(t *testing.T) {
 			newServer("files", withPort(8080), withBindings(hostBinding("api", "api.example.com", 443))),
 			newServer("retired", disabled),
 		},
-		Resolved: map[string]map[string][]netip.Addr{"files": {"api": addrs("93.184.216.34")}},
 	}
+	inv.Resolved = answers(inv.Servers, map[string]map[string][]netip.Addr{"files": {"api": addrs("93.184.216.34")}})
 	plan := Compute(inv, defaultOptions(t))
 	require.Empty(t, plan.Rejections)
 	policy := matcher.BuildNetworkPolicies(false, plan.Policies)

@@ -9,6 +9,8 @@ package netpol
 import (
 	"net/netip"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	networkingv1 "k8s.io/api/networking/v1"
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
@@ -70,11 +72,38 @@ type Inventory struct {
 	Contexts []*clerumv1alpha1.Context
 	Servers  []*clerumv1alpha1.McpServer
 
-	// Resolved holds, per server name and binding name, the addresses a
-	// hostname binding currently resolves to. A hostname binding with no
-	// entry (never resolved, or its last refresh failed) gets no allow:
-	// DNS-derived allows are never kept without a current answer.
-	Resolved map[string]map[string][]netip.Addr
+	// Resolved holds, per server name and binding name, the current DNS
+	// answer of a hostname binding. A binding with no entry, or an entry
+	// that answers another server (UID) or another host, port or protocol
+	// (the spec changed since the lookup), gets no allow: DNS-derived
+	// allows are never kept without a current answer for what they allow.
+	Resolved map[string]map[string]Resolution
+}
+
+// Resolution is a DNS answer for one hostname binding, with what it was the
+// answer for.
+type Resolution struct {
+	ServerUID types.UID
+	Host      string
+	Port      int32
+	Protocol  string
+	Addrs     []netip.Addr
+}
+
+// ResolutionFor returns addrs as the answer for binding b of server s.
+func ResolutionFor(s *clerumv1alpha1.McpServer, b *clerumv1alpha1.EgressBinding, addrs []netip.Addr) Resolution {
+	r := Resolution{ServerUID: s.UID, Host: b.Host, Protocol: b.EffectiveProtocol(), Addrs: addrs}
+	if b.Port != nil {
+		r.Port = *b.Port
+	}
+	return r
+}
+
+// answers reports whether r is an answer for binding b of server s as they
+// are now.
+func (r Resolution) answers(s *clerumv1alpha1.McpServer, b *clerumv1alpha1.EgressBinding) bool {
+	want := ResolutionFor(s, b, nil)
+	return r.ServerUID == want.ServerUID && r.Host == want.Host && r.Port == want.Port && r.Protocol == want.Protocol
 }
 
 // Plan is the planner's output.

@@ -53,7 +53,7 @@ func Render(ctx context.Context, opts Options) ([]byte, error) {
 	contexts := watched(in.contexts, cfg.Namespaces.McpServer, opts.Warn)
 	resolver := overrideResolver{overrides: opts.Overrides, fallback: opts.Resolver}
 	warnings := map[string]string{} // server/binding → warning, first reason wins
-	resolved := map[string]map[string][]netip.Addr{}
+	resolved := map[string]map[string]netpol.Resolution{}
 	planOpts := netpol.NewOptions(cfg)
 	rules := netpol.NewEgressRules(planOpts)
 	for _, s := range servers {
@@ -68,8 +68,14 @@ func Render(ctx context.Context, opts Options) ([]byte, error) {
 			warnings[s.Name+"/"+b] = fmt.Sprintf("McpServer %s binding %s not resolved (%s: %s): no allow, and the server's runtime stays blocked",
 				s.Name, b, class, answer.Details[b])
 		}
-		if len(answer.Addrs) > 0 {
-			resolved[s.Name] = answer.Addrs
+		for i := range s.Spec.EgressBindings {
+			b := &s.Spec.EgressBindings[i]
+			if addrs, ok := answer.Addrs[b.Name]; ok {
+				if resolved[s.Name] == nil {
+					resolved[s.Name] = map[string]netpol.Resolution{}
+				}
+				resolved[s.Name][b.Name] = netpol.ResolutionFor(s, b, addrs)
+			}
 		}
 	}
 

@@ -52,12 +52,15 @@ type Resolver interface {
 var _ Resolver = (*net.Resolver)(nil)
 
 const (
-	// primeConcurrency bounds parallel lookups during the startup round.
+	// primeConcurrency bounds the servers resolved in parallel during the
+	// startup round (each resolves up to lookupConcurrency names at once).
 	primeConcurrency = 16
 	// DefaultPrimeDeadline bounds the whole startup round: a server not
 	// resolved by then starts unproven (no allow, runtime blocked) and is
 	// resolved by the workers.
-	DefaultPrimeDeadline = 30 * time.Second
+	DefaultPrimeDeadline = time.Minute
+	// Workers is how many servers the coordinator syncs at once.
+	Workers = 4
 )
 
 // Options configures the coordinator.
@@ -134,7 +137,10 @@ func New(log zerolog.Logger, hcc clientset.Interface, servers interface {
 		opts.PrimeDeadline = DefaultPrimeDeadline
 	}
 	if opts.Rules == nil {
-		opts.Rules = netpol.NewEgressRules(netpol.Options{})
+		// Permissive defaults (no API-server or cluster ranges, no cluster
+		// domain) would be a silent hole: the caller must pass the rules
+		// the planner uses.
+		panic("egress: Options.Rules is required")
 	}
 	c := &Coordinator{
 		hcc:      hcc,

@@ -175,7 +175,7 @@ func (f *fixture) status(t *testing.T) (*metav1.Condition, []string) {
 
 func (f *fixture) resolved() []netip.Addr {
 	snap, _ := f.c.Snapshot()
-	return snap["s1"]["api"]
+	return snap["s1"]["api"].Addrs
 }
 
 func TestResolvedHostIsPublishedThenGatedUntilApplied(t *testing.T) {

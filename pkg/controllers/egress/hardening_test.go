@@ -269,3 +269,69 @@ func (f *fixture) series(t *testing.T, name string) int {
 	}
 	return 0
 }
+
+func TestRemovingEveryBindingWaitsForTheRevocation(t *testing.T) {
+	f := newFixture(t, cidr("dns", "8.8.8.0/24", 443))
+	f.sync(t)
+	f.apply()
+	f.update(t, func(s *clerumv1alpha1.McpServer) { s.Spec.EgressBindings, s.Spec.Image = nil, "new" })
+	f.sync(t)
+	assert.False(t, f.c.Ready(f.server), "ext-egress-s1-dns is still in the cluster")
+	cond, _ := f.status(t)
+	assert.Equal(t, ReasonPending, cond.Reason)
+
+	_, v := f.c.Snapshot()
+	f.c.Applied(v, netpolcontroller.EgressReport{Failed: sets.New("s1")}) // its delete failed
+	assert.False(t, f.c.Ready(f.server))
+	f.c.Applied(v, netpolcontroller.EgressReport{})
+	assert.True(t, f.c.Ready(f.server))
+	f.sync(t)
+	cond, _ = f.status(t)
+	assert.Equal(t, ReasonNoBindings, cond.Reason)
+}
+
+func TestTheSnapshotNamesWhatEachAnswerIsFor(t *testing.T) {
+	f := newFixture(t, hostBinding("api", "old.example.com"))
+	f.resolver.set("old.example.com", "93.184.216.34")
+	f.sync(t)
+	snap, _ := f.c.Snapshot()
+	got := snap["s1"]["api"]
+	assert.Equal(t, types.UID("uid-1"), got.ServerUID)
+	assert.Equal(t, "old.example.com", got.Host)
+	assert.Equal(t, int32(443), got.Port)
+	assert.Equal(t, "TCP", got.Protocol)
+	// The planner uses an answer only for the same server and destination
+	// (pkg/netpol TestAStaleAnswerAllowsNothing): a pass that reads the new
+	// spec before the coordinator resolved it plans no allow.
+}
+
+func TestAddressesNotConfirmedForTwoPeriodsLeaveTheSnapshot(t *testing.T) {
+	f := newFixture(t, hostBinding("api", "api.example.com"))
+	f.resolver.set("api.example.com", "93.184.216.34")
+	f.sync(t)
+	f.clock.Step(2 * refresh) // no refresh ran: a stalled worker
+	snap, _ := f.c.Snapshot()
+	assert.Empty(t, snap["s1"], "an answer older than two periods proves nothing")
+}
+
+func TestARotatingPoolKeepsTheGateOpen(t *testing.T) {
+	f := newFixture(t, hostBinding("api", "api.example.com"))
+	f.resolver.set("api.example.com", "93.184.216.1")
+	f.sync(t)
+	f.apply()
+	require.True(t, f.c.Ready(f.server))
+	changes := f.changes
+	f.resolver.set("api.example.com", "93.184.216.2")
+	f.clock.Step(refresh)
+	f.sync(t)
+	assert.Equal(t, changes+1, f.changes, "the new address asks for a pass")
+	assert.True(t, f.c.Ready(f.server), "the earlier address stays allowed, so the gate stays open")
+}
+
+func TestABlockedPassClosesEveryGate(t *testing.T) {
+	f := newFixture(t, cidr("dns", "8.8.8.0/24", 443))
+	f.sync(t)
+	_, v := f.c.Snapshot()
+	f.c.Applied(v, netpolcontroller.EgressReport{Blocked: true})
+	assert.False(t, f.c.Ready(f.server))
+}

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -42,10 +43,15 @@ type Answer struct {
 	Details map[string]string
 }
 
+// lookupConcurrency bounds the parallel lookups of one server's bindings, so
+// a server with many black-holed names costs about one DNS deadline, not one
+// per binding, and cannot hold a worker for minutes.
+const lookupConcurrency = 8
+
 // Resolve validates every egress binding of server with rules and looks up
-// its hostname bindings, each within timeout, as absolute names. The
-// coordinator and `hcc-controller render` share it, so both judge bindings
-// alike.
+// its hostname bindings in parallel, each within timeout, as absolute names.
+// The coordinator and `hcc-controller render` share it, so both judge
+// bindings alike.
 func Resolve(ctx context.Context, resolver Resolver, timeout time.Duration, rules *netpol.EgressRules, server *clerumv1alpha1.McpServer) Answer {
 	answer := Answer{
 		Addrs:    map[string][]netip.Addr{},
@@ -53,6 +59,11 @@ func Resolve(ctx context.Context, resolver Resolver, timeout time.Duration, rule
 		Failed:   map[string]string{},
 		Details:  map[string]string{},
 	}
+	var (
+		mu  sync.Mutex
+		wg  sync.WaitGroup
+		sem = make(chan struct{}, lookupConcurrency)
+	)
 	for i := range server.Spec.EgressBindings {
 		b := &server.Spec.EgressBindings[i]
 		if err := rules.CheckBinding(b); err != nil {
@@ -62,20 +73,27 @@ func Resolve(ctx context.Context, resolver Resolver, timeout time.Duration, rule
 		if b.EffectiveMode() != clerumv1alpha1.EgressModeExactHost || b.Host == "" {
 			continue // public-web and CIDR bindings need no DNS
 		}
-		addrs, err := lookup(ctx, resolver, timeout, b.Host)
-		if err == nil {
-			err = rules.CheckAnswer(addrs)
-			if err != nil {
-				err = &privateAnswer{err}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			addrs, err := lookup(ctx, resolver, timeout, b.Host)
+			if err == nil {
+				if err = rules.CheckAnswer(addrs); err != nil {
+					err = &privateAnswer{err}
+				}
 			}
-		}
-		if err != nil {
-			answer.Failed[b.Name] = classify(err)
-			answer.Details[b.Name] = fmt.Sprintf("looking up %s: %v", b.Host, err)
-			continue
-		}
-		answer.Addrs[b.Name] = addrs
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				answer.Failed[b.Name] = classify(err)
+				answer.Details[b.Name] = fmt.Sprintf("looking up %s: %v", b.Host, err)
+				return
+			}
+			answer.Addrs[b.Name] = addrs
+		}()
 	}
+	wg.Wait()
 	return answer
 }
 

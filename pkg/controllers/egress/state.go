@@ -11,6 +11,7 @@ import (
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	netpolcontroller "github.com/clerum/hcc/pkg/controllers/netpol"
+	"github.com/clerum/hcc/pkg/netpol"
 )
 
 // serverState is what the coordinator knows of one server.
@@ -22,8 +23,12 @@ type serverState struct {
 	// version is the coordinator version at which what a pass must program
 	// for this server last changed: its addresses, verdicts or generation.
 	version uint64
+	// gateVersion is the version at which the server's generation, UID or
+	// verdicts last changed. An address-only change (a rotating pool, the
+	// earlier answers still allowed) leaves the gate open.
+	gateVersion uint64
 	// applied is the newest version a pass put into the cluster for this
-	// server; the gate is open while version <= applied.
+	// server; the gate is open while gateVersion <= applied.
 	applied uint64
 	// seen holds, per hostname binding, each address with the last time a
 	// successful answer contained it.
@@ -140,16 +145,21 @@ func (c *Coordinator) refresh(ctx context.Context, server *clerumv1alpha1.McpSer
 		next.seen[binding] = c.union(earlier, addrs, now)
 	}
 	if same {
-		next.eventKey, next.version, next.applied = prev.eventKey, prev.version, prev.applied
+		next.eventKey, next.version, next.gateVersion, next.applied = prev.eventKey, prev.version, prev.gateVersion, prev.applied
 		next.planRejected = prev.planRejected
 	}
 	// A new generation changes what the pass must program even when the
-	// addresses stay (a CIDR, port or mode edit, a new public-web binding):
-	// the gate must wait for a pass that applied it.
-	changed := !same || prev.generation != next.generation || !samePublished(prev, next)
+	// addresses stay (a CIDR, port or mode edit, a new public-web binding,
+	// every binding removed): the gate must wait for a pass that applied it.
+	regated := !same || prev.generation != next.generation ||
+		!maps.Equal(prev.rejected, next.rejected) || !maps.Equal(prev.failed, next.failed)
+	changed := regated || !samePublished(prev, next)
 	if changed {
 		c.version++
 		next.version = c.version
+	}
+	if regated {
+		next.gateVersion = next.version
 	}
 	c.states[server.Name] = next
 	c.mu.Unlock()
@@ -198,22 +208,45 @@ func samePublished(a, b *serverState) bool {
 	return maps.Equal(a.rejected, b.rejected) && maps.Equal(a.failed, b.failed)
 }
 
-// Snapshot implements the NetworkPolicy controller's EgressSource.
-func (c *Coordinator) Snapshot() (map[string]map[string][]netip.Addr, uint64) {
+// Snapshot implements the NetworkPolicy controller's EgressSource. Each
+// answer names the server UID and the destination it answers, so a pass that
+// reads a newer spec than the coordinator has resolved plans no allow from
+// it. An address not confirmed for two refresh periods is left out even if
+// no refresh has run since (a stalled worker must not keep an allow alive).
+func (c *Coordinator) Snapshot() (map[string]map[string]netpol.Resolution, uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make(map[string]map[string][]netip.Addr, len(c.states))
+	now := c.clock.Now()
+	out := make(map[string]map[string]netpol.Resolution, len(c.states))
 	for server, st := range c.states {
 		if len(st.seen) == 0 {
 			continue
 		}
-		bindings := make(map[string][]netip.Addr, len(st.seen))
+		bindings := make(map[string]netpol.Resolution, len(st.seen))
 		for b, seen := range st.seen {
-			bindings[b] = sortedAddrs(seen)
+			addrs := c.liveAddrs(seen, now)
+			if len(addrs) == 0 {
+				continue
+			}
+			d := st.dest[b]
+			bindings[b] = netpol.Resolution{ServerUID: st.uid, Host: d.host, Port: d.port, Protocol: d.protocol, Addrs: addrs}
 		}
 		out[server] = bindings
 	}
 	return out, c.version
+}
+
+// liveAddrs returns the addresses of seen confirmed within two refresh
+// periods, in address order.
+func (c *Coordinator) liveAddrs(seen map[netip.Addr]time.Time, now time.Time) []netip.Addr {
+	out := make([]netip.Addr, 0, len(seen))
+	for a, t := range seen {
+		if c.opts.Refresh <= 0 || now.Sub(t) < 2*c.opts.Refresh {
+			out = append(out, a)
+		}
+	}
+	slices.SortFunc(out, func(a, b netip.Addr) int { return a.Compare(b) })
+	return out
 }
 
 // Applied implements EgressSource: a pass built from Snapshot version is in
@@ -224,19 +257,19 @@ func (c *Coordinator) Applied(version uint64, report netpolcontroller.EgressRepo
 	c.mu.Lock()
 	var touched []string
 	for name, st := range c.states {
-		before := st.version <= st.applied && len(st.planRejected) == 0
+		before := st.gateVersion <= st.applied && len(st.planRejected) == 0
 		rejected := report.Rejected[name]
 		changedRejections := !maps.Equal(st.planRejected, rejected)
 		st.planRejected = rejected
 		switch {
-		case report.Failed.Has(name):
+		case report.Blocked || report.Failed.Has(name):
 			// Some of its policies did not land: closed until a pass
 			// writes them all.
 			st.applied = 0
 		case st.version <= version && version > st.applied:
 			st.applied = version
 		}
-		after := st.version <= st.applied && len(st.planRejected) == 0
+		after := st.gateVersion <= st.applied && len(st.planRejected) == 0
 		if before != after || changedRejections {
 			touched = append(touched, name)
 		}
@@ -251,22 +284,25 @@ func (c *Coordinator) Applied(version uint64, report netpolcontroller.EgressRepo
 
 // Ready is the runtime gate: true when every binding of server's current
 // generation is valid, resolved, accepted by the planner and in the
-// cluster. A server without bindings needs no gate.
+// cluster, and the last pass wrote all of the server's policies. A server
+// the coordinator has not seen yet needs no gate only if it declares no
+// bindings; once seen, even a server whose bindings were all removed waits
+// for the pass that revokes their allows.
 func (c *Coordinator) Ready(server *clerumv1alpha1.McpServer) bool {
-	if len(server.Spec.EgressBindings) == 0 {
-		return true
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	st, ok := c.states[server.Name]
-	return ok && st.open(server)
+	if !ok {
+		return len(server.Spec.EgressBindings) == 0
+	}
+	return st.open(server)
 }
 
 // open reports whether st opens the gate for server.
 func (st *serverState) open(server *clerumv1alpha1.McpServer) bool {
 	return st.uid == server.UID && st.generation == server.Generation &&
 		len(st.rejected) == 0 && len(st.failed) == 0 && len(st.planRejected) == 0 &&
-		st.version <= st.applied
+		st.gateVersion <= st.applied
 }
 
 // view returns a copy of server's state and whether its gate is open.
@@ -278,13 +314,4 @@ func (c *Coordinator) view(server *clerumv1alpha1.McpServer) (serverState, bool)
 		return *st, ready
 	}
 	return serverState{}, ready
-}
-
-func sortedAddrs(seen map[netip.Addr]time.Time) []netip.Addr {
-	out := make([]netip.Addr, 0, len(seen))
-	for a := range seen {
-		out = append(out, a)
-	}
-	slices.SortFunc(out, func(a, b netip.Addr) int { return a.Compare(b) })
-	return out
 }

@@ -43,8 +43,10 @@ func condition(server *clerumv1alpha1.McpServer, st serverState, ready bool) (me
 	ips = slices.Compact(ips)
 
 	switch {
-	case len(server.Spec.EgressBindings) == 0:
+	case len(server.Spec.EgressBindings) == 0 && ready:
 		return metav1.ConditionTrue, ReasonNoBindings, "the server declares no egress bindings", nil
+	case len(server.Spec.EgressBindings) == 0:
+		return metav1.ConditionFalse, ReasonPending, "the allows of removed egress bindings are being revoked", nil
 	case len(st.rejected) > 0 || len(st.planRejected) > 0:
 		return metav1.ConditionFalse, ReasonBindingRejected, describe(rejections(st)), ips
 	case len(st.failed) > 0:

@@ -9,8 +9,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/netip"
 	"sort"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -57,7 +57,7 @@ const (
 type EgressSource interface {
 	// Snapshot returns, per server and hostname binding, the addresses
 	// currently proven by DNS, and the version of that state.
-	Snapshot() (resolved map[string]map[string][]netip.Addr, version uint64)
+	Snapshot() (resolved map[string]map[string]netpol.Resolution, version uint64)
 	// Applied reports that a pass built from Snapshot version is in the
 	// cluster for every server but those report names, so the coordinator
 	// may release the servers it gates.
@@ -75,6 +75,9 @@ type EgressReport struct {
 	// and binding (two servers' bindings mapping to one policy name, among
 	// others): reported on the loser's status, whose gate stays closed.
 	Rejected map[string]map[string]string
+	// Blocked is set when the MCP server namespace's default deny could not
+	// be written: no server's pods are isolated, so every gate stays closed.
+	Blocked bool
 }
 
 // DefaultMinInterval is the shortest time between the starts of two full
@@ -119,6 +122,8 @@ type Controller struct {
 	// observed remembers the deletions seen since the last pass whose
 	// revocations all succeeded.
 	observed *observations
+	// created remembers this process's creates the cache has not shown.
+	created *createdPolicies
 	// lastStart is when the last full pass started, in Unix nanoseconds.
 	lastStart atomic.Int64
 
@@ -205,6 +210,7 @@ func New(
 		log:        log.With().Str("controller", "netpol").Logger(),
 		plan:       netpol.Compute,
 		observed:   newObservations(),
+		created:    newCreatedPolicies(),
 		conflicted: sets.New[string](),
 		rejected:   sets.New[string](),
 		unmanaged:  sets.New[policyKey](),
@@ -214,15 +220,10 @@ func New(
 	_, _ = servers.Informer().AddEventHandler(c.serverHandlers())
 	_, _ = contexts.Informer().AddEventHandler(c.contextHandlers())
 	c.synced = append(c.synced, servers.Informer().HasSynced, contexts.Informer().HasSynced)
-	signal := cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { c.Signal() },
-		UpdateFunc: func(any, any) { c.Signal() },
-		DeleteFunc: func(any) { c.Signal() },
-	}
+
 	for _, f := range policyFactories {
 		inf := f.Networking().V1().NetworkPolicies()
-		// A managed policy edited or deleted by hand is drift: re-plan.
-		_, _ = inf.Informer().AddEventHandler(signal)
+		_, _ = inf.Informer().AddEventHandler(c.policyHandlers())
 		c.policyListers = append(c.policyListers, inf.Lister())
 		c.synced = append(c.synced, inf.Informer().HasSynced)
 	}
@@ -259,12 +260,16 @@ func (c *Controller) Run(ctx context.Context) error {
 	// Two workers: a full pass and a defaults-only pass may overlap (their
 	// write sets are L0/L1 ensures at worst, which the API server
 	// serialises), but the queue never runs two passes of one kind.
+	var wg sync.WaitGroup
 	for range 2 {
-		go wait.UntilWithContext(ctx, c.runWorker, time.Second)
+		wg.Go(func() { wait.UntilWithContext(ctx, c.runWorker, time.Second) })
 	}
-	c.startTimers(ctx)
+	c.startTimers(ctx, &wg)
 	<-ctx.Done()
 	c.log.Info().Msg("stopping")
+	// A pass under way finishes its writes; Run returns once it has.
+	c.queue.ShutDown()
+	wg.Wait()
 	return nil
 }
 
@@ -328,21 +333,29 @@ func (c *Controller) sync(ctx context.Context, kind passKind) (time.Duration, er
 // startTimers starts the periodic passes. A tick that finds a pass of its
 // kind running is skipped and counted, not queued: a period shorter than a
 // pass would otherwise run passes back to back forever.
-func (c *Controller) startTimers(ctx context.Context) {
+func (c *Controller) startTimers(ctx context.Context, wg *sync.WaitGroup) {
 	tick := func(period time.Duration, inFlight *atomic.Bool, kind passKind, reason string) {
 		if period <= 0 {
 			return
 		}
-		go wait.UntilWithContext(ctx, func(context.Context) {
-			if inFlight.Load() {
-				c.metrics.TicksSkipped.WithLabelValues(reason).Inc()
-				return
-			}
-			c.queue.Add(kind)
-		}, period)
+		wg.Go(func() {
+			c.tickEvery(ctx, period, inFlight, kind, reason)
+		})
 	}
 	tick(c.opts.Resync, &c.fullInFlight, passFull, "pass-in-flight")
 	tick(c.opts.DefaultsResync, &c.defaultsInFlight, passDefaults, "defaults-only-in-flight")
+}
+
+// tickEvery queues kind every period until ctx is done, unless a pass of
+// that kind is running.
+func (c *Controller) tickEvery(ctx context.Context, period time.Duration, inFlight *atomic.Bool, kind passKind, reason string) {
+	wait.UntilWithContext(ctx, func(context.Context) {
+		if inFlight.Load() {
+			c.metrics.TicksSkipped.WithLabelValues(reason).Inc()
+			return
+		}
+		c.queue.Add(kind)
+	}, period)
 }
 
 // livePolicies returns every managed policy in the watched namespaces.
@@ -359,7 +372,7 @@ func (c *Controller) livePolicies() ([]*networkingv1.NetworkPolicy, error) {
 }
 
 // inventory reads the planner's input from the listers.
-func (c *Controller) inventory(resolved map[string]map[string][]netip.Addr) (netpol.Inventory, error) {
+func (c *Controller) inventory(resolved map[string]map[string]netpol.Resolution) (netpol.Inventory, error) {
 	ns := c.opts.Plan.McpServerNamespace
 	servers, err := c.serverLister.McpServers(ns).List(labels.Everything())
 	if err != nil {

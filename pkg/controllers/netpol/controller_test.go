@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"sync"
 	"testing"
 	"time"
 
@@ -85,8 +86,10 @@ type fakeEgress struct {
 	report           EgressReport
 }
 
-func (f *fakeEgress) Snapshot() (map[string]map[string][]netip.Addr, uint64) { return nil, f.version }
-func (f *fakeEgress) Applied(v uint64, r EgressReport)                       { f.applied, f.report = v, r }
+func (f *fakeEgress) Snapshot() (map[string]map[string]netpol.Resolution, uint64) {
+	return nil, f.version
+}
+func (f *fakeEgress) Applied(v uint64, r EgressReport) { f.applied, f.report = v, r }
 
 // fullPass runs one full pass and returns its error.
 func fullPass(c *Controller) error {
@@ -385,7 +388,9 @@ func TestResyncTickIsSkippedWhileAPassRuns(t *testing.T) {
 	c.opts.DefaultsResync = 5 * time.Millisecond
 	c.fullInFlight.Store(true)
 	ctx, cancel := context.WithCancel(context.Background())
-	c.startTimers(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	c.startTimers(ctx, &wg)
 	require.Eventually(t, func() bool {
 		return counterValue(t, c.metrics.TicksSkipped.WithLabelValues("pass-in-flight")) >= 2
 	}, 5*time.Second, 5*time.Millisecond)

@@ -6,6 +6,7 @@ import (
 
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/clerum/hcc/pkg/names"
 	"github.com/clerum/hcc/pkg/netpol"
@@ -37,6 +38,11 @@ var defaultTypes = map[string]bool{
 // managed by HCC, or of another writer's type.
 func policyType(p *networkingv1.NetworkPolicy) (typ string, ok bool) {
 	if p.Labels[names.LabelManagedBy] != names.ManagedByValue {
+		return "", false
+	}
+	// This operator sets no owner references: a policy some controller
+	// owns is that controller's, whatever its labels say.
+	if metav1.GetControllerOfNoCopy(p) != nil {
 		return "", false
 	}
 	if typ, labelled := p.Labels[names.LabelPolicyType]; labelled {
@@ -95,8 +101,8 @@ type changes struct {
 	deletes []*networkingv1.NetworkPolicy // orphans, unless capped
 	// kept are unplanned L0/L1 policies, ensured but never swept.
 	kept []*networkingv1.NetworkPolicy
-	// conflicts are desired policies whose name a live managed policy of
-	// another writer holds: never written, reported.
+	// conflicts are live policies of another writer holding names this
+	// operator plans: never written, reported.
 	conflicts []*networkingv1.NetworkPolicy
 	// capped names the rule that refused the orphan deletes, if any.
 	capped string
@@ -132,13 +138,13 @@ func diff(desired []*networkingv1.NetworkPolicy, desiredServers []string, live [
 		desiredServers = nil
 	}
 	liveByKey := make(map[policyKey]*networkingv1.NetworkPolicy, len(live))
-	foreign := map[policyKey]bool{}
+	foreign := map[policyKey]*networkingv1.NetworkPolicy{}
 	listed := 0
 	for _, p := range live {
 		if !owned(p) {
 			// Managed by HCC but another writer's: a name it holds is never
 			// ours to write.
-			foreign[keyOf(p)] = true
+			foreign[keyOf(p)] = p
 			continue
 		}
 		if keep != nil && !keep(p) {
@@ -163,8 +169,8 @@ func diff(desired []*networkingv1.NetworkPolicy, desiredServers []string, live [
 			if written = upd != nil; written {
 				c.updates = append(c.updates, upd)
 			}
-		case foreign[k]:
-			c.conflicts = append(c.conflicts, want)
+		case foreign[k] != nil:
+			c.conflicts = append(c.conflicts, foreign[k])
 		default:
 			c.creates = append(c.creates, want)
 		}

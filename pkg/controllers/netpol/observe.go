@@ -2,6 +2,9 @@ package netpol
 
 import (
 	"sync"
+	"time"
+
+	networkingv1 "k8s.io/api/networking/v1"
 
 	"k8s.io/client-go/tools/cache"
 
@@ -80,6 +83,86 @@ func (o *observations) settle(seq uint64) {
 		if n <= seq {
 			delete(o.contextIDs, id)
 		}
+	}
+}
+
+// createdPolicies remembers the policies this process created that its
+// cache has not shown yet. Until the cache catches up, a pass cannot tell
+// such a policy of a server deleted meanwhile from an unexplained orphan, so
+// the observations that explain it are kept.
+type createdPolicies struct {
+	mu      sync.Mutex
+	pending map[policyKey]time.Time
+}
+
+// createdTTL bounds how long a create waits for the cache: one deleted
+// before the watch delivered it is never seen.
+const createdTTL = 2 * time.Minute
+
+func newCreatedPolicies() *createdPolicies {
+	return &createdPolicies{pending: map[policyKey]time.Time{}}
+}
+
+func (p *createdPolicies) add(k policyKey, now time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.pending[k] = now
+}
+
+// seen is called when the cache shows k.
+func (p *createdPolicies) seen(k policyKey) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.pending, k)
+}
+
+// settled reports whether the cache has shown every create younger than
+// createdTTL, forgetting older ones.
+func (p *createdPolicies) settled(now time.Time) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for k, t := range p.pending {
+		if now.Sub(t) >= createdTTL {
+			delete(p.pending, k)
+		}
+	}
+	return len(p.pending) == 0
+}
+
+// policyHandlers signal a pass when a policy in this operator's scope
+// changes (drift: edited or deleted by hand), and note the creates the
+// cache has caught up with. Other writers' policies in the same namespaces
+// signal nothing.
+func (c *Controller) policyHandlers() cache.ResourceEventHandler {
+	ours := func(obj any) bool {
+		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = t.Obj
+		}
+		p, ok := obj.(*networkingv1.NetworkPolicy)
+		return !ok || owned(p) // an unreadable tombstone signals, to be safe
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if p, ok := obj.(*networkingv1.NetworkPolicy); ok {
+				c.created.seen(keyOf(p))
+			}
+			if ours(obj) {
+				c.Signal()
+			}
+		},
+		UpdateFunc: func(old, cur any) {
+			if p, ok := cur.(*networkingv1.NetworkPolicy); ok {
+				c.created.seen(keyOf(p))
+			}
+			if ours(old) || ours(cur) {
+				c.Signal()
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if ours(obj) {
+				c.Signal()
+			}
+		},
 	}
 }
 

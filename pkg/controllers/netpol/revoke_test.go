@@ -15,6 +15,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	core "k8s.io/client-go/testing"
@@ -22,6 +23,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
+	clerumlisters "github.com/clerum/hcc/pkg/generated/listers/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/names"
 	"github.com/clerum/hcc/pkg/netpol"
 )
@@ -203,36 +205,85 @@ func TestAnUnmanagedPolicyHoldingAReservedNameIsSkippedAndReported(t *testing.T)
 	assert.Contains(t, <-recorder.Events, "Warning UnmanagedConflict NetworkPolicy mcp-server/ext-egress-s1-api")
 }
 
-func TestAFailedCreateBlocksOnlyItsServer(t *testing.T) {
-	f := newFixture(t)
-	f.desired = []*networkingv1.NetworkPolicy{
-		policy("mcp-server", "deny-all-mcp-server", names.PolicyTypeDenyAll, 0),
-		policy("mcp-server", "ext-egress-s1-api", names.PolicyTypeExternalEgress, 443),
-		policy("mcp-server", "ext-egress-s2-api", names.PolicyTypeExternalEgress, 443),
-	}
-	f.desired[1].Labels[names.LabelMcpServer] = "s1"
-	f.desired[2].Labels[names.LabelMcpServer] = "s2"
-	f.policies = []*networkingv1.NetworkPolicy{policy("mcp-server", "ctx-c-stale", names.PolicyTypeContextAllow, 3000)}
-	c := f.newController()
+// failingCreates makes the fake API server refuse creating the named
+// policies, as a webhook or RBAC would.
+func (f *fixture) failingCreates(names ...string) {
 	f.kube.PrependReactor("create", "networkpolicies", func(a core.Action) (bool, runtime.Object, error) {
 		p := a.(core.CreateAction).GetObject().(*networkingv1.NetworkPolicy)
-		if p.Name == "deny-all-mcp-server" || p.Name == "ext-egress-s1-api" {
-			return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "networkpolicies"}, p.Name, errors.New("a webhook says no"))
+		for _, n := range names {
+			if p.Name == n {
+				return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "networkpolicies"}, p.Name, errors.New("a webhook says no"))
+			}
 		}
 		return false, nil, nil
 	})
+}
+
+func twoServersDesired(f *fixture) {
+	f.desired = []*networkingv1.NetworkPolicy{
+		policy("mcp-server", "deny-all-mcp-server", names.PolicyTypeDenyAll, 0),
+		policy("mcp-server", "allow-dns-egress-mcp-server", names.PolicyTypeInfrastructure, 0),
+		policy("mcp-server", "ext-egress-s1-api", names.PolicyTypeExternalEgress, 443),
+		policy("mcp-server", "ext-egress-s2-api", names.PolicyTypeExternalEgress, 443),
+	}
+	f.desired[2].Labels[names.LabelMcpServer] = "s1"
+	f.desired[3].Labels[names.LabelMcpServer] = "s2"
+	f.policies = []*networkingv1.NetworkPolicy{policy("mcp-server", "ctx-c-stale", names.PolicyTypeContextAllow, 3000)}
+}
+
+func TestAFailedCreateBlocksOnlyItsServer(t *testing.T) {
+	f := newFixture(t)
+	twoServersDesired(f)
+	c := f.newController()
+	f.failingCreates("allow-dns-egress-mcp-server", "ext-egress-s1-api")
 	err := fullPass(c)
 	require.Error(t, err, "the pass retries with backoff")
-	assert.Contains(t, err.Error(), "deny-all-mcp-server")
+	assert.Contains(t, err.Error(), "allow-dns-egress-mcp-server")
 	assert.Contains(t, err.Error(), "ext-egress-s1-api")
 	assert.Equal(t, []string{
 		"create mcp-server/deny-all-mcp-server",
+		"create mcp-server/allow-dns-egress-mcp-server",
 		"delete mcp-server/ctx-c-stale",
 		"create mcp-server/ext-egress-s1-api",
 		"create mcp-server/ext-egress-s2-api",
-	}, f.writes(), "a failed L0 create stops neither revocations nor other creates")
-	assert.True(t, f.readiness.Ready(), "every revocation succeeded")
+	}, f.writes(), "a failed L1 create stops neither revocations nor other creates")
+	assert.True(t, f.readiness.Ready(), "every revocation succeeded; a missing L1 allow opens nothing")
 	assert.Equal(t, []string{"s1"}, f.egress.report.Failed.UnsortedList())
+	assert.False(t, f.egress.report.Blocked)
+}
+
+func TestAFailedDefaultDenyWithholdsCertificationAndEveryGate(t *testing.T) {
+	f := newFixture(t)
+	twoServersDesired(f)
+	c := f.newController()
+	f.failingCreates("deny-all-mcp-server")
+	require.Error(t, fullPass(c))
+	assert.Contains(t, f.writes(), "delete mcp-server/ctx-c-stale", "revocations still go on")
+	assert.Contains(t, f.writes(), "create mcp-server/ext-egress-s2-api", "and creates")
+	assert.False(t, f.readiness.Ready(), "a namespace without its default deny is open")
+	assert.True(t, f.egress.report.Blocked, "no server's pods are isolated: every gate stays closed")
+}
+
+func TestSystemicCreateFailuresStopCreatesButNotRevocations(t *testing.T) {
+	f := newFixture(t)
+	for i := range 50 {
+		f.desired = append(f.desired, policy("mcp-server", fmt.Sprintf("ctx-c-new%02d", i), names.PolicyTypeContextAllow, 3000))
+	}
+	f.policies = ctxPolicies(3)
+	f.desired = append(f.desired, ctxPolicies(2)...) // ctx-c-s02 is disowned... or an orphan: deleted either way
+	c := f.newController()
+	f.kube.PrependReactor("create", "networkpolicies", func(core.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "networkpolicies"}, "x", errors.New("exceeded quota"))
+	})
+	require.Error(t, fullPass(c))
+	creates := 0
+	for _, w := range f.writes() {
+		if strings.HasPrefix(w, "create ") {
+			creates++
+		}
+	}
+	assert.Equal(t, maxCreateFailures, creates, "after %d failures the pass stops asking", maxCreateFailures)
+	assert.Equal(t, []string{"delete mcp-server/ctx-c-s02"}, f.deletes(), "revocations are always attempted")
 }
 
 func TestALaggingCacheIsRetriedQuietly(t *testing.T) {
@@ -343,4 +394,116 @@ func TestContextIDConflictCondition(t *testing.T) {
 	show()
 	require.NoError(t, fullPass(c))
 	assert.Len(t, applied, 2, "a cleared condition is not written again")
+}
+
+// racyServers deletes servers from the cache right after a pass has listed
+// them, as an informer delivers a delete between two reads of a pass.
+type racyServers struct {
+	clerumlisters.McpServerLister
+	after func()
+}
+
+type racyServersIn struct {
+	clerumlisters.McpServerNamespaceLister
+	after func()
+}
+
+func (r racyServers) McpServers(ns string) clerumlisters.McpServerNamespaceLister {
+	return racyServersIn{r.McpServerLister.McpServers(ns), r.after}
+}
+
+func (r racyServersIn) List(s labels.Selector) ([]*clerumv1alpha1.McpServer, error) {
+	out, err := r.McpServerNamespaceLister.List(s)
+	if r.after != nil {
+		r.after()
+	}
+	return out, err
+}
+
+func TestADeletionDuringAPassIsNotForgotten(t *testing.T) {
+	f, c := convergedFixture(t, 1, 4)
+	once := true
+	c.serverLister = racyServers{c.serverLister, func() {
+		if once {
+			once = false
+			for _, s := range f.servers {
+				require.NoError(t, f.serverIndexer.Delete(s))
+				c.serverHandlers().OnDelete(s)
+			}
+		}
+	}}
+	require.NoError(t, fullPass(c), "this pass planned the servers as still there")
+	require.Empty(t, f.deletes())
+	require.NoError(t, fullPass(c))
+	assert.Len(t, f.deletes(), 12, "the next pass revokes what the deletions disowned, whatever the caps")
+}
+
+func TestObservationsOutliveACacheThatIsBehind(t *testing.T) {
+	f := newFixture(t)
+	f.contexts, f.servers = inventory(1, 4)
+	c := f.newController()
+	c.plan = netpol.Compute
+	require.NoError(t, fullPass(c)) // creates L0/L1 and 12 allows; the cache has not seen them
+	for _, s := range f.servers {
+		require.NoError(t, f.serverIndexer.Delete(s))
+		c.serverHandlers().OnDelete(s)
+	}
+	_, err := c.syncFull(context.Background())
+	require.ErrorIs(t, err, errCacheBehind)
+	f.syncCaches()
+	require.NoError(t, fullPass(c))
+	assert.Len(t, f.deletes(), 12, "the servers' allows are revoked once the cache shows them")
+}
+
+func TestOtherWritersPoliciesSignalNoPass(t *testing.T) {
+	f := newFixture(t)
+	c := f.newController()
+	handlers := c.policyHandlers()
+	host := policy("mcp-host", "allow-rpc-proxy-desktop-h1", names.PolicyTypeHost, 0)
+	handlers.OnAdd(host, false)
+	handlers.OnUpdate(host, host)
+	handlers.OnDelete(host)
+	assert.Zero(t, c.queue.Len())
+	handlers.OnDelete(policy("mcp-server", "ctx-c-s1", names.PolicyTypeContextAllow, 3000))
+	assert.Equal(t, 1, c.queue.Len(), "drift of one of its own does")
+}
+
+func TestAPolicyAControllerOwnsIsNotWritten(t *testing.T) {
+	f := newFixture(t)
+	owned := policy("mcp-server", "ctx-c-s00", names.PolicyTypeContextAllow, 3000)
+	owned.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "x", UID: "u", Controller: ptr.To(true)}}
+	f.policies = []*networkingv1.NetworkPolicy{owned, policy("mcp-server", "ctx-c-gone", names.PolicyTypeContextAllow, 3000)}
+	f.desired = []*networkingv1.NetworkPolicy{policy("mcp-server", "ctx-c-s00", names.PolicyTypeContextAllow, 4000)}
+	c := f.newController()
+	require.NoError(t, fullPass(c))
+	assert.Equal(t, []string{"delete mcp-server/ctx-c-gone"}, f.writes(), "neither updated nor deleted")
+	assert.Equal(t, 1.0, gaugeValue(t, c.metrics.UnmanagedConflicts))
+}
+
+func TestDeletesCarryUIDAndResourceVersionPreconditions(t *testing.T) {
+	f := newFixture(t)
+	stale := policy("mcp-server", "ctx-c-gone", names.PolicyTypeContextAllow, 3000)
+	stale.ResourceVersion = "42"
+	f.policies = []*networkingv1.NetworkPolicy{stale}
+	c := f.newController()
+	var got *metav1.Preconditions
+	f.kube.PrependReactor("delete", "networkpolicies", func(a core.Action) (bool, runtime.Object, error) {
+		got = a.(core.DeleteAction).GetDeleteOptions().Preconditions
+		return false, nil, nil
+	})
+	require.NoError(t, fullPass(c))
+	require.NotNil(t, got)
+	assert.Equal(t, stale.UID, *got.UID)
+	assert.Equal(t, "42", *got.ResourceVersion, "a policy relabelled since the cache saw it is not deleted")
+}
+
+func TestANotFoundThatIsNotTheNamespaceIsAnError(t *testing.T) {
+	f := newFixture(t)
+	f.desired = []*networkingv1.NetworkPolicy{policy("mcp-server", "ctx-c-s00", names.PolicyTypeContextAllow, 3000)}
+	c := f.newController()
+	f.kube.PrependReactor("create", "networkpolicies", func(core.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewNotFound(schema.GroupResource{Group: "admission.example.com", Resource: "webhooks"}, "policy-check")
+	})
+	require.Error(t, fullPass(c))
+	assert.Zero(t, gaugeValue(t, c.metrics.MissingNamespaces))
 }

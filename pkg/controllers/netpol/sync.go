@@ -46,12 +46,24 @@ type outcome struct {
 	failed sets.Set[string]
 	// missing are namespaces that do not exist; their policies are skipped.
 	missing sets.Set[string]
-	// conflicts are names HCC needs that objects it does not own hold.
+	// conflicts are the objects HCC does not own that hold names it needs.
 	conflicts []*networkingv1.NetworkPolicy
+	// failedKeys are the policies whose write failed.
+	failedKeys sets.Set[policyKey]
+	// createFailures counts failed creates; past maxCreateFailures the
+	// pass skips its remaining creates (counted in skipped).
+	createFailures, skipped int
 }
 
+// maxCreateFailures bounds the creates one pass attempts after they keep
+// failing: a systemic refusal (a quota, a webhook that is down) would
+// otherwise cost a request per planned policy on every pass and delay the
+// next pass's revocations. Deletes and updates, which revoke, are always
+// attempted.
+const maxCreateFailures = 20
+
 func newOutcome() *outcome {
-	return &outcome{failed: sets.New[string](), missing: sets.New[string]()}
+	return &outcome{failed: sets.New[string](), missing: sets.New[string](), failedKeys: sets.New[policyKey]()}
 }
 
 // syncFull is one full pass, in the order that keeps the cluster safe at
@@ -67,14 +79,20 @@ func newOutcome() *outcome {
 //
 // A failed write does not stop the pass: it is collected, keeps only the
 // gate of the server it belongs to closed, and makes the pass retry with
-// backoff. A failed revocation withholds certification.
+// backoff. A failed revocation withholds certification; so does a default
+// deny that could not be created or any L0/L1 update (an update may narrow),
+// since a namespace without its default deny is open.
 func (c *Controller) syncFull(ctx context.Context) (time.Duration, error) {
+	// The observations are read before the inventory: the informer updates
+	// its cache before it calls the handlers, so a deletion that lands in
+	// between is then either in this inventory or in the next snapshot, never
+	// settled by a pass that planned the object as still there.
+	observed, seq := c.observed.snapshot()
 	resolved, version := c.egress.Snapshot()
 	inv, err := c.inventory(resolved)
 	if err != nil {
 		return 0, err
 	}
-	observed, seq := c.observed.snapshot()
 	plan := c.plan(inv, c.opts.Plan)
 	live, err := c.livePolicies()
 	if err != nil {
@@ -91,25 +109,52 @@ func (c *Controller) syncFull(ctx context.Context) (time.Duration, error) {
 			out.failed.Insert(s)
 		}
 	}
-	c.write(ctx, verbCreate, filter(ch.creates, isDefault), ch.servers, out)
-	c.write(ctx, verbUpdate, filter(ch.updates, isDefault), ch.servers, out)
-	revoked := c.write(ctx, verbDelete, ch.revokes, ch.servers, out)
+	isDenyAll := func(p *networkingv1.NetworkPolicy) bool { return p.Labels[names.LabelPolicyType] == names.PolicyTypeDenyAll }
+	serverDenyAll := func(p *networkingv1.NetworkPolicy) bool {
+		return isDenyAll(p) && p.Namespace == c.opts.Plan.McpServerNamespace
+	}
+	revoked := c.write(ctx, verbCreate, filter(ch.creates, isDenyAll), ch.servers, out)
+	revoked = c.write(ctx, verbUpdate, filter(ch.updates, isDefault), ch.servers, out) && revoked
+	blocked := c.failedAny(filter(ch.creates, serverDenyAll), out) || c.failedAny(filter(ch.updates, serverDenyAll), out)
+	c.write(ctx, verbCreate, filter(ch.creates, and(isDefault, not(isDenyAll))), ch.servers, out)
+	revoked = c.write(ctx, verbDelete, ch.revokes, ch.servers, out) && revoked
 	revoked = c.write(ctx, verbDelete, ch.deletes, ch.servers, out) && revoked
 	revoked = c.write(ctx, verbUpdate, filter(ch.updates, not(isDefault)), ch.servers, out) && revoked
 	if revoked {
 		c.certify(ch)
-		c.observed.settle(seq)
 	}
 	c.write(ctx, verbCreate, filter(ch.creates, not(isDefault)), ch.servers, out)
 
-	c.egress.Applied(version, EgressReport{Failed: out.failed, Rejected: egressRejections(plan.Rejections)})
+	// What this pass saw deleted is forgotten only once its revocations all
+	// succeeded against a cache that had caught up with HCC's own creates:
+	// a policy this process created that the cache did not show yet could
+	// belong to a server deleted since, and would then look unexplained.
+	if revoked && !out.behind && c.created.settled(c.clock.Now()) {
+		c.observed.settle(seq)
+	}
+	c.egress.Applied(version, EgressReport{Failed: out.failed, Rejected: egressRejections(plan.Rejections), Blocked: blocked})
 	c.reportRejections(inv.Servers, plan.Rejections)
 	c.reportUnmanaged(out.conflicts, ch.servers)
 	c.reportMissing(out.missing)
+	if out.skipped > 0 {
+		c.log.Warn().Int("skipped", out.skipped).Int("failed", out.createFailures).
+			Msg("creates skipped for the rest of the pass after repeated failures; revocations were all attempted")
+	}
 	if err := c.reportConflicts(ctx, inv.Contexts, plan.Conflicts); err != nil {
 		out.errs = append(out.errs, err)
 	}
 	return c.finish(out)
+}
+
+// failedAny reports whether any of policies is among the writes of out that
+// failed.
+func (c *Controller) failedAny(policies []*networkingv1.NetworkPolicy, out *outcome) bool {
+	for _, p := range policies {
+		if out.failedKeys.Has(keyOf(p)) {
+			return true
+		}
+	}
+	return false
 }
 
 // finish turns a pass's outcome into the worker's verdict: real errors
@@ -289,16 +334,26 @@ const (
 func (c *Controller) write(ctx context.Context, verb string, policies []*networkingv1.NetworkPolicy, servers map[policyKey]string, out *outcome) bool {
 	ok := true
 	for _, p := range policies {
-		if out.missing.Has(p.Namespace) {
+		if verb != verbDelete && out.missing.Has(p.Namespace) {
 			continue
 		}
-		err := c.writeOne(ctx, verb, p, out)
+		var err error
+		if verb == verbCreate && out.createFailures >= maxCreateFailures {
+			out.skipped++
+			err = errSkipped
+		} else {
+			err = c.writeOne(ctx, verb, p, out)
+		}
 		if err == nil {
 			continue
 		}
 		ok = false
+		out.failedKeys.Insert(keyOf(p))
 		if s := servers[keyOf(p)]; s != "" {
 			out.failed.Insert(s)
+		}
+		if errors.Is(err, errSkipped) {
+			continue
 		}
 		// A lagging cache is retried quietly; a name held by an object HCC
 		// does not own is reported by reportUnmanaged. Neither is an error
@@ -306,6 +361,9 @@ func (c *Controller) write(ctx context.Context, verb string, policies []*network
 		if !errors.Is(err, errCacheBehind) && !errors.Is(err, errUnmanaged) {
 			c.metrics.WriteErrors.WithLabelValues(verb).Inc()
 			out.errs = append(out.errs, err)
+			if verb == verbCreate {
+				out.createFailures++
+			}
 		}
 	}
 	return ok
@@ -321,13 +379,15 @@ func (c *Controller) writeOne(ctx context.Context, verb string, p *networkingv1.
 	case verbCreate:
 		_, err = client.Create(ctx, p, metav1.CreateOptions{FieldManager: FieldManager})
 		switch {
-		case apierrors.IsNotFound(err):
-			// The only thing a create can miss is its namespace. It holds no
-			// pod to protect, so it blocks neither certification nor a gate.
+		case isNamespaceNotFound(err, p.Namespace):
+			// A namespace that does not exist holds no pod to protect, so it
+			// blocks neither certification nor a gate.
 			out.missing.Insert(p.Namespace)
 			return nil
 		case apierrors.IsAlreadyExists(err):
 			return c.createConflict(ctx, p, out)
+		case err == nil:
+			c.created.add(keyOf(p), c.clock.Now())
 		}
 	case verbUpdate:
 		_, err = client.Update(ctx, p, metav1.UpdateOptions{FieldManager: FieldManager})
@@ -338,9 +398,11 @@ func (c *Controller) writeOne(ctx context.Context, verb string, p *networkingv1.
 			return errCacheBehind
 		}
 	case verbDelete:
-		// The precondition makes sure we delete the policy we judged, not
-		// one recreated under its name since.
-		err = client.Delete(ctx, p.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &p.UID}})
+		// The preconditions make sure we delete the policy we judged, not
+		// one recreated under its name since, nor one relabelled (handed
+		// over to someone else) since the cache saw it.
+		err = client.Delete(ctx, p.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{
+			UID: &p.UID, ResourceVersion: &p.ResourceVersion}})
 		switch {
 		case apierrors.IsNotFound(err):
 			err = nil
@@ -373,8 +435,22 @@ func (c *Controller) createConflict(ctx context.Context, p *networkingv1.Network
 		out.behind = true
 		return errCacheBehind
 	}
-	out.conflicts = append(out.conflicts, p)
+	out.conflicts = append(out.conflicts, holder)
 	return errUnmanaged
+}
+
+// errSkipped marks a create the pass skipped after maxCreateFailures.
+var errSkipped = errors.New("skipped after repeated create failures")
+
+// isNamespaceNotFound reports whether err says namespace ns does not exist;
+// any other NotFound is an ordinary failure.
+func isNamespaceNotFound(err error, ns string) bool {
+	var status apierrors.APIStatus
+	if !apierrors.IsNotFound(err) || !errors.As(err, &status) {
+		return false
+	}
+	d := status.Status().Details
+	return d != nil && d.Kind == "namespaces" && d.Name == ns
 }
 
 // errUnmanaged marks a policy skipped because an object HCC does not own
@@ -449,4 +525,8 @@ func filter(ps []*networkingv1.NetworkPolicy, keep func(*networkingv1.NetworkPol
 
 func not(f func(*networkingv1.NetworkPolicy) bool) func(*networkingv1.NetworkPolicy) bool {
 	return func(p *networkingv1.NetworkPolicy) bool { return !f(p) }
+}
+
+func and(f, g func(*networkingv1.NetworkPolicy) bool) func(*networkingv1.NetworkPolicy) bool {
+	return func(p *networkingv1.NetworkPolicy) bool { return f(p) && g(p) }
 }
