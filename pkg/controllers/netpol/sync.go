@@ -109,7 +109,9 @@ func (c *Controller) syncFull(ctx context.Context) (time.Duration, error) {
 			out.failed.Insert(s)
 		}
 	}
-	isDenyAll := func(p *networkingv1.NetworkPolicy) bool { return p.Labels[names.LabelPolicyType] == names.PolicyTypeDenyAll }
+	isDenyAll := func(p *networkingv1.NetworkPolicy) bool {
+		return p.Labels[names.LabelPolicyType] == names.PolicyTypeDenyAll
+	}
 	serverDenyAll := func(p *networkingv1.NetworkPolicy) bool {
 		return isDenyAll(p) && p.Namespace == c.opts.Plan.McpServerNamespace
 	}
