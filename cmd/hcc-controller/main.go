@@ -1,6 +1,8 @@
-// Command hcc-controller runs the HCC operators: it reconciles McpServer,
-// Host, Context, SharedFileSystem and GlobalFileSystem objects into the
-// workloads and NetworkPolicies the platform runs on.
+// Command hcc-controller runs the HCC operators. Today that is the
+// NetworkPolicy operator and the external-egress coordinator, which turn
+// Contexts and McpServers into the platform's NetworkPolicies; the
+// subcommands render (the offline plan) and census (the live policy census)
+// help operators.
 package main
 
 import (
