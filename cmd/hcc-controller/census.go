@@ -60,7 +60,7 @@ func runCensus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return fail(err)
 	}
 
-	opts := netpol.NewOptions(cfg)
+	opts := netpolcontroller.PlanOptions(cfg)
 	live, inv, err := readCluster(ctx, kube, hcc, opts)
 	if err != nil {
 		return fail(err)

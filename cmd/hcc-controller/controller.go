@@ -12,7 +12,6 @@ import (
 	"github.com/rs/zerolog"
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -23,14 +22,15 @@ import (
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
 
 	"github.com/clerum/hcc/internal/startup"
 	"github.com/clerum/hcc/pkg/config"
 	"github.com/clerum/hcc/pkg/controllers/egress"
+	"github.com/clerum/hcc/pkg/controllers/kit"
 	netpolcontroller "github.com/clerum/hcc/pkg/controllers/netpol"
 	clientset "github.com/clerum/hcc/pkg/generated/clientset/versioned"
 	clerumscheme "github.com/clerum/hcc/pkg/generated/clientset/versioned/scheme"
-	informers "github.com/clerum/hcc/pkg/generated/informers/externalversions"
 	"github.com/clerum/hcc/pkg/health"
 	"github.com/clerum/hcc/pkg/netpol"
 )
@@ -94,66 +94,65 @@ type clientSet struct {
 	hcc  clientset.Interface
 }
 
-// reconcile runs every reconciler until ctx is done: the informers, the
-// external-egress coordinator and the NetworkPolicy operator. The startup
-// order is the safety order: caches, one DNS round, then the first policy
-// pass, which revokes stale allows before it certifies readiness.
+// reconcile runs every reconciler until ctx is done and returns once all of
+// them have stopped; the first to fail stops the others. The safety order
+// lives in the reconcilers themselves: the NetworkPolicy operator's first
+// pass waits for its caches and for the coordinator's startup DNS round,
+// and revokes stale allows before it certifies readiness.
 func reconcile(ctx context.Context, log zerolog.Logger, cfg *config.Config, clients clientSet, readiness *health.Readiness, registry prometheus.Registerer) error {
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: clients.kube.CoreV1().Events("")})
 	defer broadcaster.Shutdown()
-	recorder := broadcaster.NewRecorder(eventScheme(), corev1.EventSource{Component: binary})
 
-	serverFactory := informers.NewSharedInformerFactoryWithOptions(clients.hcc, 0,
-		informers.WithNamespace(cfg.Namespaces.McpServer), informers.WithTransform(stripManagedFields))
-	servers := serverFactory.Clerum().V1alpha1().McpServers()
-	contexts := serverFactory.Clerum().V1alpha1().Contexts()
-
-	planOpts := netpol.NewOptions(cfg)
-	policyFactories := netpolcontroller.NewPolicyInformerFactories(clients.kube, planOpts)
-
-	coordinator := egress.New(log, clients.hcc, servers, net.DefaultResolver, recorder, egress.NewMetrics(registry),
-		egress.Options{
-			Namespace:  cfg.Namespaces.McpServer,
-			DNSTimeout: cfg.McpServer.ExternalEgressDNSTimeout,
-			Refresh:    cfg.McpServer.ExternalEgressResync,
-			Rules:      netpol.NewEgressRules(planOpts),
-		})
-	policies := netpolcontroller.New(log, clients.kube, clients.hcc, servers, contexts, policyFactories,
-		coordinator, readiness, recorder, netpolcontroller.NewMetrics(registry),
-		netpolcontroller.Options{
-			Plan:           planOpts,
-			Caps:           netpolcontroller.Caps{Absolute: cfg.NetPol.OrphanDeleteCap, Percent: cfg.NetPol.OrphanDeleteCapPercent},
-			Resync:         cfg.NetPol.Resync,
-			DefaultsResync: cfg.NetPol.DefaultsResync,
-		})
-	coordinator.OnChange(policies.Signal)
-
-	serverFactory.Start(ctx.Done())
-	for _, f := range policyFactories {
-		f.Start(ctx.Done())
+	deps := kit.Deps{
+		Kube:      clients.kube,
+		HCC:       clients.hcc,
+		Informers: kit.NewInformers(clients.kube, clients.hcc),
+		Recorder:  broadcaster.NewRecorder(eventScheme(), corev1.EventSource{Component: binary}),
+		Registry:  registry,
+		Queues:    kit.NewQueues(registry, clock.RealClock{}),
+		Clock:     clock.RealClock{},
+		Log:       log,
+		Config:    cfg,
+		Readiness: readiness,
 	}
-	defer serverFactory.Shutdown()
+	reconcilers := newReconcilers(deps, net.DefaultResolver)
 
-	if err := coordinator.Prime(ctx); err != nil {
-		return err
-	}
-	// Run joins the coordinator: whatever ends the policy loop ends it too.
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	coordinatorDone := make(chan struct{})
-	go func() {
-		defer close(coordinatorDone)
-		coordinator.Run(ctx, egress.Workers)
-	}()
+	// Informers start once every reconciler has asked for its own.
+	deps.Informers.Start(ctx.Done())
+	defer deps.Informers.Shutdown()
 	log.Info().Msg("reconciling")
-	err := policies.Run(ctx)
-	cancel()
-	<-coordinatorDone
-	for _, f := range policyFactories {
-		f.Shutdown()
+	g, ctx := errgroup.WithContext(ctx)
+	for _, r := range reconcilers {
+		g.Go(func() error {
+			if err := r.Run(ctx); err != nil {
+				return fmt.Errorf("%s: %w", r.Name(), err)
+			}
+			return nil
+		})
 	}
-	return err
+	return g.Wait()
+}
+
+// newReconcilers builds every reconciler hcc-controller runs, wired to each
+// other, from deps.
+func newReconcilers(deps kit.Deps, resolver egress.Resolver) []kit.Reconciler {
+	cfg := deps.Config
+	planOpts := netpolcontroller.PlanOptions(cfg)
+	coordinator := egress.New(deps, resolver, egress.Options{
+		Namespace:  cfg.Namespaces.McpServer,
+		DNSTimeout: cfg.McpServer.ExternalEgressDNSTimeout,
+		Refresh:    cfg.McpServer.ExternalEgressResync,
+		Rules:      netpol.NewEgressRules(planOpts),
+	})
+	policies := netpolcontroller.New(deps, coordinator, netpolcontroller.Options{
+		Plan:           planOpts,
+		Caps:           netpolcontroller.Caps{Absolute: cfg.NetPol.OrphanDeleteCap, Percent: cfg.NetPol.OrphanDeleteCapPercent},
+		Resync:         cfg.NetPol.Resync,
+		DefaultsResync: cfg.NetPol.DefaultsResync,
+	})
+	coordinator.OnChange(policies.Signal)
+	return []kit.Reconciler{coordinator, policies}
 }
 
 // eventScheme knows the clerum.io kinds, so events can reference them.
@@ -162,15 +161,6 @@ func eventScheme() *runtime.Scheme {
 	utilruntime.Must(kubescheme.AddToScheme(scheme))
 	utilruntime.Must(clerumscheme.AddToScheme(scheme))
 	return scheme
-}
-
-// stripManagedFields drops managedFields from cached objects: the
-// controller never reads them, and they are often the bulk of an object.
-func stripManagedFields(obj any) (any, error) {
-	if accessor, err := meta.Accessor(obj); err == nil {
-		accessor.SetManagedFields(nil)
-	}
-	return obj, nil
 }
 
 // runLeaderElected runs lead while this replica holds the Lease. Losing the

@@ -13,17 +13,26 @@ import (
 	"sigs.k8s.io/yaml"
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
-	"github.com/clerum/hcc/pkg/config"
 	"github.com/clerum/hcc/pkg/names"
 )
 
 // defaultOptions are the planner options of an environment that sets no
 // variable: the compiled defaults.
-func defaultOptions(t testing.TB) Options {
-	t.Helper()
-	cfg, err := config.LoadFrom(config.Render, func(string) (string, bool) { return "", false })
-	require.NoError(t, err)
-	return NewOptions(cfg)
+// defaultOptions are the planner options of the default configuration
+// (pkg/controllers/netpol TestPlanOptionsOfTheDefaultConfiguration pins the
+// same values).
+func defaultOptions(testing.TB) Options {
+	return Options{
+		McpServerNamespace:    "mcp-server",
+		HostNamespace:         "mcp-host",
+		RPCProxyNamespace:     "rpc-proxy",
+		ControlPlaneNamespace: "control-plane",
+		SandboxNamespace:      "sandbox-recipes",
+		RuntimeNamespaces:     []string{"mcp-server", "mcp-host", "sandbox-recipes", "rpc-proxy"},
+		K8sAPICIDRs:           []netip.Prefix{netip.MustParsePrefix("10.96.0.1/32")},
+		APIPort:               8081,
+		ClusterDomain:         "cluster.local",
+	}
 }
 
 var epoch = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)

@@ -14,7 +14,6 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
-	"github.com/clerum/hcc/pkg/config"
 )
 
 // Options is the part of the configuration the planner reads.
@@ -45,24 +44,6 @@ type Options struct {
 	// ClusterDomain (CONTEXT_MAPPER_CLUSTER_DOMAIN): hostnames under it are
 	// refused like *.cluster.local.
 	ClusterDomain string
-}
-
-// NewOptions extracts the planner's options from a loaded configuration.
-func NewOptions(cfg *config.Config) Options {
-	return Options{
-		McpServerNamespace:     cfg.Namespaces.McpServer,
-		HostNamespace:          cfg.Namespaces.Host,
-		RPCProxyNamespace:      cfg.Namespaces.RPCProxy,
-		ControlPlaneNamespace:  cfg.Namespaces.ControlPlane,
-		SandboxNamespace:       cfg.Namespaces.Sandbox,
-		RuntimeNamespaces:      cfg.NetPol.RuntimeNamespaces,
-		MinimalInfraNamespaces: cfg.NetPol.MinimalInfraNamespaces,
-		K8sAPICIDRs:            cfg.NetPol.K8sAPICIDRs,
-		NodeLocalDNSCIDR:       cfg.NetPol.NodeLocalDNSCIDR,
-		APIPort:                cfg.Core.Port,
-		ClusterDomain:          cfg.Core.ClusterDomain,
-		EgressDenyCIDRs:        cfg.NetPol.EgressDenyCIDRs,
-	}
 }
 
 // Inventory is everything the planner reads besides Options. Objects are

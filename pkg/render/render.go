@@ -19,6 +19,7 @@ import (
 
 	"github.com/clerum/hcc/pkg/config"
 	"github.com/clerum/hcc/pkg/controllers/egress"
+	netpolcontroller "github.com/clerum/hcc/pkg/controllers/netpol"
 	"github.com/clerum/hcc/pkg/netpol"
 	"github.com/clerum/hcc/pkg/validation"
 )
@@ -54,7 +55,7 @@ func Render(ctx context.Context, opts Options) ([]byte, error) {
 	resolver := overrideResolver{overrides: opts.Overrides, fallback: opts.Resolver}
 	warnings := map[string]string{} // server/binding → warning, first reason wins
 	resolved := map[string]map[string]netpol.Resolution{}
-	planOpts := netpol.NewOptions(cfg)
+	planOpts := netpolcontroller.PlanOptions(cfg)
 	rules := netpol.NewEgressRules(planOpts)
 	for _, s := range servers {
 		if !s.Spec.IsEnabled() || len(s.Spec.EgressBindings) == 0 {

@@ -20,7 +20,6 @@ package egress
 
 import (
 	"context"
-	"errors"
 	"net"
 	"net/netip"
 	"sync"
@@ -30,13 +29,12 @@ import (
 	"github.com/rs/zerolog"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 
+	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/controllers/kit"
 	clientset "github.com/clerum/hcc/pkg/generated/clientset/versioned"
 	clerumlisters "github.com/clerum/hcc/pkg/generated/listers/clerum/v1alpha1"
@@ -72,9 +70,6 @@ type Options struct {
 	Rules *netpol.EgressRules
 	// PrimeDeadline bounds Prime; 0 means DefaultPrimeDeadline.
 	PrimeDeadline time.Duration
-	// Clock drives the backoff, the refresh and the queue's delays; nil
-	// means the real clock.
-	Clock clock.WithTicker
 }
 
 // Metrics are the coordinator's Prometheus series.
@@ -103,6 +98,7 @@ type Coordinator struct {
 	resolver Resolver
 	opts     Options
 	queue    workqueue.TypedRateLimitingInterface[string]
+	loop     *kit.Loop[string]
 	// dnsBackoff spaces the retries of a failing lookup: 2 s doubling to 5
 	// min, so a DNS outage is not hammered but recovery is noticed quickly.
 	// It is apart from the queue's limiter, which spaces API errors: events
@@ -113,6 +109,10 @@ type Coordinator struct {
 	metrics    *Metrics
 	clock      clock.WithTicker
 	log        zerolog.Logger
+	// primed is closed when the startup resolution round is done.
+	primed chan struct{}
+	// handlers are the McpServer informer's event handlers.
+	handlers cache.ResourceEventHandler
 
 	// onChange asks for a NetworkPolicy pass; set with OnChange.
 	onChange func()
@@ -124,15 +124,9 @@ type Coordinator struct {
 	version uint64 // bumped on every change of what a pass must program
 }
 
-// New returns a coordinator over servers (an informer on the MCP server
-// namespace).
-func New(log zerolog.Logger, hcc clientset.Interface, servers interface {
-	Informer() cache.SharedIndexInformer
-	Lister() clerumlisters.McpServerLister
-}, resolver Resolver, recorder record.EventRecorder, metrics *Metrics, opts Options) *Coordinator {
-	if opts.Clock == nil {
-		opts.Clock = clock.RealClock{}
-	}
+// New returns a coordinator over the McpServers of opts.Namespace, taken
+// from d.Informers.
+func New(d kit.Deps, resolver Resolver, opts Options) *Coordinator {
 	if opts.PrimeDeadline <= 0 {
 		opts.PrimeDeadline = DefaultPrimeDeadline
 	}
@@ -142,43 +136,45 @@ func New(log zerolog.Logger, hcc clientset.Interface, servers interface {
 		// the planner uses.
 		panic("egress: Options.Rules is required")
 	}
+	clk := d.Clock
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	servers := d.Informers.HCC(opts.Namespace).Clerum().V1alpha1().McpServers()
 	c := &Coordinator{
-		hcc:      hcc,
+		hcc:      d.HCC,
 		lister:   servers.Lister(),
 		synced:   servers.Informer().HasSynced,
 		resolver: resolver,
 		opts:     opts,
 		// Status writes that fail retry after 1 s, doubling to 2 min.
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Second, 2*time.Minute),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "external-egress", Clock: opts.Clock}),
-		dnsBackoff: workqueue.NewTypedItemExponentialFailureRateLimiter[string](2*time.Second, 5*time.Minute),
-		recorder:   recorder,
-		metrics:    metrics,
-		clock:      opts.Clock,
-		log:        log.With().Str("controller", "external-egress").Logger(),
+		queue:      kit.New(d.Queues, "external-egress", kit.Backoff[string](time.Second, 2*time.Minute)),
+		dnsBackoff: kit.Backoff[string](2*time.Second, 5*time.Minute),
+		recorder:   d.Recorder,
+		metrics:    NewMetrics(d.Registry),
+		clock:      clk,
+		log:        d.Log.With().Str("controller", "external-egress").Logger(),
+		primed:     make(chan struct{}),
 		onChange:   func() {},
 		onGate:     func(string) {},
 		states:     map[string]*serverState{},
 	}
-	_, _ = servers.Informer().AddEventHandler(c.eventHandlers())
+	c.loop = &kit.Loop[string]{Name: "external-egress", Queue: c.queue, Sync: c.sync, Log: d.Log,
+		Resource: clerumv1alpha1.Resource("mcpservers")}
+	// Status-only updates (this coordinator's own writes among them) queue
+	// nothing: they change nothing it reads, and would re-run a failing
+	// server's lookups.
+	c.handlers = kit.OwnHandlers(func(key cache.ObjectName) { c.queue.Add(key.Name) })
+	_, _ = servers.Informer().AddEventHandler(c.handlers)
 	return c
 }
 
-// eventHandlers queue a server on every change but one that only touches
-// status: status writes (this coordinator's own among them) change nothing
-// it reads, and queueing them would re-run a failing server's lookups.
-func (c *Coordinator) eventHandlers() cache.ResourceEventHandler {
-	return cache.ResourceEventHandlerFuncs{
-		AddFunc: c.enqueue,
-		UpdateFunc: func(old, cur any) {
-			if !kit.StatusOnly(old, cur) {
-				c.enqueue(cur)
-			}
-		},
-		DeleteFunc: c.enqueue,
-	}
-}
+// Name implements kit.Reconciler.
+func (c *Coordinator) Name() string { return "external-egress" }
+
+// Primed is closed once the startup resolution round is done: the first
+// NetworkPolicy pass waits for it.
+func (c *Coordinator) Primed() <-chan struct{} { return c.primed }
 
 // OnChange registers the function that asks for a NetworkPolicy pass.
 func (c *Coordinator) OnChange(f func()) { c.onChange = f }
@@ -187,28 +183,14 @@ func (c *Coordinator) OnChange(f func()) { c.onChange = f }
 // for the McpServer reconciler to re-queue that server.
 func (c *Coordinator) OnGate(f func(server string)) { c.onGate = f }
 
-func (c *Coordinator) enqueue(obj any) {
-	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
-	if err != nil {
-		utilruntime.HandleError(err)
-		return
-	}
-	_, name, err := cache.SplitMetaNamespaceKey(key)
-	if err != nil {
-		utilruntime.HandleError(err)
-		return
-	}
-	c.queue.Add(name)
-}
-
 // Prime resolves every server once, before the first NetworkPolicy pass, so
 // that pass starts from proven addresses instead of revoking every hostname
 // allow for want of an answer. Lookups run with bounded concurrency, each
 // bound by the DNS deadline, and the whole round by PrimeDeadline: a server
 // not reached by then starts unproven, which fails closed.
 func (c *Coordinator) Prime(ctx context.Context) error {
-	if !cache.WaitForCacheSync(ctx.Done(), c.synced) {
-		return errors.New("external-egress: McpServer cache did not sync")
+	if err := kit.WaitForSync("external-egress", ctx.Done(), c.synced); err != nil {
+		return err
 	}
 	servers, err := c.lister.McpServers(c.opts.Namespace).List(labels.Everything())
 	if err != nil {
@@ -238,6 +220,7 @@ func (c *Coordinator) Prime(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
+	close(c.primed)
 	ev := c.log.Info()
 	if ctx.Err() != nil {
 		ev = c.log.Warn().Dur("deadline", c.opts.PrimeDeadline)
@@ -246,52 +229,24 @@ func (c *Coordinator) Prime(ctx context.Context) error {
 	return nil
 }
 
-// Run processes servers with workers goroutines until ctx is done, and
-// returns once they have stopped. Call Prime first.
-func (c *Coordinator) Run(ctx context.Context, workers int) {
-	defer utilruntime.HandleCrash()
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			wait.UntilWithContext(ctx, c.runWorker, time.Second)
-		}()
+// Run waits for the cache, resolves every server once (Prime) and then
+// processes servers with Workers goroutines until ctx is done; it returns
+// once they have stopped.
+func (c *Coordinator) Run(ctx context.Context) error {
+	if err := c.Prime(ctx); err != nil {
+		c.queue.ShutDown()
+		return err
 	}
-	<-ctx.Done()
-	c.queue.ShutDown()
-	wg.Wait()
+	c.loop.Run(ctx, Workers)
+	return nil
 }
 
-func (c *Coordinator) runWorker(ctx context.Context) {
-	for c.processNext(ctx) {
-	}
-}
-
-// processNext syncs one server. A failing lookup is not an error here: it
-// is retried on the DNS backoff, which syncServer returns as a delay. Only
-// API errors (a status write) go through the queue's rate limiter.
-func (c *Coordinator) processNext(ctx context.Context) bool {
-	name, shutdown := c.queue.Get()
-	if shutdown {
-		return false
-	}
-	defer c.queue.Done(name)
+// sync adapts syncServer to the kit's loop. A failing lookup is not an
+// error here: it is retried on the DNS backoff, which syncServer returns as
+// a delay. Only API errors (a status write) go through the queue's limiter.
+func (c *Coordinator) sync(ctx context.Context, name string) (kit.Result, error) {
 	after, err := c.syncServer(ctx, name)
-	if err != nil {
-		if apierrors.IsConflict(err) {
-			c.log.Info().Str("server", name).Msg("McpServer changed while writing status; retrying")
-		} else {
-			c.log.Warn().Err(err).Str("server", name).Msg("writing external egress status failed; retrying")
-		}
-		c.queue.AddRateLimited(name)
-		return true
-	}
-	c.queue.Forget(name)
-	if after > 0 {
-		c.queue.AddAfter(name, after)
-	}
-	return true
+	return kit.Result{RequeueAfter: after}, err
 }
 
 // syncServer brings one server's egress state, published addresses and

@@ -26,9 +26,9 @@ import (
 	"k8s.io/utils/ptr"
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
+	"github.com/clerum/hcc/pkg/controllers/kit"
 	netpolcontroller "github.com/clerum/hcc/pkg/controllers/netpol"
 	hccfake "github.com/clerum/hcc/pkg/generated/clientset/versioned/fake"
-	informers "github.com/clerum/hcc/pkg/generated/informers/externalversions"
 	"github.com/clerum/hcc/pkg/netpol"
 )
 
@@ -129,14 +129,15 @@ func newFixture(t *testing.T, bindings ...clerumv1alpha1.EgressBinding) *fixture
 		f.applied = append(f.applied, applied.Status)
 		return true, server, nil
 	})
-	factory := informers.NewSharedInformerFactory(f.hcc, 0)
-	servers := factory.Clerum().V1alpha1().McpServers()
-	f.indexer = servers.Informer().GetIndexer()
-	require.NoError(t, f.indexer.Add(server))
 	f.registry = prometheus.NewRegistry()
-	f.c = New(zerolog.Nop(), f.hcc, servers, f.resolver, f.recorder, NewMetrics(f.registry),
-		Options{Namespace: "mcp-server", DNSTimeout: 50 * time.Millisecond, Refresh: refresh, Clock: f.clock,
-			Rules: netpol.NewEgressRules(netpol.Options{ClusterDomain: "corp.example"})})
+	deps := kit.Deps{
+		HCC: f.hcc, Informers: kit.NewInformers(nil, f.hcc), Recorder: f.recorder,
+		Registry: f.registry, Queues: kit.NewQueues(f.registry, f.clock), Clock: f.clock, Log: zerolog.Nop(),
+	}
+	f.c = New(deps, f.resolver, Options{Namespace: "mcp-server", DNSTimeout: 50 * time.Millisecond, Refresh: refresh,
+		Rules: netpol.NewEgressRules(netpol.Options{ClusterDomain: "corp.example"})})
+	f.indexer = deps.Informers.HCC("mcp-server").Clerum().V1alpha1().McpServers().Informer().GetIndexer()
+	require.NoError(t, f.indexer.Add(server))
 	f.c.OnChange(func() { f.changes++ })
 	return f
 }
@@ -188,7 +189,7 @@ func TestResolvedHostIsPublishedThenGatedUntilApplied(t *testing.T) {
 	assert.False(t, f.c.Ready(f.server), "the runtime waits until the pass has programmed the allow")
 	cond, ips := f.status(t)
 	require.NotNil(t, cond)
-	assert.Equal(t, ReasonPending, cond.Reason)
+	assert.Equal(t, kit.ReasonPending, cond.Reason)
 	assert.Equal(t, []string{"2606:2800:220:1::1", "93.184.216.34"}, ips)
 
 	_, version := f.c.Snapshot()
@@ -197,7 +198,7 @@ func TestResolvedHostIsPublishedThenGatedUntilApplied(t *testing.T) {
 	f.sync(t)
 	cond, _ = f.status(t)
 	assert.Equal(t, metav1.ConditionTrue, cond.Status)
-	assert.Equal(t, ReasonProgrammed, cond.Reason)
+	assert.Equal(t, kit.ReasonProgrammed, cond.Reason)
 	assert.Equal(t, int64(1), cond.ObservedGeneration)
 
 	calls, writes := f.resolver.calls, len(f.applied)
@@ -238,7 +239,7 @@ func TestLookupFailuresRevokeAndBlockOnlyThatServer(t *testing.T) {
 			assert.Empty(t, f.resolved())
 			assert.False(t, f.c.Ready(f.server))
 			cond, ips := f.status(t)
-			assert.Equal(t, ReasonResolutionFailed, cond.Reason)
+			assert.Equal(t, kit.ReasonResolutionFailed, cond.Reason)
 			assert.Empty(t, ips)
 
 			// DNS recovers: the allow comes back on the next attempt.
@@ -258,7 +259,7 @@ func TestPrivateAnswerFailsTheBinding(t *testing.T) {
 	assert.False(t, f.c.Ready(f.server))
 	assert.Positive(t, after, "DNS may change: the lookup is retried on the backoff")
 	cond, _ := f.status(t)
-	assert.Equal(t, ReasonResolutionFailed, cond.Reason)
+	assert.Equal(t, kit.ReasonResolutionFailed, cond.Reason)
 	assert.Equal(t, "binding api: looking up api.example.com failed: private-answer", cond.Message)
 	assert.NotContains(t, cond.Message, "10.0.0.5", "status holds the class, not the answer")
 }
@@ -272,7 +273,7 @@ func TestRejectedHostnamesAndCIDRsNeedNoLookup(t *testing.T) {
 	f.sync(t)
 	assert.Zero(t, f.resolver.calls)
 	cond, _ := f.status(t)
-	assert.Equal(t, ReasonBindingRejected, cond.Reason)
+	assert.Equal(t, kit.ReasonBindingRejected, cond.Reason)
 	assert.Contains(t, cond.Message, "binding lan")
 	assert.Contains(t, cond.Message, "binding local")
 	assert.NotContains(t, cond.Message, "binding web")

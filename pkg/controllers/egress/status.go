@@ -10,26 +10,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	applymetav1 "k8s.io/client-go/applyconfigurations/meta/v1"
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
+	"github.com/clerum/hcc/pkg/controllers/kit"
 	applyv1alpha1 "github.com/clerum/hcc/pkg/generated/applyconfiguration/clerum/v1alpha1"
 )
-
-// Condition reasons of ExternalEgressReady.
-const (
-	ReasonNoBindings       = "NoBindings"
-	ReasonProgrammed       = "Programmed"
-	ReasonPending          = "Pending"
-	ReasonBindingRejected  = "BindingRejected"
-	ReasonResolutionFailed = "ResolutionFailed"
-)
-
-// EventEgressBindingRejected is the reason of the Warning event posted when a
-// server's set of rejected bindings changes.
-const EventEgressBindingRejected = "EgressBindingRejected"
 
 // condition computes ExternalEgressReady and resolvedEgressIPs.
 func condition(server *clerumv1alpha1.McpServer, st serverState, ready bool) (metav1.ConditionStatus, string, string, []string) {
@@ -44,17 +30,17 @@ func condition(server *clerumv1alpha1.McpServer, st serverState, ready bool) (me
 
 	switch {
 	case len(server.Spec.EgressBindings) == 0 && ready:
-		return metav1.ConditionTrue, ReasonNoBindings, "the server declares no egress bindings", nil
+		return metav1.ConditionTrue, kit.ReasonNoBindings, "the server declares no egress bindings", nil
 	case len(server.Spec.EgressBindings) == 0:
-		return metav1.ConditionFalse, ReasonPending, "the allows of removed egress bindings are being revoked", nil
+		return metav1.ConditionFalse, kit.ReasonPending, "the allows of removed egress bindings are being revoked", nil
 	case len(st.rejected) > 0 || len(st.planRejected) > 0:
-		return metav1.ConditionFalse, ReasonBindingRejected, describe(rejections(st)), ips
+		return metav1.ConditionFalse, kit.ReasonBindingRejected, describe(rejections(st)), ips
 	case len(st.failed) > 0:
-		return metav1.ConditionFalse, ReasonResolutionFailed, describeFailures(st), ips
+		return metav1.ConditionFalse, kit.ReasonResolutionFailed, describeFailures(st), ips
 	case !ready:
-		return metav1.ConditionFalse, ReasonPending, "egress policies are being programmed", ips
+		return metav1.ConditionFalse, kit.ReasonPending, "egress policies are being programmed", ips
 	}
-	return metav1.ConditionTrue, ReasonProgrammed, fmt.Sprintf("%d egress binding(s) programmed", len(server.Spec.EgressBindings)), ips
+	return metav1.ConditionTrue, kit.ReasonProgrammed, fmt.Sprintf("%d egress binding(s) programmed", len(server.Spec.EgressBindings)), ips
 }
 
 // rejections merges the coordinator's and the planner's rejections; the
@@ -91,25 +77,18 @@ func describe(m map[string]string) string {
 	return strings.Join(parts, "; ")
 }
 
-// writeStatus applies ExternalEgressReady and resolvedEgressIPs when they
-// differ from what the server shows.
+// writeStatus applies ExternalEgressReady and resolvedEgressIPs — every
+// status field hcc-netpol owns on an McpServer, so server-side apply keeps
+// them all — when they differ from what the server shows.
 func (c *Coordinator) writeStatus(ctx context.Context, server *clerumv1alpha1.McpServer, st serverState, ready bool) error {
 	status, reason, message, ips := condition(server, st, ready)
-	have := meta.FindStatusCondition(server.Status.Conditions, clerumv1alpha1.ConditionExternalEgressReady)
-	if have != nil && have.Status == status && have.Reason == reason && have.Message == message &&
-		have.ObservedGeneration == server.Generation && slices.Equal(server.Status.ResolvedEgressIPs, ips) {
+	conds := kit.BuildConditions(server.Status.Conditions, server.Generation, c.clock.Now(), kit.Condition{
+		Type: clerumv1alpha1.ConditionExternalEgressReady, Status: status, Reason: reason, Message: message})
+	if !conds.Changed && slices.Equal(server.Status.ResolvedEgressIPs, ips) {
 		return nil
 	}
-	transition := metav1.NewTime(c.clock.Now())
-	if have != nil && have.Status == status {
-		transition = have.LastTransitionTime
-	}
 	apply := applyv1alpha1.McpServer(server.Name, server.Namespace).WithStatus(applyv1alpha1.McpServerStatus().
-		WithResolvedEgressIPs(ips...).
-		WithConditions(applymetav1.Condition().
-			WithType(clerumv1alpha1.ConditionExternalEgressReady).WithStatus(status).
-			WithReason(reason).WithMessage(message).
-			WithObservedGeneration(server.Generation).WithLastTransitionTime(transition)))
+		WithResolvedEgressIPs(ips...).WithConditions(conds.Apply...))
 	_, err := c.hcc.ClerumV1alpha1().McpServers(server.Namespace).ApplyStatus(ctx, apply,
 		metav1.ApplyOptions{FieldManager: clerumv1alpha1.FieldManagerNetPol, Force: true})
 	if apierrors.IsNotFound(err) {
@@ -130,6 +109,6 @@ func (c *Coordinator) emitRejections(server *clerumv1alpha1.McpServer, st server
 	}
 	c.mu.Unlock()
 	if key != "" {
-		c.recorder.Event(server, corev1.EventTypeWarning, EventEgressBindingRejected, key)
+		c.recorder.Event(server, corev1.EventTypeWarning, kit.EventEgressBindingRejected, key)
 	}
 }

@@ -7,8 +7,6 @@ package netpol
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -16,12 +14,9 @@ import (
 
 	"github.com/rs/zerolog"
 	networkingv1 "k8s.io/api/networking/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
-	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	networkinglisters "k8s.io/client-go/listers/networking/v1"
 	"k8s.io/client-go/tools/cache"
@@ -29,19 +24,16 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 
+	"github.com/clerum/hcc/pkg/controllers/kit"
 	clientset "github.com/clerum/hcc/pkg/generated/clientset/versioned"
 	clerumlisters "github.com/clerum/hcc/pkg/generated/listers/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/health"
-	"github.com/clerum/hcc/pkg/names"
 	"github.com/clerum/hcc/pkg/netpol"
 )
 
 // ReadinessCheck is the name of the readiness check this operator holds
 // pending until stale allows have been revoked.
 const ReadinessCheck = "netpol-certified"
-
-// FieldManager is the field manager of every write this operator makes.
-const FieldManager = "hcc-netpol"
 
 // passKind is a work-queue key: the queue coalesces repeated signals of one
 // kind into one pass and never runs two passes of one kind at once.
@@ -62,6 +54,8 @@ type EgressSource interface {
 	// cluster for every server but those report names, so the coordinator
 	// may release the servers it gates.
 	Applied(version uint64, report EgressReport)
+	// Primed is closed once the startup resolution round is done.
+	Primed() <-chan struct{}
 }
 
 // EgressReport is what a pass tells the external-egress coordinator besides
@@ -93,9 +87,6 @@ type Options struct {
 	DefaultsResync time.Duration
 	// MinInterval spaces signalled passes; 0 means DefaultMinInterval.
 	MinInterval time.Duration
-	// Clock drives the queue's delays and the pass timing; nil means the
-	// real clock.
-	Clock clock.WithTicker
 }
 
 // Controller applies the planned NetworkPolicy set.
@@ -113,6 +104,7 @@ type Controller struct {
 
 	egress    EgressSource
 	queue     workqueue.TypedRateLimitingInterface[passKind]
+	loop      *kit.Loop[passKind]
 	readiness *health.Readiness
 	recorder  record.EventRecorder
 	metrics   *Metrics
@@ -155,59 +147,36 @@ func PolicyNamespaces(o netpol.Options) []string {
 	return sets.List(ns)
 }
 
-// NewPolicyInformerFactories returns one informer factory per policy
-// namespace, listing only the policies HCC manages. Namespaced factories
-// keep the controller's RBAC to Roles in those namespaces.
-func NewPolicyInformerFactories(kube kubernetes.Interface, o netpol.Options) []kubeinformers.SharedInformerFactory {
-	selector := labels.Set{names.LabelManagedBy: names.ManagedByValue}.String()
-	var factories []kubeinformers.SharedInformerFactory
-	for _, ns := range PolicyNamespaces(o) {
-		factories = append(factories, kubeinformers.NewSharedInformerFactoryWithOptions(kube, 0,
-			kubeinformers.WithNamespace(ns),
-			kubeinformers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.LabelSelector = selector })))
-	}
-	return factories
-}
-
-// New returns a controller. serverInformer and contextInformer watch the MCP
-// server namespace; policyFactories come from NewPolicyInformerFactories.
-func New(
-	log zerolog.Logger,
-	kube kubernetes.Interface,
-	hcc clientset.Interface,
-	servers clerumInformer[clerumlisters.McpServerLister],
-	contexts clerumInformer[clerumlisters.ContextLister],
-	policyFactories []kubeinformers.SharedInformerFactory,
-	egress EgressSource,
-	readiness *health.Readiness,
-	recorder record.EventRecorder,
-	metrics *Metrics,
-	opts Options,
-) *Controller {
+// New returns a controller over the McpServers and Contexts of the MCP
+// server namespace and the managed NetworkPolicies of every policy
+// namespace, taken from d.Informers.
+func New(d kit.Deps, egress EgressSource, opts Options) *Controller {
 	if opts.MinInterval <= 0 {
 		opts.MinInterval = DefaultMinInterval
 	}
-	if opts.Clock == nil {
-		opts.Clock = clock.RealClock{}
+	clk := d.Clock
+	if clk == nil {
+		clk = clock.RealClock{}
 	}
+	hcc := d.Informers.HCC(opts.Plan.McpServerNamespace).Clerum().V1alpha1()
+	servers, contexts := hcc.McpServers(), hcc.Contexts()
 	c := &Controller{
-		kube:          kube,
-		hcc:           hcc,
+		kube:          d.Kube,
+		hcc:           d.HCC,
 		opts:          opts,
 		serverLister:  servers.Lister(),
 		contextLister: contexts.Lister(),
 		egress:        egress,
 		// A failed pass retries after 1 s, doubling to at most 2 min: fast
 		// enough to converge after a blip, slow enough not to hammer an
-		// API server that is refusing writes.
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.NewTypedItemExponentialFailureRateLimiter[passKind](time.Second, 2*time.Minute),
-			workqueue.TypedRateLimitingQueueConfig[passKind]{Name: "netpol", Clock: opts.Clock}),
-		readiness:  readiness,
-		recorder:   recorder,
-		metrics:    metrics,
-		clock:      opts.Clock,
-		log:        log.With().Str("controller", "netpol").Logger(),
+		// API server that is refusing writes. The queue also coalesces:
+		// signals while a pass is queued or running make one more pass.
+		queue:      kit.New(d.Queues, "netpol", kit.Backoff[passKind](time.Second, 2*time.Minute)),
+		readiness:  d.Readiness,
+		recorder:   d.Recorder,
+		metrics:    NewMetrics(d.Registry),
+		clock:      clk,
+		log:        d.Log.With().Str("controller", "netpol").Logger(),
 		plan:       netpol.Compute,
 		observed:   newObservations(),
 		created:    newCreatedPolicies(),
@@ -215,14 +184,14 @@ func New(
 		rejected:   sets.New[string](),
 		unmanaged:  sets.New[policyKey](),
 	}
-	readiness.Set(ReadinessCheck, false)
+	c.loop = &kit.Loop[passKind]{Name: "netpol", Queue: c.queue, Sync: c.sync, Log: d.Log}
+	c.readiness.Set(ReadinessCheck, false)
 
 	_, _ = servers.Informer().AddEventHandler(c.serverHandlers())
 	_, _ = contexts.Informer().AddEventHandler(c.contextHandlers())
 	c.synced = append(c.synced, servers.Informer().HasSynced, contexts.Informer().HasSynced)
-
-	for _, f := range policyFactories {
-		inf := f.Networking().V1().NetworkPolicies()
+	for _, ns := range PolicyNamespaces(opts.Plan) {
+		inf := d.Informers.Kube(ns, kit.ManagedObjects, "networkpolicies").Networking().V1().NetworkPolicies()
 		_, _ = inf.Informer().AddEventHandler(c.policyHandlers())
 		c.policyListers = append(c.policyListers, inf.Lister())
 		c.synced = append(c.synced, inf.Informer().HasSynced)
@@ -230,11 +199,8 @@ func New(
 	return c
 }
 
-// clerumInformer is the part of a generated informer the controller uses.
-type clerumInformer[L any] interface {
-	Informer() cache.SharedIndexInformer
-	Lister() L
-}
+// Name implements kit.Reconciler.
+func (c *Controller) Name() string { return "netpol" }
 
 // Signal asks for a full pass. Signals arriving while one is queued or
 // running coalesce into at most one more pass, and passes start at least
@@ -244,67 +210,37 @@ func (c *Controller) Signal() {
 	c.queue.AddAfter(passFull, wait) // a wait <= 0 adds at once
 }
 
-// Run waits for the caches, runs the startup pass and then serves signals
-// and timers until ctx is done.
+// Run waits for the caches and the coordinator's startup resolution round,
+// runs the startup pass and then serves signals and timers until ctx is
+// done; it returns once the pass under way and the timers have stopped.
 func (c *Controller) Run(ctx context.Context) error {
-	defer utilruntime.HandleCrash()
-	defer c.queue.ShutDown()
-
-	c.log.Info().Msg("waiting for caches")
-	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
-		return fmt.Errorf("netpol: caches did not sync")
+	if err := kit.WaitForSync("netpol", ctx.Done(), c.synced...); err != nil {
+		c.queue.ShutDown()
+		return err
+	}
+	// The first pass must start from proven DNS answers, or it would revoke
+	// every hostname allow a restart finds.
+	select {
+	case <-c.egress.Primed():
+	case <-ctx.Done():
+		c.queue.ShutDown()
+		return nil
 	}
 	c.log.Info().Msg("caches synced; starting")
 	c.Signal()
 
+	var timers sync.WaitGroup
+	c.startTimers(ctx, &timers)
 	// Two workers: a full pass and a defaults-only pass may overlap (their
 	// write sets are L0/L1 ensures at worst, which the API server
 	// serialises), but the queue never runs two passes of one kind.
-	var wg sync.WaitGroup
-	for range 2 {
-		wg.Go(func() { wait.UntilWithContext(ctx, c.runWorker, time.Second) })
-	}
-	c.startTimers(ctx, &wg)
-	<-ctx.Done()
-	c.log.Info().Msg("stopping")
-	// A pass under way finishes its writes; Run returns once it has.
-	c.queue.ShutDown()
-	wg.Wait()
+	c.loop.Run(ctx, 2)
+	timers.Wait()
+	c.log.Info().Msg("stopped")
 	return nil
 }
 
-func (c *Controller) runWorker(ctx context.Context) {
-	for c.processNext(ctx) {
-	}
-}
-
-func (c *Controller) processNext(ctx context.Context) bool {
-	kind, shutdown := c.queue.Get()
-	if shutdown {
-		return false
-	}
-	defer c.queue.Done(kind)
-
-	after, err := c.sync(ctx, kind)
-	switch {
-	case err == nil:
-		c.queue.Forget(kind)
-		if after > 0 {
-			c.queue.AddAfter(kind, after)
-		}
-	case errors.Is(err, errCacheBehind):
-		// finish returns it only when nothing else failed.
-		c.log.Info().Str("kind", string(kind)).Msg("policy cache behind the API server; retrying")
-		c.queue.AddRateLimited(kind)
-	default:
-		c.log.Error().Err(err).Str("kind", string(kind)).Int("retries", c.queue.NumRequeues(kind)).
-			Msg("pass failed; retrying with backoff")
-		c.queue.AddRateLimited(kind)
-	}
-	return true
-}
-
-func (c *Controller) sync(ctx context.Context, kind passKind) (time.Duration, error) {
+func (c *Controller) sync(ctx context.Context, kind passKind) (kit.Result, error) {
 	start := c.clock.Now()
 	var after time.Duration
 	var err error
@@ -327,7 +263,7 @@ func (c *Controller) sync(ctx context.Context, kind passKind) (time.Duration, er
 		result = "error"
 	}
 	c.metrics.PassDuration.WithLabelValues(string(kind), result).Observe(c.clock.Since(start).Seconds())
-	return after, err
+	return kit.Result{RequeueAfter: after}, err
 }
 
 // startTimers starts the periodic passes. A tick that finds a pass of its

@@ -30,8 +30,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
+	"github.com/clerum/hcc/pkg/controllers/kit"
 	hccfake "github.com/clerum/hcc/pkg/generated/clientset/versioned/fake"
-	informers "github.com/clerum/hcc/pkg/generated/informers/externalversions"
 	"github.com/clerum/hcc/pkg/health"
 	"github.com/clerum/hcc/pkg/names"
 	"github.com/clerum/hcc/pkg/netpol"
@@ -68,6 +68,7 @@ type fixture struct {
 	contextIndexer, serverIndexer cache.Indexer
 	policyIndexers                map[string]cache.Indexer
 	clk                           *clocktesting.FakeClock
+	deps                          kit.Deps
 }
 
 func newFixture(t testing.TB) *fixture {
@@ -90,6 +91,10 @@ func (f *fakeEgress) Snapshot() (map[string]map[string]netpol.Resolution, uint64
 	return nil, f.version
 }
 func (f *fakeEgress) Applied(v uint64, r EgressReport) { f.applied, f.report = v, r }
+func (f *fakeEgress) Primed() <-chan struct{}          { return primed }
+
+// primed is a closed channel: the fake's startup round is always done.
+var primed = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // fullPass runs one full pass and returns its error.
 func fullPass(c *Controller) error {
@@ -111,12 +116,14 @@ func (f *fixture) newController() *Controller {
 	f.kube = kubefake.NewSimpleClientset(kubeObjs...)
 	f.hcc = hccfake.NewSimpleClientset(hccObjs...)
 
-	hccFactory := informers.NewSharedInformerFactory(f.hcc, 0)
-	servers, contexts := hccFactory.Clerum().V1alpha1().McpServers(), hccFactory.Clerum().V1alpha1().Contexts()
-	policyFactories := NewPolicyInformerFactories(f.kube, testPlanOpts)
-
-	c := New(zerolog.Nop(), f.kube, f.hcc, servers, contexts, policyFactories, f.egress, f.readiness,
-		record.NewFakeRecorder(100), NewMetrics(f.registry), Options{Plan: testPlanOpts, Caps: f.caps, Clock: f.clk})
+	f.deps = kit.Deps{
+		Kube: f.kube, HCC: f.hcc, Informers: kit.NewInformers(f.kube, f.hcc),
+		Recorder: record.NewFakeRecorder(100), Registry: f.registry, Queues: kit.NewQueues(f.registry, f.clk),
+		Clock: f.clk, Log: zerolog.Nop(), Readiness: f.readiness,
+	}
+	c := New(f.deps, f.egress, Options{Plan: testPlanOpts, Caps: f.caps})
+	hcc := f.deps.Informers.HCC("mcp-server").Clerum().V1alpha1()
+	servers, contexts := hcc.McpServers(), hcc.Contexts()
 	c.plan = func(netpol.Inventory, netpol.Options) *netpol.Plan {
 		// As the planner does, attribute each policy to its server.
 		plan := &netpol.Plan{Policies: f.desired}
@@ -135,8 +142,9 @@ func (f *fixture) newController() *Controller {
 		require.NoError(f.t, f.contextIndexer.Add(x))
 	}
 	f.policyIndexers = map[string]cache.Indexer{}
-	for i, ns := range PolicyNamespaces(testPlanOpts) {
-		f.policyIndexers[ns] = policyFactories[i].Networking().V1().NetworkPolicies().Informer().GetIndexer()
+	for _, ns := range PolicyNamespaces(testPlanOpts) {
+		f.policyIndexers[ns] = f.deps.Informers.Kube(ns, kit.ManagedObjects, "networkpolicies").
+			Networking().V1().NetworkPolicies().Informer().GetIndexer()
 	}
 	for _, p := range f.policies {
 		require.NoError(f.t, f.policyIndexers[p.Namespace].Add(p))

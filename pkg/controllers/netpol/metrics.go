@@ -93,10 +93,3 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.Disowned, m.KeptDefaults, m.UnmanagedConflicts, m.MissingNamespaces, m.LastSuccess)
 	return m
 }
-
-// Event reasons of this operator.
-const (
-	ReasonBindingRejected   = "BindingRejected"
-	ReasonUnmanagedConflict = "UnmanagedConflict"
-	ReasonDuplicateContext  = "DuplicateContextID"
-)

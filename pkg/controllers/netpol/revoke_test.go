@@ -23,6 +23,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
+	"github.com/clerum/hcc/pkg/controllers/kit"
 	clerumlisters "github.com/clerum/hcc/pkg/generated/listers/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/names"
 	"github.com/clerum/hcc/pkg/netpol"
@@ -294,7 +295,7 @@ func TestALaggingCacheIsRetriedQuietly(t *testing.T) {
 	// HCC created it a moment ago; the informer has not seen it yet.
 	require.NoError(t, f.kube.Tracker().Add(mine.DeepCopy()))
 	_, err := c.syncFull(context.Background())
-	require.ErrorIs(t, err, errCacheBehind)
+	require.ErrorIs(t, err, kit.ErrCacheBehind)
 	assert.Zero(t, counterValue(t, c.metrics.WriteErrors.WithLabelValues("create")), "no error is counted")
 	assert.Zero(t, gaugeValue(t, c.metrics.UnmanagedConflicts))
 }
@@ -372,7 +373,7 @@ func TestContextIDConflictCondition(t *testing.T) {
 	got := applied[0]
 	assert.Equal(t, clerumv1alpha1.ConditionContextIDConflict, got.Type)
 	assert.Equal(t, metav1.ConditionTrue, got.Status)
-	assert.Equal(t, ReasonDuplicateContext, got.Reason)
+	assert.Equal(t, kit.EventDuplicateContextID, got.Reason)
 	assert.Equal(t, "contextId shared is already held by Context a-first; this Context is ignored", got.Message)
 	assert.Equal(t, int64(1), got.ObservedGeneration)
 	assert.True(t, got.LastTransitionTime.Time.Equal(f.clk.Now().Truncate(time.Second)))
@@ -449,7 +450,7 @@ func TestObservationsOutliveACacheThatIsBehind(t *testing.T) {
 		c.serverHandlers().OnDelete(s)
 	}
 	_, err := c.syncFull(context.Background())
-	require.ErrorIs(t, err, errCacheBehind)
+	require.ErrorIs(t, err, kit.ErrCacheBehind)
 	f.syncCaches()
 	require.NoError(t, fullPass(c))
 	assert.Len(t, f.deletes(), 12, "the servers' allows are revoked once the cache shows them")

@@ -14,19 +14,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/sets"
-	applymetav1 "k8s.io/client-go/applyconfigurations/meta/v1"
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
+	"github.com/clerum/hcc/pkg/controllers/kit"
 	applyv1alpha1 "github.com/clerum/hcc/pkg/generated/applyconfiguration/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/names"
 	"github.com/clerum/hcc/pkg/netpol"
 )
-
-// errCacheBehind marks a pass that met the API server ahead of the informer
-// cache (an AlreadyExists of a policy HCC wrote, a Conflict on an update or
-// a precondition): nothing is wrong, the pass is retried quietly once the
-// cache catches up.
-var errCacheBehind = errors.New("the policy cache is behind the API server")
 
 // missingNamespaceRetry is how soon a pass that skipped namespaces that do
 // not exist runs again: HCC does not watch namespaces, and one created
@@ -167,7 +161,7 @@ func (c *Controller) finish(out *outcome) (time.Duration, error) {
 		return 0, errors.Join(out.errs...)
 	}
 	if out.behind {
-		return 0, errCacheBehind
+		return 0, kit.ErrCacheBehind
 	}
 	if out.missing.Len() > 0 {
 		return missingNamespaceRetry, nil
@@ -240,9 +234,9 @@ func (c *Controller) reportUnmanaged(conflicts []*networkingv1.NetworkPolicy, se
 		}
 		message := fmt.Sprintf("NetworkPolicy %s/%s is needed by HCC but held by an object HCC does not manage; it is left as it is", p.Namespace, p.Name)
 		c.log.Warn().Str("namespace", p.Namespace).Str("name", p.Name).Msg("name held by an unmanaged NetworkPolicy; skipped")
-		c.recorder.Event(p, corev1.EventTypeWarning, ReasonUnmanagedConflict, message)
+		c.recorder.Event(p, corev1.EventTypeWarning, kit.EventUnmanagedConflict, message)
 		if s, ok := byName[servers[k]]; ok {
-			c.recorder.Event(s, corev1.EventTypeWarning, ReasonUnmanagedConflict, message)
+			c.recorder.Event(s, corev1.EventTypeWarning, kit.EventUnmanagedConflict, message)
 		}
 	}
 	c.unmanaged = current
@@ -264,7 +258,7 @@ func (c *Controller) reportRejections(servers []*clerumv1alpha1.McpServer, rejec
 		key := r.Server + "\x00" + r.Binding + "\x00" + r.Reason
 		current.Insert(key)
 		if s, ok := byName[r.Server]; ok && !c.rejected.Has(key) {
-			c.recorder.Eventf(s, corev1.EventTypeWarning, ReasonBindingRejected, "%s: %s", r.Binding, r.Reason)
+			c.recorder.Eventf(s, corev1.EventTypeWarning, kit.EventRecipeBindingRejected, "%s: %s", r.Binding, r.Reason)
 		}
 	}
 	c.rejected = current
@@ -360,7 +354,7 @@ func (c *Controller) write(ctx context.Context, verb string, policies []*network
 		// A lagging cache is retried quietly; a name held by an object HCC
 		// does not own is reported by reportUnmanaged. Neither is an error
 		// of the pass.
-		if !errors.Is(err, errCacheBehind) && !errors.Is(err, errUnmanaged) {
+		if !errors.Is(err, kit.ErrCacheBehind) && !errors.Is(err, errUnmanaged) {
 			c.metrics.WriteErrors.WithLabelValues(verb).Inc()
 			out.errs = append(out.errs, err)
 			if verb == verbCreate {
@@ -379,7 +373,7 @@ func (c *Controller) writeOne(ctx context.Context, verb string, p *networkingv1.
 	var err error
 	switch verb {
 	case verbCreate:
-		_, err = client.Create(ctx, p, metav1.CreateOptions{FieldManager: FieldManager})
+		_, err = client.Create(ctx, p, metav1.CreateOptions{FieldManager: clerumv1alpha1.FieldManagerNetPol})
 		switch {
 		case isNamespaceNotFound(err, p.Namespace):
 			// A namespace that does not exist holds no pod to protect, so it
@@ -392,12 +386,12 @@ func (c *Controller) writeOne(ctx context.Context, verb string, p *networkingv1.
 			c.created.add(keyOf(p), c.clock.Now())
 		}
 	case verbUpdate:
-		_, err = client.Update(ctx, p, metav1.UpdateOptions{FieldManager: FieldManager})
+		_, err = client.Update(ctx, p, metav1.UpdateOptions{FieldManager: clerumv1alpha1.FieldManagerNetPol})
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 			// Changed or deleted since the cache saw it: re-plan from the
 			// newer object.
 			out.behind = true
-			return errCacheBehind
+			return kit.ErrCacheBehind
 		}
 	case verbDelete:
 		// The preconditions make sure we delete the policy we judged, not
@@ -410,7 +404,7 @@ func (c *Controller) writeOne(ctx context.Context, verb string, p *networkingv1.
 			err = nil
 		case apierrors.IsConflict(err):
 			out.behind = true
-			return errCacheBehind
+			return kit.ErrCacheBehind
 		}
 	}
 	if err != nil {
@@ -430,12 +424,12 @@ func (c *Controller) createConflict(ctx context.Context, p *networkingv1.Network
 	switch {
 	case apierrors.IsNotFound(err):
 		out.behind = true // deleted since: the next pass creates it
-		return errCacheBehind
+		return kit.ErrCacheBehind
 	case err != nil:
 		return fmt.Errorf("create NetworkPolicy %s/%s: reading the object holding its name: %w", p.Namespace, p.Name, err)
 	case owned(holder):
 		out.behind = true
-		return errCacheBehind
+		return kit.ErrCacheBehind
 	}
 	out.conflicts = append(out.conflicts, holder)
 	return errUnmanaged
@@ -476,43 +470,32 @@ func (c *Controller) reportConflicts(ctx context.Context, contexts []*clerumv1al
 			c.conflicted.Delete(ctxObj.Name)
 			continue
 		}
-		want, reason := metav1.ConditionFalse, "Unique"
-		message := "contextId " + ctxObj.Spec.ContextID + " is held by this Context"
+		want := kit.Condition{Type: clerumv1alpha1.ConditionContextIDConflict, Status: metav1.ConditionFalse,
+			Reason: kit.ReasonUniqueContextID, Message: "contextId " + ctxObj.Spec.ContextID + " is held by this Context"}
 		if conflicted {
-			want, reason = metav1.ConditionTrue, ReasonDuplicateContext
-			message = fmt.Sprintf("contextId %s is already held by Context %s; this Context is ignored", cf.ContextID, cf.HeldBy)
+			want.Status, want.Reason = metav1.ConditionTrue, kit.ReasonDuplicateContextID
+			want.Message = fmt.Sprintf("contextId %s is already held by Context %s; this Context is ignored", cf.ContextID, cf.HeldBy)
 			if !c.conflicted.Has(ctxObj.Name) {
-				c.recorder.Event(ctxObj, corev1.EventTypeWarning, reason, message)
+				c.recorder.Event(ctxObj, corev1.EventTypeWarning, kit.EventDuplicateContextID, want.Message)
 			}
 			c.conflicted.Insert(ctxObj.Name)
 		} else {
 			c.conflicted.Delete(ctxObj.Name)
 		}
-		if have != nil && have.Status == want && have.Reason == reason && have.Message == message &&
-			have.ObservedGeneration == ctxObj.Generation {
+		// hcc-netpol owns this one condition of a Context's status.
+		conds := kit.BuildConditions(ctxObj.Status.Conditions, ctxObj.Generation, c.clock.Now(), want)
+		if !conds.Changed {
 			continue
 		}
 		apply := applyv1alpha1.Context(ctxObj.Name, ctxObj.Namespace).WithStatus(applyv1alpha1.ContextStatus().
-			WithConditions(applymetav1.Condition().
-				WithType(clerumv1alpha1.ConditionContextIDConflict).WithStatus(want).
-				WithReason(reason).WithMessage(message).
-				WithObservedGeneration(ctxObj.Generation).
-				WithLastTransitionTime(transitionTime(have, want, c.clock.Now()))))
+			WithConditions(conds.Apply...))
 		_, err := c.hcc.ClerumV1alpha1().Contexts(ctxObj.Namespace).ApplyStatus(ctx, apply,
-			metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
+			metav1.ApplyOptions{FieldManager: clerumv1alpha1.FieldManagerNetPol, Force: true})
 		if err != nil && !apierrors.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("Context %s/%s status: %w", ctxObj.Namespace, ctxObj.Name, err))
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// transitionTime keeps the last transition time while the status holds.
-func transitionTime(have *metav1.Condition, want metav1.ConditionStatus, now time.Time) metav1.Time {
-	if have != nil && have.Status == want {
-		return have.LastTransitionTime
-	}
-	return metav1.NewTime(now)
 }
 
 func filter(ps []*networkingv1.NetworkPolicy, keep func(*networkingv1.NetworkPolicy) bool) []*networkingv1.NetworkPolicy {

@@ -1,0 +1,159 @@
+package kit
+
+import (
+	"fmt"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	kubeinformers "k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	clientset "github.com/clerum/hcc/pkg/generated/clientset/versioned"
+	informers "github.com/clerum/hcc/pkg/generated/informers/externalversions"
+	"github.com/clerum/hcc/pkg/names"
+)
+
+// Selection is the label selector of an informer, chosen explicitly at every
+// call site so no informer is filtered by a selector meant for another.
+type Selection int
+
+const (
+	// AllObjects watches every object of the kind in the namespace.
+	AllObjects Selection = iota
+	// ManagedObjects watches only objects labelled managed by HCC: the
+	// children HCC writes, without caching everything else of the kind.
+	ManagedObjects
+)
+
+func (s Selection) String() string {
+	if s == ManagedObjects {
+		return "managed"
+	}
+	return "all"
+}
+
+// Informers are the informer factories of one process: one per namespace
+// and selection for built-in kinds, one per namespace for clerum.io kinds.
+// Every reconciler takes its informers from here, so two reconcilers that
+// watch a kind in a namespace share one watch and one cache. A kind may be
+// watched in a namespace with one selection only: asking for it with the
+// other is a wiring error (a second watch, or a cache that silently lacks
+// objects a reconciler expects) and panics at startup.
+type Informers struct {
+	kube kubernetes.Interface
+	hcc  clientset.Interface
+
+	mu      sync.Mutex
+	kubeBy  map[kubeKey]kubeinformers.SharedInformerFactory
+	hccBy   map[string]informers.SharedInformerFactory
+	claimed map[claimKey]Selection
+}
+
+type kubeKey struct {
+	namespace string
+	selection Selection
+}
+
+type claimKey struct{ namespace, resource string }
+
+// NewInformers returns the factories over kube and hcc. They cache objects
+// without managedFields, which no reconciler reads and which are often the
+// bulk of an object, and never resync: periodic work is each reconciler's
+// own timer, so a resync never floods every queue at once.
+func NewInformers(kube kubernetes.Interface, hcc clientset.Interface) *Informers {
+	return &Informers{
+		kube:    kube,
+		hcc:     hcc,
+		kubeBy:  map[kubeKey]kubeinformers.SharedInformerFactory{},
+		hccBy:   map[string]informers.SharedInformerFactory{},
+		claimed: map[claimKey]Selection{},
+	}
+}
+
+// Kube returns the factory for resource (e.g. "networkpolicies") in
+// namespace with selection.
+func (i *Informers) Kube(namespace string, selection Selection, resource string) kubeinformers.SharedInformerFactory {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	i.claim(namespace, resource, selection)
+	k := kubeKey{namespace, selection}
+	f, ok := i.kubeBy[k]
+	if !ok {
+		opts := []kubeinformers.SharedInformerOption{
+			kubeinformers.WithNamespace(namespace),
+			kubeinformers.WithTransform(StripManagedFields),
+		}
+		if selection == ManagedObjects {
+			selector := labels.Set{names.LabelManagedBy: names.ManagedByValue}.String()
+			opts = append(opts, kubeinformers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.LabelSelector = selector }))
+		}
+		f = kubeinformers.NewSharedInformerFactoryWithOptions(i.kube, 0, opts...)
+		i.kubeBy[k] = f
+	}
+	return f
+}
+
+// HCC returns the factory for clerum.io kinds in namespace; they are always
+// watched whole.
+func (i *Informers) HCC(namespace string) informers.SharedInformerFactory {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	f, ok := i.hccBy[namespace]
+	if !ok {
+		f = informers.NewSharedInformerFactoryWithOptions(i.hcc, 0,
+			informers.WithNamespace(namespace), informers.WithTransform(StripManagedFields))
+		i.hccBy[namespace] = f
+	}
+	return f
+}
+
+func (i *Informers) claim(namespace, resource string, selection Selection) {
+	k := claimKey{namespace, resource}
+	if have, ok := i.claimed[k]; ok && have != selection {
+		panic(fmt.Sprintf("kit: %s in namespace %s is watched with selection %s and %s; choose one", resource, namespace, have, selection))
+	}
+	i.claimed[k] = selection
+}
+
+// Start starts every informer asked for so far.
+func (i *Informers) Start(stop <-chan struct{}) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	for _, f := range i.kubeBy {
+		f.Start(stop)
+	}
+	for _, f := range i.hccBy {
+		f.Start(stop)
+	}
+}
+
+// Shutdown stops the informers and waits for their goroutines.
+func (i *Informers) Shutdown() {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	for _, f := range i.kubeBy {
+		f.Shutdown()
+	}
+	for _, f := range i.hccBy {
+		f.Shutdown()
+	}
+}
+
+// StripManagedFields drops managedFields from a cached object.
+func StripManagedFields(obj any) (any, error) {
+	if accessor, err := meta.Accessor(obj); err == nil {
+		accessor.SetManagedFields(nil)
+	}
+	return obj, nil
+}
+
+// WaitForSync waits until every informer in synced has synced, or stop.
+func WaitForSync(name string, stop <-chan struct{}, synced ...cache.InformerSynced) error {
+	if !cache.WaitForNamedCacheSync(name, stop, synced...) {
+		return fmt.Errorf("%s: caches did not sync", name)
+	}
+	return nil
+}

@@ -1,0 +1,129 @@
+package kit
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+
+	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
+	hccfake "github.com/clerum/hcc/pkg/generated/clientset/versioned/fake"
+)
+
+func server(generation int64, rv string) *clerumv1alpha1.McpServer {
+	return &clerumv1alpha1.McpServer{ObjectMeta: metav1.ObjectMeta{
+		Namespace: "mcp-server", Name: "s1", Generation: generation, ResourceVersion: rv,
+	}}
+}
+
+func TestOwnHandlersDropStatusOnlyUpdates(t *testing.T) {
+	var got []cache.ObjectName
+	h := OwnHandlers(func(k cache.ObjectName) { got = append(got, k) })
+	h.OnAdd(server(1, "1"), false)
+	statusWrite := server(1, "2")
+	statusWrite.Status.Ready = true
+	h.OnUpdate(server(1, "1"), statusWrite)
+	h.OnUpdate(server(1, "2"), server(2, "3"))
+	h.OnDelete(cache.DeletedFinalStateUnknown{Key: "mcp-server/s1"})
+	assert.Len(t, got, 3, "add, spec change and tombstoned delete; the status write is dropped")
+	for _, k := range got {
+		assert.Equal(t, cache.ObjectName{Namespace: "mcp-server", Name: "s1"}, k)
+	}
+}
+
+func TestChildHandlersSeeStatusUpdates(t *testing.T) {
+	var got []cache.ObjectName
+	owner := OwnerByRefOrLabel("clerum.io/v1alpha1", "McpServer", "mcp-server", "clerum.io/mcpserver")
+	h := ChildHandlers(owner, func(k cache.ObjectName) { got = append(got, k) })
+	child := &metav1.ObjectMeta{Namespace: "mcp-server", Name: "s1", Generation: 4, OwnerReferences: []metav1.OwnerReference{{
+		APIVersion: "clerum.io/v1alpha1", Kind: "McpServer", Name: "s1", UID: "u1", Controller: ptr.To(true),
+	}}}
+	deployment := &metav1.PartialObjectMetadata{ObjectMeta: *child}
+	h.OnUpdate(deployment, deployment) // a readiness change: same generation
+	h.OnDelete(cache.DeletedFinalStateUnknown{Key: "mcp-server/s1", Obj: deployment})
+	assert.Equal(t, []cache.ObjectName{{Namespace: "mcp-server", Name: "s1"}, {Namespace: "mcp-server", Name: "s1"}}, got)
+}
+
+func TestOwnerByRefOrLabel(t *testing.T) {
+	owner := OwnerByRefOrLabel("clerum.io/v1alpha1", "Host", "mcp-host", "clerum.io/host")
+	ref := func(kind, name string) []metav1.OwnerReference {
+		return []metav1.OwnerReference{{APIVersion: "clerum.io/v1alpha1", Kind: kind, Name: name, UID: "u", Controller: ptr.To(true)}}
+	}
+	tests := []struct {
+		name string
+		obj  metav1.ObjectMeta
+		want string
+	}{
+		{name: "a controller reference names the owner", obj: metav1.ObjectMeta{Namespace: "mcp-host", OwnerReferences: ref("Host", "h1")}, want: "h1"},
+		{name: "the reference wins over the label", obj: metav1.ObjectMeta{Namespace: "mcp-host", OwnerReferences: ref("Host", "h1"), Labels: map[string]string{"clerum.io/host": "h2"}}, want: "h1"},
+		{name: "a child in another namespace is found by its label", obj: metav1.ObjectMeta{Namespace: "channels", Labels: map[string]string{"clerum.io/host": "h3"}}, want: "h3"},
+		{name: "a reference to another kind names no owner", obj: metav1.ObjectMeta{Namespace: "mcp-host", OwnerReferences: ref("McpServer", "s1"), Labels: map[string]string{"clerum.io/host": "h1"}}},
+		{name: "an unlabelled object without a reference names no owner", obj: metav1.ObjectMeta{Namespace: "mcp-host"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			k, ok := owner(&tc.obj)
+			assert.Equal(t, tc.want != "", ok)
+			assert.Equal(t, tc.want, k.Name)
+			if ok {
+				assert.Equal(t, "mcp-host", k.Namespace)
+			}
+		})
+	}
+}
+
+func TestBuildConditions(t *testing.T) {
+	then := metav1.NewTime(time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC))
+	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	have := []metav1.Condition{
+		{Type: "Ready", Status: metav1.ConditionFalse, Reason: "Pending", Message: "waiting", ObservedGeneration: 3, LastTransitionTime: then},
+		{Type: "ExternalEgressReady", Status: metav1.ConditionTrue, Reason: "Programmed", ObservedGeneration: 1, LastTransitionTime: then},
+	}
+	t.Run("an unchanged set is no change", func(t *testing.T) {
+		got := BuildConditions(have, 3, now, Condition{Type: "Ready", Status: metav1.ConditionFalse, Reason: "Pending", Message: "waiting"})
+		assert.False(t, got.Changed)
+		require.Len(t, got.Apply, 1, "another manager's condition is not sent")
+		assert.Equal(t, then, *got.Apply[0].LastTransitionTime)
+	})
+	t.Run("a new message keeps the transition time", func(t *testing.T) {
+		got := BuildConditions(have, 3, now, Condition{Type: "Ready", Status: metav1.ConditionFalse, Reason: "Pending", Message: "still waiting"})
+		assert.True(t, got.Changed)
+		assert.Equal(t, then, *got.Apply[0].LastTransitionTime)
+	})
+	t.Run("a new status moves the transition time", func(t *testing.T) {
+		got := BuildConditions(have, 3, now, Condition{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Available"})
+		assert.True(t, got.Changed)
+		assert.Equal(t, metav1.NewTime(now), *got.Apply[0].LastTransitionTime)
+	})
+	t.Run("a new generation is a change", func(t *testing.T) {
+		got := BuildConditions(have, 4, now, Condition{Type: "Ready", Status: metav1.ConditionFalse, Reason: "Pending", Message: "waiting"})
+		assert.True(t, got.Changed)
+		assert.Equal(t, int64(4), *got.Apply[0].ObservedGeneration)
+	})
+	t.Run("the whole owned set is sent every time, a missing one is a change", func(t *testing.T) {
+		got := BuildConditions(have, 3, now,
+			Condition{Type: "Ready", Status: metav1.ConditionFalse, Reason: "Pending", Message: "waiting"},
+			Condition{Type: "SecretsResolved", Status: metav1.ConditionTrue, Reason: "Found"})
+		assert.True(t, got.Changed)
+		require.Len(t, got.Apply, 2)
+		assert.Equal(t, "Ready", *got.Apply[0].Type)
+		assert.Equal(t, "SecretsResolved", *got.Apply[1].Type)
+	})
+}
+
+func TestInformersShareOneWatchPerKindAndNamespace(t *testing.T) {
+	i := NewInformers(kubefake.NewClientset(), hccfake.NewClientset())
+	a := i.Kube("mcp-server", ManagedObjects, "networkpolicies")
+	b := i.Kube("mcp-server", ManagedObjects, "networkpolicies")
+	assert.Same(t, a, b)
+	assert.NotSame(t, a, i.Kube("mcp-host", ManagedObjects, "networkpolicies"))
+	assert.Same(t, i.HCC("mcp-server"), i.HCC("mcp-server"))
+	assert.Panics(t, func() { i.Kube("mcp-server", AllObjects, "networkpolicies") },
+		"a second watch of a kind with another selector is a wiring error")
+	assert.NotPanics(t, func() { i.Kube("mcp-server", AllObjects, "secrets") })
+}

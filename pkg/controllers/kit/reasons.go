@@ -1,0 +1,38 @@
+package kit
+
+// The reasons of every condition and event HCC's reconcilers write, in one
+// place so that two reconcilers never spell one reason two ways and an
+// operator's alert or `kubectl get events --field-selector reason=...` can
+// rely on them. Condition types and field managers are part of the API, in
+// pkg/apis/clerum/v1alpha1.
+
+// ExternalEgressReady (McpServer, field manager hcc-netpol).
+const (
+	ReasonNoBindings       = "NoBindings"       // True: nothing to program
+	ReasonProgrammed       = "Programmed"       // True: every binding is in the cluster
+	ReasonPending          = "Pending"          // False: the current generation is not in the cluster yet
+	ReasonBindingRejected  = "BindingRejected"  // False: a binding can never be allowed as written
+	ReasonResolutionFailed = "ResolutionFailed" // False: a lookup failed; retried
+)
+
+// ContextIDConflict (Context, field manager hcc-netpol).
+const (
+	ReasonDuplicateContextID = "DuplicateContextID" // True: an older Context holds the contextId
+	ReasonUniqueContextID    = "Unique"             // False: the conflict ended
+)
+
+// Events.
+const (
+	// EventEgressBindingRejected: a server's set of rejected egress bindings
+	// changed (on the McpServer).
+	EventEgressBindingRejected = "EgressBindingRejected"
+	// EventRecipeBindingRejected: a recipe binding or a Context allow gets
+	// no policy (on the McpServer).
+	EventRecipeBindingRejected = "BindingRejected"
+	// EventDuplicateContextID: a Context is ignored for a duplicate
+	// contextId (on the Context).
+	EventDuplicateContextID = "DuplicateContextID"
+	// EventUnmanagedConflict: an object HCC does not own holds a name HCC
+	// needs (on that object and on the owner it was for).
+	EventUnmanagedConflict = "UnmanagedConflict"
+)
