@@ -33,7 +33,7 @@ generate: ## Regenerate clients, deepcopy, CRDs and docs/configuration.md.
 	$(GO) run ./pkg/config/internal/gendocs
 
 .PHONY: verify
-verify: ## Fail when generated code, CRDs, docs, go.mod/go.sum or formatting are stale.
+verify: ## Fail when generated code, CRDs, docs, go.mod/go.sum or formatting are stale, on a forbidden import, or on vet or staticcheck findings.
 	hack/verify-codegen.sh
 	hack/verify-gomod.sh
 	@# gofmt of the toolchain that runs everything else, not whichever is on PATH.
@@ -42,6 +42,16 @@ verify: ## Fail when generated code, CRDs, docs, go.mod/go.sum or formatting are
 	$(GO) vet ./...
 	$(GO) vet -tags integration ./...
 	cd hack/controlplane && $(GO) vet ./...
+	@# The import guard (the layering of docs/style.md; it parses the sources,
+	@# builds none of them) and staticcheck both run, so one pass reports both.
+	@status=0; \
+	  echo "$(GO) test -count=1 ./internal/guards/"; $(GO) test -count=1 ./internal/guards/ || status=1; \
+	  echo "hack/verify-staticcheck.sh"; hack/verify-staticcheck.sh || status=1; \
+	  exit $$status
+
+.PHONY: staticcheck
+staticcheck: ## staticcheck (pinned in hack/lib.sh) on every hand-written package, with and without -tags integration.
+	hack/verify-staticcheck.sh
 
 .PHONY: verify-fresh
 verify-fresh: ## make verify in a clone of HEAD with empty module, build and tool caches (a fresh machine).

@@ -5,6 +5,10 @@ HCC_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 HCC_CACHE_DIR=${HCC_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/hcc}
 
 CONTROLLER_TOOLS_VERSION=v0.23.0
+# honnef.co/go/tools v0.8.2 is staticcheck 2026.2.2, built for Go 1.26 (the
+# go directive of go.mod); a staticcheck older than the toolchain cannot
+# type-check the code.
+STATICCHECK_VERSION=v0.8.2
 
 # hcc::go::module_dir prints the directory of module $1, at the version the
 # module in the current directory requires, downloading it first. `go list -m
@@ -34,4 +38,15 @@ hcc::tool::controller_gen() {
     GOBIN="${dir}" go install "sigs.k8s.io/controller-tools/cmd/controller-gen@${CONTROLLER_TOOLS_VERSION}" >&2
   fi
   echo "${dir}/controller-gen"
+}
+
+# hcc::tool::staticcheck prints the path of staticcheck, installing the
+# pinned version into the cache on first use.
+hcc::tool::staticcheck() {
+  local dir="${HCC_CACHE_DIR}/tools/staticcheck-${STATICCHECK_VERSION}"
+  if [[ ! -x "${dir}/staticcheck" ]]; then
+    echo "installing staticcheck ${STATICCHECK_VERSION} into ${dir}" >&2
+    GOBIN="${dir}" go install "honnef.co/go/tools/cmd/staticcheck@${STATICCHECK_VERSION}" >&2
+  fi
+  echo "${dir}/staticcheck"
 }

@@ -342,9 +342,9 @@ func (e *env) testRejections(t *testing.T) {
 			var obj map[string]any
 			require.NoError(t, json.Unmarshal([]byte(tc.obj), &obj))
 			u := &unstructured.Unstructured{Object: obj}
-			u.SetAPIVersion(clerumv1alpha1.SchemeGroupVersion.String())
+			u.SetAPIVersion(clerumv1alpha1.GroupVersion.String())
 			u.SetKind(kindOf[tc.gvr])
-			gvr := schema.GroupVersionResource{Group: clerumv1alpha1.SchemeGroupVersion.Group, Version: "v1alpha1", Resource: tc.gvr}
+			gvr := schema.GroupVersionResource{Group: clerumv1alpha1.GroupVersion.Group, Version: "v1alpha1", Resource: tc.gvr}
 			_, err := e.dynamic.Resource(gvr).Namespace(tc.ns).Create(context.Background(), u, metav1.CreateOptions{})
 			require.Error(t, err)
 			assert.True(t, apierrors.IsInvalid(err), "want 422 Invalid, got %v", err)
