@@ -40,7 +40,7 @@ func runRender(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return 1
 	}
 	if len(files) == 0 || fs.NArg() > 0 {
-		return fail(errors.New("usage: render -f PATH [-f PATH]... [--resolve HOST=IP[,IP]]..."))
+		return fail(errors.New("usage: render -f PATH [-f PATH]... [--resolve HOST=IP[,IP]]... (at least one -f)"))
 	}
 	overrides := map[string][]netip.Addr{}
 	for _, r := range resolves {

@@ -152,7 +152,7 @@ func (l *loader) add(doc document) error {
 			}
 		}
 		return nil
-	case gv == clerumv1alpha1.SchemeGroupVersion.String():
+	case gv == clerumv1alpha1.GroupVersion.String():
 		switch kind {
 		case "McpServer":
 			return decodeInto(l, doc, &l.in.servers)

@@ -12,17 +12,17 @@ import (
 	"github.com/clerum/hcc/pkg/netpol"
 )
 
-// ownedTypes are the policy types this operator plans and sweeps. Policies of
-// other types (the Host operator's "host", the filesystem reconcilers'
-// "filesystem") are never touched, even when they look orphaned.
-var ownedTypes = map[string]bool{
-	names.PolicyTypeDenyAll:        true,
-	names.PolicyTypeInfrastructure: true,
-	names.PolicyTypeContextAllow:   true,
-	names.PolicyTypeRPCProxyEgress: true,
-	names.PolicyTypeExternalEgress: true,
-	names.PolicyTypeRecipeBinding:  true,
-}
+// ownedTypes are the policy types this operator plans and sweeps, from the
+// one table of writers in pkg/names. Policies of other writers' types (the
+// Host operator's "host", the filesystem reconcilers' "filesystem") are
+// never touched, even when they look orphaned.
+var ownedTypes = func() map[string]bool {
+	m := map[string]bool{}
+	for _, t := range names.WriterPolicyTypes(names.WriterNetworkPolicy) {
+		m[t] = true
+	}
+	return m
+}()
 
 // defaultTypes are the L0/L1 types: ensured by every pass, never swept.
 var defaultTypes = map[string]bool{

@@ -492,7 +492,7 @@ func (c *Controller) reportConflicts(ctx context.Context, contexts []*clerumv1al
 		_, err := c.hcc.ClerumV1alpha1().Contexts(ctxObj.Namespace).ApplyStatus(ctx, apply,
 			metav1.ApplyOptions{FieldManager: clerumv1alpha1.FieldManagerNetPol, Force: true})
 		if err != nil && !apierrors.IsNotFound(err) {
-			errs = append(errs, fmt.Errorf("Context %s/%s status: %w", ctxObj.Namespace, ctxObj.Name, err))
+			errs = append(errs, fmt.Errorf("status of Context %s/%s: %w", ctxObj.Namespace, ctxObj.Name, err))
 		}
 	}
 	return errors.Join(errs...)
