@@ -1,0 +1,291 @@
+package kit
+
+import (
+	"fmt"
+	"slices"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+)
+
+// The kinds of child HCC writes, and for each what HCC owns of it. Builders
+// emit objects as the API server defaults them (kittest.RoundTrip proves it);
+// the rules below only copy what the server assigns per object (addresses,
+// bindings) and refuse changes it would reject. Everything HCC owns is
+// compared whole: an entry someone else added to a list HCC owns is a
+// difference, undone by the next write.
+
+// Deployments: HCC owns the whole spec, pod template included.
+var Deployments = Kind[*appsv1.Deployment]{
+	Name: "Deployment",
+	client: func(k kubernetes.Interface, ns string) ChildClient[*appsv1.Deployment] {
+		return k.AppsV1().Deployments(ns)
+	},
+	prepare: func(write, live *appsv1.Deployment) error {
+		if !equality.Semantic.DeepEqual(write.Spec.Selector, live.Spec.Selector) {
+			return immutable("spec.selector")
+		}
+		return nil
+	},
+	owned: func(d *appsv1.Deployment) any { return d.Spec },
+}
+
+// Services: HCC owns the spec except the addresses and ports the API server
+// allocates, which a builder cannot know: clusterIP(s), IP families (they
+// depend on the cluster's stack), node ports and the health-check node
+// port. A builder that does name an address owns it.
+var Services = Kind[*corev1.Service]{
+	Name: "Service",
+	client: func(k kubernetes.Interface, ns string) ChildClient[*corev1.Service] {
+		return k.CoreV1().Services(ns)
+	},
+	prepare: prepareService,
+	owned:   func(s *corev1.Service) any { return s.Spec },
+}
+
+func prepareService(write, live *corev1.Service) error {
+	w, l := &write.Spec, &live.Spec
+	switch {
+	case w.ClusterIP == "":
+		w.ClusterIP = l.ClusterIP
+	case l.ClusterIP != "" && w.ClusterIP != l.ClusterIP:
+		return immutable("spec.clusterIP")
+	}
+	if len(w.ClusterIPs) == 0 {
+		w.ClusterIPs = slices.Clone(l.ClusterIPs)
+	}
+	if len(w.IPFamilies) == 0 {
+		w.IPFamilies = slices.Clone(l.IPFamilies)
+	}
+	if w.IPFamilyPolicy == nil && l.IPFamilyPolicy != nil {
+		w.IPFamilyPolicy = ptr.To(*l.IPFamilyPolicy)
+	}
+	if w.HealthCheckNodePort == 0 {
+		w.HealthCheckNodePort = l.HealthCheckNodePort
+	}
+	for i := range w.Ports {
+		p := &w.Ports[i]
+		if p.NodePort != 0 {
+			continue
+		}
+		// A port is identified by number and protocol: the API server
+		// rejects two ports sharing both.
+		for _, lp := range l.Ports {
+			if lp.Port == p.Port && lp.Protocol == p.Protocol {
+				p.NodePort = lp.NodePort
+			}
+		}
+	}
+	return nil
+}
+
+// ConfigMaps: HCC owns data, binaryData and immutable. An immutable
+// ConfigMap someone marked so keeps the mark; its data cannot change.
+var ConfigMaps = Kind[*corev1.ConfigMap]{
+	Name: "ConfigMap",
+	client: func(k kubernetes.Interface, ns string) ChildClient[*corev1.ConfigMap] {
+		return k.CoreV1().ConfigMaps(ns)
+	},
+	prepare: func(write, live *corev1.ConfigMap) error {
+		if write.Immutable == nil && live.Immutable != nil {
+			write.Immutable = ptr.To(*live.Immutable)
+		}
+		same := equality.Semantic.DeepEqual(write.Data, live.Data) && equality.Semantic.DeepEqual(write.BinaryData, live.BinaryData)
+		return immutableData(write.Immutable, live.Immutable, same)
+	},
+	owned: func(c *corev1.ConfigMap) any {
+		return struct {
+			Data       map[string]string
+			BinaryData map[string][]byte
+			Immutable  *bool
+		}{c.Data, c.BinaryData, c.Immutable}
+	},
+}
+
+// Secrets: HCC owns data, type and immutable, like a ConfigMap's. A
+// builder's stringData is folded into data, as the API server does (it never
+// returns stringData). Values are compared as they are: a Secret informer
+// whose transform drops values cannot prove a Secret unchanged, so a
+// reconciler with such a cache ensures a Secret when it has new data to
+// write, or passes a live object it read with Get.
+var Secrets = Kind[*corev1.Secret]{
+	Name: "Secret",
+	client: func(k kubernetes.Interface, ns string) ChildClient[*corev1.Secret] {
+		return k.CoreV1().Secrets(ns)
+	},
+	prepare: func(write, live *corev1.Secret) error {
+		foldStringData(write)
+		if write.Type != live.Type {
+			return immutable("type")
+		}
+		if write.Immutable == nil && live.Immutable != nil {
+			write.Immutable = ptr.To(*live.Immutable)
+		}
+		return immutableData(write.Immutable, live.Immutable, equality.Semantic.DeepEqual(write.Data, live.Data))
+	},
+	owned: func(s *corev1.Secret) any {
+		return struct {
+			Data      map[string][]byte
+			Type      corev1.SecretType
+			Immutable *bool
+		}{s.Data, s.Type, s.Immutable}
+	},
+}
+
+func foldStringData(s *corev1.Secret) {
+	if len(s.StringData) == 0 {
+		return
+	}
+	if s.Data == nil {
+		s.Data = make(map[string][]byte, len(s.StringData))
+	}
+	for k, v := range s.StringData {
+		s.Data[k] = []byte(v)
+	}
+	s.StringData = nil
+}
+
+// PersistentVolumeClaims: a claim's spec is fixed at creation except that
+// its storage request may grow (and its volume attributes class change).
+// The binding (volumeName) and a default storage class, when the builder
+// names none, come from the cluster. Shrinking, or changing anything else,
+// is refused: the data on the volume is never put at risk by a builder or
+// configuration change. Growing a claim that is not bound, or whose class
+// does not allow expansion, is refused by the API server, with its error.
+var PersistentVolumeClaims = Kind[*corev1.PersistentVolumeClaim]{
+	Name: "PersistentVolumeClaim",
+	client: func(k kubernetes.Interface, ns string) ChildClient[*corev1.PersistentVolumeClaim] {
+		return k.CoreV1().PersistentVolumeClaims(ns)
+	},
+	prepare: preparePVC,
+	owned:   func(c *corev1.PersistentVolumeClaim) any { return c.Spec },
+}
+
+func preparePVC(write, live *corev1.PersistentVolumeClaim) error {
+	w, l := &write.Spec, &live.Spec
+	if w.VolumeName == "" {
+		w.VolumeName = l.VolumeName
+	}
+	if w.StorageClassName == nil && l.StorageClassName != nil {
+		w.StorageClassName = ptr.To(*l.StorageClassName)
+	}
+	if w.VolumeMode == nil && l.VolumeMode != nil {
+		w.VolumeMode = ptr.To(*l.VolumeMode)
+	}
+	// The API server mirrors dataSource and dataSourceRef into each other.
+	if w.DataSource == nil && l.DataSource != nil {
+		w.DataSource = l.DataSource.DeepCopy()
+	}
+	if w.DataSourceRef == nil && l.DataSourceRef != nil {
+		w.DataSourceRef = l.DataSourceRef.DeepCopy()
+	}
+
+	want, have := w.Resources.Requests[corev1.ResourceStorage], l.Resources.Requests[corev1.ResourceStorage]
+	if want.Cmp(have) < 0 {
+		return &RefusedError{Cause: CauseShrink,
+			Detail: fmt.Sprintf("its storage request would shrink from %s to %s; a claim only grows", have.String(), want.String())}
+	}
+	rest := w.DeepCopy()
+	rest.VolumeAttributesClassName = l.VolumeAttributesClassName
+	if _, ok := l.Resources.Requests[corev1.ResourceStorage]; ok {
+		rest.Resources.Requests[corev1.ResourceStorage] = have
+	} else {
+		delete(rest.Resources.Requests, corev1.ResourceStorage)
+	}
+	if !equality.Semantic.DeepEqual(*rest, *l) {
+		return immutable("spec (only resources.requests.storage may grow, and volumeAttributesClassName change)")
+	}
+	return nil
+}
+
+// ServiceAccounts: HCC owns automountServiceAccountToken and its own image
+// pull secrets. Entries others add to imagePullSecrets (platforms inject
+// registry credentials into every account) and to secrets stay: fighting
+// such a controller would write forever.
+var ServiceAccounts = Kind[*corev1.ServiceAccount]{
+	Name: "ServiceAccount",
+	client: func(k kubernetes.Interface, ns string) ChildClient[*corev1.ServiceAccount] {
+		return k.CoreV1().ServiceAccounts(ns)
+	},
+	prepare: func(write, live *corev1.ServiceAccount) error {
+		write.Secrets = slices.Clone(live.Secrets)
+		pull := slices.Clone(live.ImagePullSecrets)
+		for _, s := range write.ImagePullSecrets {
+			if !contains(pull, s) {
+				pull = append(pull, s)
+			}
+		}
+		write.ImagePullSecrets = pull
+		return nil
+	},
+	owned: func(a *corev1.ServiceAccount) any {
+		return struct {
+			AutomountServiceAccountToken *bool
+			ImagePullSecrets             []corev1.LocalObjectReference
+			Secrets                      []corev1.ObjectReference
+		}{a.AutomountServiceAccountToken, a.ImagePullSecrets, a.Secrets}
+	},
+}
+
+// Roles: HCC owns the rules.
+var Roles = Kind[*rbacv1.Role]{
+	Name: "Role",
+	client: func(k kubernetes.Interface, ns string) ChildClient[*rbacv1.Role] {
+		return k.RbacV1().Roles(ns)
+	},
+	prepare: func(_, _ *rbacv1.Role) error { return nil },
+	owned:   func(r *rbacv1.Role) any { return r.Rules },
+}
+
+// RoleBindings: HCC owns the subjects and the role reference, which cannot
+// change after creation.
+var RoleBindings = Kind[*rbacv1.RoleBinding]{
+	Name: "RoleBinding",
+	client: func(k kubernetes.Interface, ns string) ChildClient[*rbacv1.RoleBinding] {
+		return k.RbacV1().RoleBindings(ns)
+	},
+	prepare: func(write, live *rbacv1.RoleBinding) error {
+		if write.RoleRef != live.RoleRef {
+			return immutable("roleRef")
+		}
+		return nil
+	},
+	owned: func(b *rbacv1.RoleBinding) any {
+		return struct {
+			Subjects []rbacv1.Subject
+			RoleRef  rbacv1.RoleRef
+		}{b.Subjects, b.RoleRef}
+	},
+}
+
+// NetworkPolicies: HCC owns the spec. Ownership also follows the policy
+// type (contract §4a): a managed policy of another writer's type is
+// refused; one with no type on HCC's name is the repairable class, taken
+// and labelled.
+var NetworkPolicies = Kind[*networkingv1.NetworkPolicy]{
+	Name: "NetworkPolicy",
+	client: func(k kubernetes.Interface, ns string) ChildClient[*networkingv1.NetworkPolicy] {
+		return k.NetworkingV1().NetworkPolicies(ns)
+	},
+	prepare:     func(_, _ *networkingv1.NetworkPolicy) error { return nil },
+	owned:       func(p *networkingv1.NetworkPolicy) any { return p.Spec },
+	policyTyped: true,
+}
+
+func immutable(field string) *RefusedError {
+	return &RefusedError{Cause: CauseImmutable, Detail: field + " cannot change after creation"}
+}
+
+// immutableData refuses any change to the data of an object marked
+// immutable, or to the mark itself, which the API server never lifts.
+func immutableData(write, live *bool, sameData bool) error {
+	if ptr.Deref(live, false) && (!sameData || !ptr.Deref(write, false)) {
+		return &RefusedError{Cause: CauseImmutable, Detail: "it is marked immutable, so its data cannot change"}
+	}
+	return nil
+}
