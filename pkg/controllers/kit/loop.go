@@ -36,8 +36,8 @@ var ErrCacheBehind = errors.New("the cache is behind the API server")
 //   - a NotFound of the key's own object (Resource, the reconciler's kind)
 //     is absorbed: the object is gone, and its deletion was the last event;
 //   - an optimistic-lock Conflict, an AlreadyExists or ErrCacheBehind — the
-//     cache lagging the API server — is logged at info and retried on the
-//     rate limiter;
+//     cache lagging the API server — and ErrBeingDeleted (a child still on
+//     its way out) are logged at info and retried on the rate limiter;
 //   - any other error is logged once, counted, and retried on the rate
 //     limiter;
 //   - a panic in Sync is recovered, logged with its stack and retried like
@@ -110,6 +110,11 @@ func (l *Loop[K]) handle(key K, res Result, err error) {
 		l.Queue.Forget(key)
 	case apierrors.IsConflict(err), apierrors.IsAlreadyExists(err), errors.Is(err, ErrCacheBehind):
 		log.Info().Err(err).Msg("cache behind the API server; retrying")
+		l.Queue.AddRateLimited(key)
+	case errors.Is(err, ErrBeingDeleted):
+		// A child on its way out is waited for, not failed on: its
+		// deletion event brings the key back.
+		log.Info().Err(err).Msg("waiting for a child to be deleted")
 		l.Queue.AddRateLimited(key)
 	default:
 		if l.Errors != nil {

@@ -87,6 +87,18 @@ func (f *loopFixture) once(t *testing.T) {
 	require.True(t, f.loop.ProcessNext(context.Background()))
 }
 
+// stepUntilQueued moves the fake clock past d and keeps nudging it until
+// the delayed key is back: the delaying queue arms its timer from its own
+// goroutine, which may read the clock before or after a single step.
+func (f *loopFixture) stepUntilQueued(t *testing.T, d time.Duration) {
+	t.Helper()
+	f.clock.Step(d)
+	require.Eventually(t, func() bool {
+		f.clock.Step(time.Millisecond)
+		return f.loop.Queue.Len() == 1
+	}, 5*time.Second, time.Millisecond)
+}
+
 func (f *loopFixture) errorCount(t *testing.T) float64 {
 	var m dto.Metric
 	require.NoError(t, f.errors.WithLabelValues("test").Write(&m))
@@ -111,6 +123,7 @@ func TestLoopErrorPolicy(t *testing.T) {
 		{name: "a Conflict is retried at info", err: apierrors.NewConflict(gr, "s1", errors.New("changed")), retried: true, wantLevel: "info"},
 		{name: "an AlreadyExists is retried at info", err: apierrors.NewAlreadyExists(schema.GroupResource{Resource: "services"}, "s1"), retried: true, wantLevel: "info"},
 		{name: "a lagging cache is retried at info", err: fmt.Errorf("pass: %w", ErrCacheBehind), retried: true, wantLevel: "info"},
+		{name: "a child being deleted is waited for at info", err: fmt.Errorf("deployment: %w", ErrBeingDeleted), retried: true, wantLevel: "info"},
 		{name: "any other error is logged once, counted and rate limited", err: errors.New("etcd is sad"), retried: true, counted: true, wantLevel: "error"},
 		{name: "a panic is recovered and retried as an error", panics: true, retried: true, counted: true, wantLevel: "error"},
 	}
@@ -122,8 +135,7 @@ func TestLoopErrorPolicy(t *testing.T) {
 			if tc.retried {
 				assert.Equal(t, 1, f.loop.Queue.NumRequeues(key))
 				assert.Zero(t, f.loop.Queue.Len(), "rate limited, not at once")
-				f.clock.Step(time.Second)
-				require.Eventually(t, func() bool { return f.loop.Queue.Len() == 1 }, 5*time.Second, time.Millisecond)
+				f.stepUntilQueued(t, time.Second)
 			} else {
 				assert.Zero(t, f.loop.Queue.NumRequeues(key))
 				assert.Zero(t, f.loop.Queue.Len())
@@ -162,8 +174,7 @@ func TestLoopRequeueAfter(t *testing.T) {
 	f.once(t)
 	assert.Zero(t, f.loop.Queue.Len())
 	assert.Zero(t, f.loop.Queue.NumRequeues(key), "a requeue-after is no failure")
-	f.clock.Step(10 * time.Minute)
-	require.Eventually(t, func() bool { return f.loop.Queue.Len() == 1 }, 5*time.Second, time.Millisecond)
+	f.stepUntilQueued(t, 10*time.Minute)
 }
 
 func TestLoopRunJoinsItsWorkers(t *testing.T) {

@@ -151,18 +151,6 @@ func (a Action) String() string {
 	return "none"
 }
 
-// Events about children, recorded on the owner (and, for a refusal, on the
-// refused object). A refusal of ownership reuses EventUnmanagedConflict,
-// which the NetworkPolicy operator emits for the same situation.
-const (
-	// EventTakenOver: a managed child's controller reference named an owner
-	// that no longer exists, or was missing, and now names the live owner.
-	EventTakenOver = "TakenOver"
-	// EventChangeRefused: a child is HCC's but cannot become what the
-	// builder asks (an immutable field changed, a claim would shrink).
-	EventChangeRefused = "ChangeRefused"
-)
-
 // Cause says why a child was not written. The refusal metric is labelled
 // with it.
 type Cause string

@@ -35,4 +35,12 @@ const (
 	// EventUnmanagedConflict: an object HCC does not own holds a name HCC
 	// needs (on that object and on the owner it was for).
 	EventUnmanagedConflict = "UnmanagedConflict"
+	// EventTakenOver: a managed child's controller reference named an owner
+	// that no longer exists, or was missing, and now names the live owner
+	// (on the owner).
+	EventTakenOver = "TakenOver"
+	// EventChangeRefused: a child is HCC's but cannot become what the
+	// builder asks — an immutable field changed, a claim would shrink (on
+	// the owner and the child).
+	EventChangeRefused = "ChangeRefused"
 )
