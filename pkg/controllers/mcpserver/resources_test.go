@@ -1,0 +1,244 @@
+package mcpserver
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+
+	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+var testOptions = Options{
+	PullPolicy:       corev1.PullIfNotPresent,
+	StdioBridgeImage: "docker.io/clerum/stdio-bridge:0.9.5",
+	StdioBridgeResources: corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("32Mi"), corev1.ResourceCPU: resource.MustParse("50m")},
+		Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Mi"), corev1.ResourceCPU: resource.MustParse("200m")},
+	},
+	EgressProxyImage: "clerum/nginx-egress-proxy:0.1.0",
+}
+
+func newServer(name string, typ clerumv1alpha1.TransportType, opts ...func(*clerumv1alpha1.McpServer)) *clerumv1alpha1.McpServer {
+	s := &clerumv1alpha1.McpServer{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "mcp-server", Name: name, UID: types.UID("uid-" + name), Generation: 1},
+		Spec: clerumv1alpha1.McpServerSpec{
+			Image:     "ghcr.io/evenfire-ai/" + name + ":1.0",
+			Transport: clerumv1alpha1.Transport{Type: typ, Port: ptr.To[int32](3000)},
+		},
+	}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+// golden compares obj's YAML with testdata/name, or rewrites it with -update.
+func golden(t *testing.T, name string, obj any) {
+	t.Helper()
+	got, err := yaml.Marshal(obj)
+	require.NoError(t, err)
+	path := filepath.Join("testdata", name)
+	if *update {
+		require.NoError(t, os.WriteFile(path, got, 0o644))
+	}
+	want, err := os.ReadFile(path)
+	require.NoError(t, err, "run go test -update to write %s", path)
+	assert.Equal(t, string(want), string(got), "%s: the container interface is pinned (docs/containers.md); run go test -update only for an intended change", path)
+}
+
+// The golden files pin the pods HCC runs: the container interfaces other
+// images rely on (docs/containers.md) change only on purpose.
+func TestBuildersGolden(t *testing.T) {
+	withSecrets := func(s *clerumv1alpha1.McpServer) {
+		s.Spec.Env = []corev1.EnvVar{{Name: "LOG_LEVEL", Value: "info"}}
+		s.Spec.EnvSecret = &clerumv1alpha1.EnvSecret{Name: "atlas", Keys: []clerumv1alpha1.EnvSecretKey{{SecretKey: "uri", EnvName: "MONGODB_URI"}}}
+		s.Spec.Command = []string{"node", "dist/index.js"}
+		s.Spec.Args = []string{"--readonly"}
+	}
+	cases := []struct {
+		name   string
+		server *clerumv1alpha1.McpServer
+		digest string
+	}{
+		{"sse", newServer("mongodb", clerumv1alpha1.TransportSSE, withSecrets), "sha256:0123"},
+		{"streamable-http", newServer("search", clerumv1alpha1.TransportStreamableHTTP), ""},
+		{"stdio", newServer("files", clerumv1alpha1.TransportStdio, withSecrets), "sha256:4567"},
+		{"remote", newServer("atlassian", clerumv1alpha1.TransportSSE, func(s *clerumv1alpha1.McpServer) {
+			s.Spec.Image = ""
+			s.Spec.Remote = &clerumv1alpha1.Remote{URL: "https://mcp.atlassian.com/v1/sse"}
+		}), ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			d, err := BuildDeployment(tc.server, "mcp-server", testOptions, tc.digest)
+			require.NoError(t, err)
+			golden(t, tc.name+".deployment.yaml", d)
+			golden(t, tc.name+".service.yaml", BuildService(tc.server, "mcp-server"))
+			cm, err := BuildProxyConfig(tc.server, "mcp-server")
+			require.NoError(t, err)
+			if tc.server.Spec.Remote != nil {
+				golden(t, tc.name+".configmap.yaml", cm)
+			} else {
+				assert.Nil(t, cm)
+			}
+		})
+	}
+}
+
+func TestBuildDeployment(t *testing.T) {
+	t.Run("the server's own container comes first", func(t *testing.T) {
+		for _, typ := range []clerumv1alpha1.TransportType{clerumv1alpha1.TransportSSE, clerumv1alpha1.TransportStdio} {
+			s := newServer("s", typ, func(s *clerumv1alpha1.McpServer) { s.Spec.Command = []string{"run"} })
+			d, err := BuildDeployment(s, "mcp-server", testOptions, "")
+			require.NoError(t, err)
+			assert.Equal(t, ContainerServer, d.Spec.Template.Spec.Containers[0].Name)
+			assert.Equal(t, s.Spec.Image, d.Spec.Template.Spec.Containers[0].Image, "the allowlist judges spec.image, which is what runs")
+		}
+	})
+	t.Run("a stdio server gets the bridge as the second container on the transport port", func(t *testing.T) {
+		s := newServer("s", clerumv1alpha1.TransportStdio, func(s *clerumv1alpha1.McpServer) { s.Spec.Command = []string{"npx", "server"} })
+		d, err := BuildDeployment(s, "mcp-server", testOptions, "")
+		require.NoError(t, err)
+		c := d.Spec.Template.Spec.Containers
+		require.Len(t, c, 2)
+		assert.Equal(t, ContainerStdioBridge, c[1].Name)
+		assert.Equal(t, int32(3000), c[1].Ports[0].ContainerPort)
+		assert.Empty(t, c[0].Ports, "the server itself listens on nothing")
+		assert.Equal(t, []string{StdioShim, "--socket", StdioSocket, "--", "npx", "server"}, c[0].Command)
+	})
+	t.Run("a stdio server without a command is refused", func(t *testing.T) {
+		_, err := BuildDeployment(newServer("s", clerumv1alpha1.TransportStdio), "mcp-server", testOptions, "")
+		assert.ErrorIs(t, err, ErrStdioCommand)
+	})
+	t.Run("stdio replicas are capped at one", func(t *testing.T) {
+		s := newServer("s", clerumv1alpha1.TransportStdio, func(s *clerumv1alpha1.McpServer) { s.Spec.Replicas = ptr.To[int32](3) })
+		r, capped := Replicas(s)
+		assert.Equal(t, int32(1), r)
+		assert.True(t, capped)
+		r, capped = Replicas(newServer("s", clerumv1alpha1.TransportSSE, func(s *clerumv1alpha1.McpServer) { s.Spec.Replicas = ptr.To[int32](3) }))
+		assert.Equal(t, int32(3), r)
+		assert.False(t, capped)
+	})
+	t.Run("a disabled server runs no replicas", func(t *testing.T) {
+		r, _ := Replicas(newServer("s", clerumv1alpha1.TransportSSE, func(s *clerumv1alpha1.McpServer) { s.Spec.Enabled = ptr.To(false) }))
+		assert.Zero(t, r)
+	})
+	t.Run("spec.env may not read Secrets or ConfigMaps", func(t *testing.T) {
+		for _, src := range []*corev1.EnvVarSource{
+			{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "other-servers-auth"}, Key: "token"}},
+			{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "x"}, Key: "k"}},
+		} {
+			s := newServer("s", clerumv1alpha1.TransportSSE, func(s *clerumv1alpha1.McpServer) {
+				s.Spec.Env = []corev1.EnvVar{{Name: "T", ValueFrom: src}}
+			})
+			_, err := BuildDeployment(s, "mcp-server", testOptions, "")
+			assert.ErrorIs(t, err, ErrEnvSecretRef)
+		}
+	})
+	t.Run("a Secret value is never inlined", func(t *testing.T) {
+		s := newServer("s", clerumv1alpha1.TransportSSE, func(s *clerumv1alpha1.McpServer) {
+			s.Spec.EnvSecret = &clerumv1alpha1.EnvSecret{Name: "creds", Keys: []clerumv1alpha1.EnvSecretKey{{SecretKey: "k", EnvName: "E"}}}
+		})
+		d, err := BuildDeployment(s, "mcp-server", testOptions, "sha256:x")
+		require.NoError(t, err)
+		e := d.Spec.Template.Spec.Containers[0].Env[0]
+		assert.Empty(t, e.Value)
+		assert.Equal(t, "creds", e.ValueFrom.SecretKeyRef.Name)
+		assert.Equal(t, "sha256:x", d.Spec.Template.Annotations[AnnotationSecretDigest])
+	})
+	t.Run("the pod is hardened", func(t *testing.T) {
+		s := newServer("s", clerumv1alpha1.TransportStdio, func(s *clerumv1alpha1.McpServer) { s.Spec.Command = []string{"run"} })
+		d, err := BuildDeployment(s, "mcp-server", testOptions, "")
+		require.NoError(t, err)
+		pod := d.Spec.Template.Spec
+		assert.False(t, *pod.AutomountServiceAccountToken)
+		assert.True(t, *pod.SecurityContext.RunAsNonRoot)
+		assert.Equal(t, PodUser, *pod.SecurityContext.RunAsUser)
+		assert.Equal(t, corev1.SeccompProfileTypeRuntimeDefault, pod.SecurityContext.SeccompProfile.Type)
+		for _, c := range append(pod.InitContainers, pod.Containers...) {
+			assert.False(t, *c.SecurityContext.AllowPrivilegeEscalation, c.Name)
+			assert.True(t, *c.SecurityContext.ReadOnlyRootFilesystem, c.Name)
+			assert.Equal(t, []corev1.Capability{"ALL"}, c.SecurityContext.Capabilities.Drop, c.Name)
+		}
+	})
+}
+
+func TestRemoteServers(t *testing.T) {
+	remote := func(url string) *clerumv1alpha1.McpServer {
+		return newServer("r", clerumv1alpha1.TransportStreamableHTTP, func(s *clerumv1alpha1.McpServer) {
+			s.Spec.Image = ""
+			s.Spec.Remote = &clerumv1alpha1.Remote{URL: url}
+		})
+	}
+	t.Run("the proxy, not spec.image, runs", func(t *testing.T) {
+		d, err := BuildDeployment(remote("https://mcp.example.com/mcp"), "mcp-server", testOptions, "")
+		require.NoError(t, err)
+		require.Len(t, d.Spec.Template.Spec.Containers, 1)
+		assert.Equal(t, testOptions.EgressProxyImage, d.Spec.Template.Spec.Containers[0].Image)
+	})
+	t.Run("the host the proxy must reach", func(t *testing.T) {
+		host, port, err := RemoteHost(remote("https://mcp.example.com/mcp"))
+		require.NoError(t, err)
+		assert.Equal(t, "mcp.example.com", host)
+		assert.Equal(t, int32(443), port)
+		host, port, err = RemoteHost(remote("http://mcp.example.com:8080/"))
+		require.NoError(t, err)
+		assert.Equal(t, "mcp.example.com", host)
+		assert.Equal(t, int32(8080), port)
+	})
+	for _, bad := range []string{
+		"ftp://mcp.example.com/", "https://user:pw@mcp.example.com/", "https://mcp.example.com/a;b",
+		"https://mcp.example.com/?q=1", "https://mcp.example.com/#f", "https://mcp.example.com:99999/", "mcp.example.com/path",
+		"https://mcp.example.com/$host",
+	} {
+		t.Run("a URL nginx could misread is refused: "+bad, func(t *testing.T) {
+			_, err := BuildProxyConfig(remote(bad), "mcp-server")
+			assert.ErrorIs(t, err, ErrRemoteURL)
+			_, err = BuildDeployment(remote(bad), "mcp-server", testOptions, "")
+			assert.ErrorIs(t, err, ErrRemoteURL)
+		})
+	}
+	t.Run("characters nginx reads are escaped in the path", func(t *testing.T) {
+		cm, err := BuildProxyConfig(remote("https://mcp.example.com/{x}"), "mcp-server")
+		require.NoError(t, err)
+		assert.Contains(t, cm.Data[ProxyConfigKey], "proxy_pass https://mcp.example.com:443/%7Bx%7D;")
+		assert.Contains(t, cm.Data[ProxyConfigKey], "location = /mcp {", "the served path maps to the remote URL")
+	})
+	t.Run("a remote server with an image of its own is refused", func(t *testing.T) {
+		s := remote("https://mcp.example.com/mcp")
+		s.Spec.Image = "evil/image"
+		_, err := BuildDeployment(s, "mcp-server", testOptions, "")
+		assert.ErrorIs(t, err, ErrRemoteWithSpec)
+	})
+}
+
+func TestServedTransport(t *testing.T) {
+	for _, tc := range []struct {
+		typ      clerumv1alpha1.TransportType
+		path     string
+		wantType clerumv1alpha1.TransportType
+		wantPath string
+	}{
+		{clerumv1alpha1.TransportSSE, "", clerumv1alpha1.TransportSSE, "/sse"},
+		{clerumv1alpha1.TransportStreamableHTTP, "", clerumv1alpha1.TransportStreamableHTTP, "/mcp"},
+		{clerumv1alpha1.TransportStdio, "", clerumv1alpha1.TransportStreamableHTTP, "/mcp"},
+		{clerumv1alpha1.TransportStdio, "/rpc", clerumv1alpha1.TransportStreamableHTTP, "/rpc"},
+	} {
+		s := newServer("s", tc.typ, func(s *clerumv1alpha1.McpServer) { s.Spec.Transport.Path = tc.path })
+		typ, path := ServedTransport(s)
+		assert.Equal(t, tc.wantType, typ)
+		assert.Equal(t, tc.wantPath, path)
+	}
+}
