@@ -75,9 +75,14 @@ type Core struct {
 	LogLevel       string // one of debug, info, warn, error
 	PodName        string // leader-election identity
 	LeaderElect    bool
-	KubeAPIQPS     float32
-	KubeAPIBurst   int
-	ClusterDomain  string
+	// LeaderLease, LeaderRenew and LeaderRetry are the leader-election
+	// lease duration, renew deadline and retry period.
+	LeaderLease, LeaderRenew, LeaderRetry time.Duration
+	// Workers per reconciler.
+	McpServerWorkers, HostWorkers, FileSystemWorkers int
+	KubeAPIQPS                                       float32
+	KubeAPIBurst                                     int
+	ClusterDomain                                    string
 }
 
 // Namespaces holds the namespace of each workload HCC manages or selects.
@@ -208,6 +213,10 @@ type NetPol struct {
 	DefaultsResync         time.Duration // L0/L1 defaults only; 0 disables
 	OrphanDeleteCap        int
 	OrphanDeleteCapPercent int
+	// HostOrphanDeleteCap(Percent) are the Host sweep's caps, with the same
+	// rules as the NetworkPolicy ones.
+	HostOrphanDeleteCap        int
+	HostOrphanDeleteCapPercent int
 }
 
 // ImagePolicy configures the allowlist applied to local-mode McpServer images.

@@ -117,6 +117,14 @@ func resources(reqMemory, reqCPU, limMemory, limCPU string) corev1.ResourceRequi
 	}
 }
 
+// controllerOnly clears what only hcc-controller reads: leader timings,
+// worker counts and the Host sweep's caps.
+func controllerOnly(c *Config) {
+	c.Core.LeaderLease, c.Core.LeaderRenew, c.Core.LeaderRetry = 0, 0, 0
+	c.Core.McpServerWorkers, c.Core.HostWorkers, c.Core.FileSystemWorkers = 0, 0, 0
+	c.NetPol.HostOrphanDeleteCap, c.NetPol.HostOrphanDeleteCapPercent = 0, 0
+}
+
 // seedDefaults is the configuration the seed documents, with the defaults
 // this project chose where the seed only points elsewhere.
 func seedDefaults(t *testing.T) Config {
@@ -133,6 +141,8 @@ func seedDefaults(t *testing.T) Config {
 			KubeAPIQPS:     50,
 			KubeAPIBurst:   100,
 			ClusterDomain:  "cluster.local",
+			LeaderLease:    15 * time.Second, LeaderRenew: 10 * time.Second, LeaderRetry: 2 * time.Second,
+			McpServerWorkers: 4, HostWorkers: 2, FileSystemWorkers: 1,
 		},
 		Namespaces: Namespaces{
 			McpServer:    "mcp-server",
@@ -214,11 +224,13 @@ func seedDefaults(t *testing.T) Config {
 			Resync:            60 * time.Second,
 		},
 		NetPol: NetPol{
-			RuntimeNamespaces:      []string{"mcp-server", "mcp-host", "sandbox-recipes", "rpc-proxy"},
-			K8sAPICIDRs:            []netip.Prefix{netip.MustParsePrefix("10.96.0.1/32")},
-			K8sAPICIDRSource:       "default",
-			OrphanDeleteCap:        10,
-			OrphanDeleteCapPercent: 20,
+			RuntimeNamespaces:          []string{"mcp-server", "mcp-host", "sandbox-recipes", "rpc-proxy"},
+			K8sAPICIDRs:                []netip.Prefix{netip.MustParsePrefix("10.96.0.1/32")},
+			K8sAPICIDRSource:           "default",
+			OrphanDeleteCap:            10,
+			OrphanDeleteCapPercent:     20,
+			HostOrphanDeleteCap:        10,
+			HostOrphanDeleteCapPercent: 20,
 		},
 		ImagePolicy: ImagePolicy{
 			AllowedPrefixes: []string{"ghcr.io/evenfire-ai/", "mongodb/", "mcr.microsoft.com/", "clerum/", "docker.io/clerum/"},
@@ -253,12 +265,14 @@ func TestLoadDefaults(t *testing.T) {
 		adjust: func(c *Config) {
 			c.HostAuth.PublicKeys = []*rsa.PublicKey{&testKey().PublicKey}
 			c.Warnings = []string{"CONTEXT_MAPPER_DESKTOP_API_TOKEN: empty, so GET /api/v1/desktop/{hostRef} is unauthenticated"}
+			controllerOnly(c)
 		},
 	}, {
 		name:      "render gets every seed default with no secret at all",
 		component: Render,
 		adjust: func(c *Config) {
 			c.Warnings = []string{"CONTEXT_MAPPER_ENFORCE_IMAGE_ALLOWLIST: false, so the image allowlist only logs images it would block"}
+			controllerOnly(c)
 		},
 	}}
 	for _, tt := range tests {
@@ -270,13 +284,15 @@ func TestLoadDefaults(t *testing.T) {
 	}
 }
 
-// TestEveryVariableIsDeclaredOnce pins the table to the seed's variables
-// plus those contract §6 adds.
+// TestEveryVariableIsDeclaredOnce pins the table to the variables of
+// docs/configuration.md.
 func TestEveryVariableIsDeclaredOnce(t *testing.T) {
 	want := []string{
 		// Core / server, and contract §6.
 		"CONTEXT_MAPPER_PORT", "CLERUM_DEV_MODE", "LOG_LEVEL",
 		"HCC_CONTROLLER_PORT", "POD_NAME", "HCC_LEADER_ELECT", "HCC_KUBE_API_QPS", "HCC_KUBE_API_BURST", "CONTEXT_MAPPER_CLUSTER_DOMAIN",
+		"HCC_LEADER_LEASE_SEC", "HCC_LEADER_RENEW_SEC", "HCC_LEADER_RETRY_SEC",
+		"HCC_MCPSERVER_WORKERS", "HCC_HOST_WORKERS", "HCC_FILESYSTEM_WORKERS",
 		// Namespaces.
 		"CONTEXT_MAPPER_NAMESPACE", "CONTEXT_MAPPER_CONTROL_PLANE_NAMESPACE", "CONTEXT_MAPPER_HOST_NAMESPACE",
 		"CONTEXT_MAPPER_GFS_NAMESPACE", "CONTEXT_MAPPER_RPC_PROXY_NAMESPACE", "CONTEXT_MAPPER_CHANNELS_NAMESPACE",
@@ -325,7 +341,7 @@ func TestEveryVariableIsDeclaredOnce(t *testing.T) {
 		"CONTEXT_MAPPER_RUNTIME_NAMESPACES", "CONTEXT_MAPPER_MINIMAL_INFRA_NAMESPACES", "CONTEXT_MAPPER_K8S_API_CIDRS",
 		"CONTEXT_MAPPER_NODELOCAL_DNS_CIDR", "CONTEXT_MAPPER_NETPOL_RESYNC_SEC", "CONTEXT_MAPPER_NETPOL_DEFAULTS_RESYNC_SEC",
 		"CONTEXT_MAPPER_NETPOL_ORPHAN_DELETE_CAP", "CONTEXT_MAPPER_NETPOL_ORPHAN_DELETE_CAP_PERCENT", "KUBERNETES_SERVICE_HOST",
-		"HCC_EGRESS_DENY_CIDRS",
+		"HCC_EGRESS_DENY_CIDRS", "HCC_HOST_ORPHAN_DELETE_CAP", "HCC_HOST_ORPHAN_DELETE_CAP_PERCENT",
 		// Plugin image allowlist.
 		"CONTEXT_MAPPER_ALLOWED_IMAGE_PREFIXES", "CONTEXT_MAPPER_ENFORCE_IMAGE_ALLOWLIST",
 		// Control-API integration.
@@ -358,6 +374,10 @@ var intVars = []string{
 	"CONTEXT_MAPPER_GFSC_PORT", "CONTEXT_MAPPER_GFS_POSTGRES_PORT", "CONTEXT_MAPPER_GFS_RESYNC_SEC",
 	"CONTEXT_MAPPER_NETPOL_RESYNC_SEC", "CONTEXT_MAPPER_NETPOL_DEFAULTS_RESYNC_SEC",
 	"CONTEXT_MAPPER_NETPOL_ORPHAN_DELETE_CAP", "CONTEXT_MAPPER_NETPOL_ORPHAN_DELETE_CAP_PERCENT",
+	"HCC_MCPSERVER_WORKERS", "HCC_HOST_WORKERS", "HCC_FILESYSTEM_WORKERS",
+	"HCC_HOST_ORPHAN_DELETE_CAP", "HCC_HOST_ORPHAN_DELETE_CAP_PERCENT",
+	// The leader timings are integers too, but judged together:
+	// TestLeaderTimings.
 }
 
 // zeroDisables is the integer variables for which 0 is meaningful: resync
@@ -366,6 +386,7 @@ var zeroDisables = []string{
 	"HCC_EXTERNAL_EGRESS_RESYNC_SEC", "CONTEXT_MAPPER_HOST_RESYNC_SEC", "CONTEXT_MAPPER_SFS_RESYNC_SEC",
 	"CONTEXT_MAPPER_GFS_RESYNC_SEC", "CONTEXT_MAPPER_NETPOL_RESYNC_SEC", "CONTEXT_MAPPER_NETPOL_DEFAULTS_RESYNC_SEC",
 	"CONTEXT_MAPPER_NETPOL_ORPHAN_DELETE_CAP", "CONTEXT_MAPPER_NETPOL_ORPHAN_DELETE_CAP_PERCENT",
+	"HCC_HOST_ORPHAN_DELETE_CAP", "HCC_HOST_ORPHAN_DELETE_CAP_PERCENT",
 }
 
 func TestIntegersMustBeCanonical(t *testing.T) {
@@ -1171,4 +1192,25 @@ func TestWarnings(t *testing.T) {
 		cfg := mustLoad(t, Controller, env{"CONTEXT_MAPPER_MINIMAL_INFRA_NAMESPACES": "sandbox-ui"})
 		assert.Contains(t, cfg.Warnings, "CONTEXT_MAPPER_MINIMAL_INFRA_NAMESPACES: sandbox-ui not in CONTEXT_MAPPER_RUNTIME_NAMESPACES, so ignored")
 	})
+}
+
+func TestLeaderTimings(t *testing.T) {
+	load := func(lease, renew, retry string) (*Config, error) {
+		env := map[string]string{
+			"INTERNAL_CONTROL_JWT_HCC_HMAC_SECRET": "a-real-secret-of-enough-length-0123456789",
+			"HCC_LEADER_LEASE_SEC":                 lease, "HCC_LEADER_RENEW_SEC": renew, "HCC_LEADER_RETRY_SEC": retry,
+		}
+		return LoadFrom(Controller, func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	}
+	cfg, err := load("", "", "")
+	require.NoError(t, err)
+	assert.Equal(t, []time.Duration{15 * time.Second, 10 * time.Second, 2 * time.Second},
+		[]time.Duration{cfg.Core.LeaderLease, cfg.Core.LeaderRenew, cfg.Core.LeaderRetry})
+	cfg, err = load("60", "40", "5")
+	require.NoError(t, err)
+	assert.Equal(t, 40*time.Second, cfg.Core.LeaderRenew)
+	for _, bad := range [][3]string{{"10", "10", "2"}, {"10", "15", "2"}, {"15", "10", "9"}, {"15", "10", "0"}, {"1e1", "5", "1"}} {
+		_, err := load(bad[0], bad[1], bad[2])
+		assert.Error(t, err, "lease %s renew %s retry %s", bad[0], bad[1], bad[2])
+	}
 }

@@ -43,6 +43,37 @@ var groups = []group{{
 		desc:  "Run hcc-controller under leader election.",
 		field: boolean(func(c *Config) *bool { return &c.Core.LeaderElect }),
 	}, {
+		name: "HCC_LEADER_LEASE_SEC", def: "15",
+		desc:   "Leader-election lease duration: how long a standby waits after the leader stops renewing.",
+		field:  seconds(func(c *Config) *time.Duration { return &c.Core.LeaderLease }, 1),
+		readBy: only(Controller),
+	}, {
+		name: "HCC_LEADER_RENEW_SEC", def: "10",
+		desc:   "Leader-election renew deadline: a leader that cannot renew for this long stops. Must be shorter than the lease and longer than the retry period.",
+		field:  seconds(func(c *Config) *time.Duration { return &c.Core.LeaderRenew }, 1),
+		readBy: only(Controller),
+		cross:  &crossCheck{needs: []string{"HCC_LEADER_LEASE_SEC", "HCC_LEADER_RETRY_SEC"}, check: leaderTimings},
+	}, {
+		name: "HCC_LEADER_RETRY_SEC", def: "2",
+		desc:   "Leader-election retry period.",
+		field:  seconds(func(c *Config) *time.Duration { return &c.Core.LeaderRetry }, 1),
+		readBy: only(Controller),
+	}, {
+		name: "HCC_MCPSERVER_WORKERS", def: "4",
+		desc:   "McpServers the McpServer operator syncs at once.",
+		field:  integer(func(c *Config) *int { return &c.Core.McpServerWorkers }, 1, 64),
+		readBy: only(Controller),
+	}, {
+		name: "HCC_HOST_WORKERS", def: "2",
+		desc:   "Hosts the Host operator syncs at once.",
+		field:  integer(func(c *Config) *int { return &c.Core.HostWorkers }, 1, 64),
+		readBy: only(Controller),
+	}, {
+		name: "HCC_FILESYSTEM_WORKERS", def: "1",
+		desc:   "SharedFileSystems and GlobalFileSystems the filesystem reconcilers sync at once.",
+		field:  integer(func(c *Config) *int { return &c.Core.FileSystemWorkers }, 1, 64),
+		readBy: only(Controller),
+	}, {
 		name: "HCC_KUBE_API_QPS", def: "50",
 		desc:  "Sustained request rate of the Kubernetes client.",
 		field: qps(func(c *Config) *float32 { return &c.Core.KubeAPIQPS }),
@@ -484,6 +515,16 @@ var groups = []group{{
 		name: "CONTEXT_MAPPER_NETPOL_ORPHAN_DELETE_CAP_PERCENT", def: "20",
 		desc:  "The same refusal when orphans exceed this percentage of the managed policies listed. Above 100 it never fires.",
 		field: integer(func(c *Config) *int { return &c.NetPol.OrphanDeleteCapPercent }, 0, math.MaxInt64),
+	}, {
+		name: "HCC_HOST_ORPHAN_DELETE_CAP", def: "10",
+		desc:   "The Host sweep's absolute cap on unexplained orphan deletes, with the NetworkPolicy cap's rules.",
+		field:  integer(func(c *Config) *int { return &c.NetPol.HostOrphanDeleteCap }, 0, math.MaxInt64),
+		readBy: only(Controller),
+	}, {
+		name: "HCC_HOST_ORPHAN_DELETE_CAP_PERCENT", def: "20",
+		desc:   "The Host sweep's percent cap on unexplained orphan deletes.",
+		field:  integer(func(c *Config) *int { return &c.NetPol.HostOrphanDeleteCapPercent }, 0, math.MaxInt64),
+		readBy: only(Controller),
 	}},
 }, {
 	title: "Plugin image allowlist",
@@ -568,6 +609,19 @@ func hostResources(c *Config) *corev1.ResourceRequirements    { return &c.Host.R
 func desktopResources(c *Config) *corev1.ResourceRequirements { return &c.Desktop.Resources }
 func wfcResources(c *Config) *corev1.ResourceRequirements     { return &c.WFC.Resources }
 func gfscResources(c *Config) *corev1.ResourceRequirements    { return &c.GFS.Resources }
+
+// leaderTimings enforces what client-go's leader election requires: a lease
+// longer than the renew deadline, which is longer than the retry period
+// (with its jitter).
+func leaderTimings(c *Config) error {
+	if c.Core.LeaderRenew >= c.Core.LeaderLease {
+		return fmt.Errorf("%s must be shorter than HCC_LEADER_LEASE_SEC %s", c.Core.LeaderRenew, c.Core.LeaderLease)
+	}
+	if float64(c.Core.LeaderRenew) <= 1.2*float64(c.Core.LeaderRetry) {
+		return fmt.Errorf("%s must be longer than 1.2 × HCC_LEADER_RETRY_SEC %s", c.Core.LeaderRenew, c.Core.LeaderRetry)
+	}
+	return nil
+}
 
 func targetIsHostNamespace(c *Config) error {
 	if c.Namespaces.Target != c.Namespaces.Host {

@@ -1,6 +1,7 @@
 package kit
 
 import (
+	"slices"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -35,7 +36,20 @@ type Conditions struct {
 // BuildConditions returns the set for want, given have (the object's current
 // conditions), the object's generation and the time of this write.
 func BuildConditions(have []metav1.Condition, generation int64, now time.Time, want ...Condition) Conditions {
+	return BuildOwnedConditions(have, nil, generation, now, want...)
+}
+
+// BuildOwnedConditions is BuildConditions for a manager whose set of
+// conditions varies (RemoteReachable only for remote servers): owned lists
+// every type the manager may write, and one that have shows but want no
+// longer holds is a change, so the write that drops it is made.
+func BuildOwnedConditions(have []metav1.Condition, owned []string, generation int64, now time.Time, want ...Condition) Conditions {
 	var out Conditions
+	for _, typ := range owned {
+		if meta.FindStatusCondition(have, typ) != nil && !slices.ContainsFunc(want, func(w Condition) bool { return w.Type == typ }) {
+			out.Changed = true
+		}
+	}
 	for _, w := range want {
 		cur := meta.FindStatusCondition(have, w.Type)
 		transition := metav1.NewTime(now)

@@ -47,6 +47,7 @@ type Informers struct {
 	hcc  clientset.Interface
 
 	mu      sync.Mutex
+	started bool
 	kubeBy  map[kubeKey]kubeinformers.SharedInformerFactory
 	hccBy   map[string]informers.SharedInformerFactory
 	claimed map[claimKey]Selection
@@ -78,6 +79,7 @@ func NewInformers(kube kubernetes.Interface, hcc clientset.Interface) *Informers
 func (i *Informers) Kube(namespace string, selection Selection, resource string) kubeinformers.SharedInformerFactory {
 	i.mu.Lock()
 	defer i.mu.Unlock()
+	i.mustNotHaveStarted()
 	i.claim(namespace, resource, selection)
 	k := kubeKey{namespace, selection}
 	f, ok := i.kubeBy[k]
@@ -101,6 +103,7 @@ func (i *Informers) Kube(namespace string, selection Selection, resource string)
 func (i *Informers) HCC(namespace string) informers.SharedInformerFactory {
 	i.mu.Lock()
 	defer i.mu.Unlock()
+	i.mustNotHaveStarted()
 	f, ok := i.hccBy[namespace]
 	if !ok {
 		f = informers.NewSharedInformerFactoryWithOptions(i.hcc, 0,
@@ -118,10 +121,19 @@ func (i *Informers) claim(namespace, resource string, selection Selection) {
 	i.claimed[k] = selection
 }
 
-// Start starts every informer asked for so far.
+// mustNotHaveStarted panics when a reconciler asks for an informer after
+// Start: it would never be started, and its cache would never sync.
+func (i *Informers) mustNotHaveStarted() {
+	if i.started {
+		panic("kit: an informer was asked for after Informers.Start; build every reconciler first")
+	}
+}
+
+// Start starts every informer asked for; none may be asked for after it.
 func (i *Informers) Start(stop <-chan struct{}) {
 	i.mu.Lock()
 	defer i.mu.Unlock()
+	i.started = true
 	for _, f := range i.kubeBy {
 		f.Start(stop)
 	}

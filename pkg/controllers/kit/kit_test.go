@@ -1,12 +1,18 @@
 package kit
 
 import (
+	"context"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
@@ -126,4 +132,77 @@ func TestInformersShareOneWatchPerKindAndNamespace(t *testing.T) {
 	assert.Panics(t, func() { i.Kube("mcp-server", AllObjects, "networkpolicies") },
 		"a second watch of a kind with another selector is a wiring error")
 	assert.NotPanics(t, func() { i.Kube("mcp-server", AllObjects, "secrets") })
+}
+
+func TestBuildOwnedConditionsDropsAConditionNoLongerWanted(t *testing.T) {
+	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	have := []metav1.Condition{
+		{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Available", ObservedGeneration: 2},
+		{Type: "RemoteReachable", Status: metav1.ConditionTrue, Reason: "BindingCoversHost", ObservedGeneration: 2},
+		{Type: "ExternalEgressReady", Status: metav1.ConditionTrue, Reason: "Programmed", ObservedGeneration: 2},
+	}
+	ready := Condition{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Available"}
+	got := BuildOwnedConditions(have, []string{"Ready", "RemoteReachable"}, 2, now, ready)
+	assert.True(t, got.Changed, "the write that removes RemoteReachable is made")
+	require.Len(t, got.Apply, 1)
+	got = BuildOwnedConditions(have[:1], []string{"Ready", "RemoteReachable"}, 2, now, ready)
+	assert.False(t, got.Changed, "another manager's condition is not ours to drop")
+}
+
+func TestInformersAskedForAfterStartPanic(t *testing.T) {
+	i := NewInformers(kubefake.NewClientset(), hccfake.NewClientset())
+	i.Kube("mcp-server", ManagedObjects, "deployments")
+	stop := make(chan struct{})
+	defer close(stop)
+	i.Start(stop)
+	assert.Panics(t, func() { i.Kube("mcp-server", ManagedObjects, "services") }, "it would never be started")
+	assert.Panics(t, func() { i.HCC("mcp-server") })
+}
+
+func TestDeleteChildTouchesOnlyTheOwnersChildren(t *testing.T) {
+	ctx := context.Background()
+	mcpGVK := schema.GroupVersion(clerumv1alpha1.GroupVersion).WithKind("McpServer")
+	managed := map[string]string{"clerum.io/managed-by": "host-context-controller", "clerum.io/mcpserver": "s1"}
+	deployment := func(name string, labels map[string]string, refs ...metav1.OwnerReference) *appsv1.Deployment {
+		return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "mcp-server", Name: name, UID: types.UID(name),
+			ResourceVersion: "1", Labels: labels, OwnerReferences: refs}}
+	}
+	tests := []struct {
+		name    string
+		obj     runtime.Object
+		kind    func(*Children, runtime.Object) (bool, error)
+		deleted bool
+	}{
+		{"the owner's Deployment is deleted", deployment("s1", managed), func(c *Children, o runtime.Object) (bool, error) {
+			return DeleteChild(ctx, c, Deployments, mcpGVK, "s1", "clerum.io/mcpserver", o.(*appsv1.Deployment))
+		}, true},
+		{"an unmanaged Deployment is not", deployment("s1", nil), func(c *Children, o runtime.Object) (bool, error) {
+			return DeleteChild(ctx, c, Deployments, mcpGVK, "s1", "clerum.io/mcpserver", o.(*appsv1.Deployment))
+		}, false},
+		{"another owner's Deployment is not", deployment("s1", managed, metav1.OwnerReference{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "x", UID: "u", Controller: ptr.To(true)}),
+			func(c *Children, o runtime.Object) (bool, error) {
+				return DeleteChild(ctx, c, Deployments, mcpGVK, "s1", "clerum.io/mcpserver", o.(*appsv1.Deployment))
+			}, false},
+		{"a NetworkPolicy of the NetworkPolicy operator's type is not, whatever its server label", &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{
+			Namespace: "mcp-server", Name: "ext-egress-s1-api", UID: "np", ResourceVersion: "1",
+			Labels: map[string]string{"clerum.io/managed-by": "host-context-controller", "clerum.io/mcpserver": "s1", "clerum.io/policy-type": "external-egress"},
+		}}, func(c *Children, o runtime.Object) (bool, error) {
+			return DeleteChild(ctx, c, NetworkPolicies, mcpGVK, "s1", "clerum.io/mcpserver", o.(*networkingv1.NetworkPolicy))
+		}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			kube := kubefake.NewClientset(tc.obj)
+			deleted, err := tc.kind(NewChildren(kube, "test", nil, nil), tc.obj)
+			require.NoError(t, err)
+			assert.Equal(t, tc.deleted, deleted)
+			deletes := 0
+			for _, a := range kube.Actions() {
+				if a.GetVerb() == "delete" {
+					deletes++
+				}
+			}
+			assert.Equal(t, map[bool]int{true: 1, false: 0}[tc.deleted], deletes)
+		})
+	}
 }

@@ -83,6 +83,12 @@ func (l *Loop[K]) ProcessNext(ctx context.Context) bool {
 	}
 	defer l.Queue.Done(key)
 	res, err := l.sync(ctx, key)
+	if err != nil && ctx.Err() != nil {
+		// Shutting down: the sync was cut short, not failed. The key stays
+		// for the next leader's resync.
+		l.Queue.Forget(key)
+		return true
+	}
 	l.handle(key, res, err)
 	return true
 }

@@ -210,11 +210,13 @@ func (e *RefusedError) Is(target error) bool {
 	return target == ErrNotOwned
 }
 
-// ChildClient is the part of a typed client-go client that Ensure uses.
+// ChildClient is the part of a typed client-go client that Ensure and
+// DeleteChild use.
 type ChildClient[T any] interface {
 	Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error)
 	Create(ctx context.Context, obj T, opts metav1.CreateOptions) (T, error)
 	Update(ctx context.Context, obj T, opts metav1.UpdateOptions) (T, error)
+	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
 }
 
 // Kind holds what Ensure needs to know about one kind of child: its client
@@ -304,6 +306,10 @@ func Ensure[T Child](ctx context.Context, c *Children, kind Kind[T], owner Owner
 		return live, ActionNone, nil
 	}
 	updated, err := client.Update(ctx, obj, metav1.UpdateOptions{FieldManager: c.fieldManager})
+	if apierrors.IsNotFound(err) {
+		// Deleted since the cache saw it: the next sync creates it.
+		return zero, ActionNone, fmt.Errorf("%s %s/%s: %w", kind.Name, live.GetNamespace(), live.GetName(), ErrCacheBehind)
+	}
 	if err != nil {
 		return zero, ActionNone, err
 	}
@@ -415,6 +421,16 @@ func judge(policyTyped bool, owner Owner, useRef bool, live, desired metav1.Obje
 		return verdict{cause: CauseOtherWriter, detail: fmt.Sprintf("it does not carry %s, so another writer manages it", owner.IdentityLabel)}
 	}
 	if !useRef {
+		// Without a reference of HCC's (a child in another namespace, or
+		// one ownership decides by labels), a controller reference is some
+		// other live owner's, unless it names the owner itself.
+		if ref := metav1.GetControllerOfNoCopy(live); ref != nil {
+			gv, err := schema.ParseGroupVersion(ref.APIVersion)
+			if err != nil || gv.Group != owner.GVK.Group || ref.Kind != owner.GVK.Kind || ref.Name != owner.Object.GetName() ||
+				live.GetNamespace() != owner.Object.GetNamespace() {
+				return verdict{cause: CauseOtherOwner, detail: fmt.Sprintf("it is controlled by %s %s", ref.Kind, ref.Name)}
+			}
+		}
 		return verdict{}
 	}
 	ref := metav1.GetControllerOfNoCopy(live)
@@ -433,6 +449,9 @@ func judge(policyTyped bool, owner Owner, useRef bool, live, desired metav1.Obje
 	return verdict{takeOver: ref.UID != owner.Object.GetUID()}
 }
 
+// controllerRef is the reference HCC writes. It blocks the owner's
+// foreground deletion, which under OwnerReferencesPermissionEnforcement
+// needs update on the owner kind's finalizers: deploy/ grants it.
 func controllerRef(owner Owner) metav1.OwnerReference {
 	return *metav1.NewControllerRef(owner.Object, owner.GVK)
 }

@@ -30,6 +30,13 @@ var Deployments = Kind[*appsv1.Deployment]{
 		if !equality.Semantic.DeepEqual(write.Spec.Selector, live.Spec.Selector) {
 			return immutable("spec.selector")
 		}
+		// The API server copies serviceAccountName into the deprecated
+		// serviceAccount; a builder should not have to spell it.
+		pod := &write.Spec.Template.Spec
+		deprecated := &pod.DeprecatedServiceAccount
+		if *deprecated == "" {
+			*deprecated = pod.ServiceAccountName
+		}
 		return nil
 	},
 	owned: func(d *appsv1.Deployment) any { return d.Spec },
@@ -120,6 +127,9 @@ var Secrets = Kind[*corev1.Secret]{
 	},
 	prepare: func(write, live *corev1.Secret) error {
 		foldStringData(write)
+		if write.Type == "" {
+			write.Type = corev1.SecretTypeOpaque // the API server's default
+		}
 		if write.Type != live.Type {
 			return immutable("type")
 		}

@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -259,8 +258,8 @@ func TestOwnership(t *testing.T) {
 			}},
 		{name: "without owner references, a managed child is decided by its labels alone", owner: owner.WithoutReference(),
 			action: kit.ActionNone, live: func(d *appsv1.Deployment) { d.OwnerReferences = nil }},
-		{name: "without owner references, a reference someone else set is neither judged nor removed", owner: owner.WithoutReference(),
-			action: kit.ActionNone, live: func(d *appsv1.Deployment) { d.OwnerReferences = []metav1.OwnerReference{hostRef("h2", "uid-2")} }},
+		{name: "without owner references, a child another live owner controls is refused", owner: owner.WithoutReference(),
+			cause: kit.CauseOtherOwner, live: func(d *appsv1.Deployment) { d.OwnerReferences = []metav1.OwnerReference{hostRef("h2", "uid-2")} }},
 		{name: "without owner references, an unmanaged object is still refused", owner: owner.WithoutReference(), cause: kit.CauseUnmanaged,
 			live: func(d *appsv1.Deployment) { d.Labels = nil; d.OwnerReferences = nil }},
 	}
@@ -773,6 +772,6 @@ func TestEnsure(t *testing.T) {
 		live.Spec.Ingress = nil
 		f := newEnsureFixture() // absent from the server: the cache is behind
 		_, _, err := kit.Ensure(ctx, f.children, kit.NetworkPolicies, owner, live, buildNetworkPolicy(ns, "p", "h1"))
-		assert.True(t, apierrors.IsNotFound(err), "got %v", err)
+		assert.ErrorIs(t, err, kit.ErrCacheBehind, "a child deleted since the cache saw it is retried quietly")
 	})
 }

@@ -44,3 +44,34 @@ const (
 	// the owner and the child).
 	EventChangeRefused = "ChangeRefused"
 )
+
+// McpServer status (field manager hcc-mcpserver).
+const (
+	ReasonAvailable        = "Available"         // Ready True: the Deployment has its replicas available
+	ReasonProgressing      = "Progressing"       // Ready False: the Deployment is rolling out
+	ReasonDisabled         = "Disabled"          // Ready False: spec.enabled is false; no replicas run
+	ReasonSecretsMissing   = "SecretsMissing"    // a referenced Secret or key is missing
+	ReasonSecretsFound     = "SecretsFound"      // SecretsResolved True
+	ReasonImageAllowed     = "PrefixMatched"     // ImageAllowed True
+	ReasonImageNotAllowed  = "ImageNotAllowed"   // ImageAllowed False, enforce mode: blocked
+	ReasonAuditOnly        = "AuditOnly"         // ImageAllowed False, audit mode: deployed anyway
+	ReasonPlatformImage    = "PlatformImage"     // ImageAllowed True: a remote server runs the platform proxy
+	ReasonEgressPending    = "EgressPending"     // Ready False: the egress gate is closed
+	ReasonInvalidSpec      = "InvalidSpec"       // Ready False: the spec cannot be built
+	ReasonNotOwned         = "NotOwned"          // Ready False: an object HCC does not own holds a child's name
+	ReasonStdioSingleton   = "StdioSingleton"    // ReplicasCapped True
+	ReasonReplicasAsked    = "AsRequested"       // ReplicasCapped False
+	ReasonRemoteCovered    = "BindingCoversHost" // RemoteReachable True
+	ReasonRemoteNotCovered = "NoBindingForHost"  // RemoteReachable False
+)
+
+// McpServer events.
+const (
+	// EventBlocked: a server is kept from deploying (the message says why).
+	EventBlocked = "Blocked"
+	// EventReleased: a blocked server may deploy again.
+	EventReleased = "Released"
+	// EventRemoteUnreachable: a remote server's bindings do not cover its
+	// URL's host, so its proxy cannot reach the upstream.
+	EventRemoteUnreachable = "RemoteUnreachable"
+)
