@@ -28,10 +28,12 @@ import (
 	"github.com/clerum/hcc/pkg/config"
 	"github.com/clerum/hcc/pkg/controllers/egress"
 	"github.com/clerum/hcc/pkg/controllers/kit"
+	"github.com/clerum/hcc/pkg/controllers/mcpserver"
 	netpolcontroller "github.com/clerum/hcc/pkg/controllers/netpol"
 	clientset "github.com/clerum/hcc/pkg/generated/clientset/versioned"
 	clerumscheme "github.com/clerum/hcc/pkg/generated/clientset/versioned/scheme"
 	"github.com/clerum/hcc/pkg/health"
+	"github.com/clerum/hcc/pkg/imagepolicy"
 	"github.com/clerum/hcc/pkg/netpol"
 )
 
@@ -116,13 +118,22 @@ func reconcile(ctx context.Context, log zerolog.Logger, cfg *config.Config, clie
 		Config:    cfg,
 		Readiness: readiness,
 	}
-	reconcilers := newReconcilers(deps, net.DefaultResolver)
+	reconcilers, err := newReconcilers(deps, net.DefaultResolver)
+	if err != nil {
+		return err
+	}
 
-	// Informers start once every reconciler has asked for its own.
-	deps.Informers.Start(ctx.Done())
-	defer deps.Informers.Shutdown()
-	log.Info().Msg("reconciling")
+	// Informers start once every reconciler has asked for its own, and stop
+	// with them: Shutdown waits for the informers, which end only when
+	// their stop channel closes, so it must be this function's own.
 	g, ctx := errgroup.WithContext(ctx)
+	informersCtx, stopInformers := context.WithCancel(ctx)
+	deps.Informers.Start(informersCtx.Done())
+	defer func() {
+		stopInformers()
+		deps.Informers.Shutdown()
+	}()
+	log.Info().Msg("reconciling")
 	for _, r := range reconcilers {
 		g.Go(func() error {
 			if err := r.Run(ctx); err != nil {
@@ -136,8 +147,12 @@ func reconcile(ctx context.Context, log zerolog.Logger, cfg *config.Config, clie
 
 // newReconcilers builds every reconciler hcc-controller runs, wired to each
 // other, from deps.
-func newReconcilers(deps kit.Deps, resolver egress.Resolver) []kit.Reconciler {
+func newReconcilers(deps kit.Deps, resolver egress.Resolver) ([]kit.Reconciler, error) {
 	cfg := deps.Config
+	images, err := imagepolicy.Parse(cfg.ImagePolicy.AllowedPrefixes)
+	if err != nil {
+		return nil, fmt.Errorf("CONTEXT_MAPPER_ALLOWED_IMAGE_PREFIXES: %w", err)
+	}
 	planOpts := netpolcontroller.PlanOptions(cfg)
 	coordinator := egress.New(deps, resolver, egress.Options{
 		Namespace:  cfg.Namespaces.McpServer,
@@ -152,7 +167,19 @@ func newReconcilers(deps kit.Deps, resolver egress.Resolver) []kit.Reconciler {
 		DefaultsResync: cfg.NetPol.DefaultsResync,
 	})
 	coordinator.OnChange(policies.Signal)
-	return []kit.Reconciler{coordinator, policies}
+	servers := mcpserver.New(deps, coordinator, mcpserver.Config{
+		Namespace: cfg.Namespaces.McpServer,
+		Build: mcpserver.Options{
+			PullPolicy:           cfg.McpServer.ImagePullPolicy,
+			StdioBridgeImage:     cfg.McpServer.StdioBridgeImage,
+			StdioBridgeResources: cfg.McpServer.StdioBridgeResources,
+			EgressProxyImage:     cfg.McpServer.EgressProxyImage,
+		},
+		Images:  images,
+		Enforce: cfg.ImagePolicy.Enforce,
+		Workers: cfg.Core.McpServerWorkers,
+	})
+	return []kit.Reconciler{coordinator, policies, servers}, nil
 }
 
 // eventScheme knows the clerum.io kinds, so events can reference them.
@@ -181,9 +208,9 @@ func runLeaderElected(ctx context.Context, log zerolog.Logger, restCfg *rest.Con
 	lost := make(chan struct{})
 	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:            lock,
-		LeaseDuration:   15 * time.Second,
-		RenewDeadline:   10 * time.Second,
-		RetryPeriod:     2 * time.Second,
+		LeaseDuration:   cfg.Core.LeaderLease,
+		RenewDeadline:   cfg.Core.LeaderRenew,
+		RetryPeriod:     cfg.Core.LeaderRetry,
 		ReleaseOnCancel: true,
 		Name:            leaseName,
 		Callbacks: leaderelection.LeaderCallbacks{

@@ -32,6 +32,12 @@ const (
 	// ConditionContextIDConflict is set on a Context whose contextId another
 	// Context already holds; such a Context is ignored.
 	ConditionContextIDConflict = "ContextIDConflict"
+	// ConditionReplicasCapped is True when an McpServer runs fewer replicas
+	// than it asks for (a stdio server runs one).
+	ConditionReplicasCapped = "ReplicasCapped"
+	// ConditionRemoteReachable reports whether a remote McpServer's own
+	// egress bindings cover the host of spec.remote.url.
+	ConditionRemoteReachable = "RemoteReachable"
 )
 
 // Field managers for server-side apply of McpServer status; each owns a

@@ -1,0 +1,222 @@
+package mcpserver
+
+import (
+	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes"
+	appslisters "k8s.io/client-go/listers/apps/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
+
+	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
+	"github.com/clerum/hcc/pkg/controllers/kit"
+	clientset "github.com/clerum/hcc/pkg/generated/clientset/versioned"
+	clerumlisters "github.com/clerum/hcc/pkg/generated/listers/clerum/v1alpha1"
+	"github.com/clerum/hcc/pkg/imagepolicy"
+	"github.com/clerum/hcc/pkg/names"
+)
+
+// Gate is the external-egress coordinator's runtime gate: a server's
+// Deployment is created or rolled only while it is open.
+type Gate interface {
+	// Ready reports whether the egress policies of server's current
+	// generation are in the cluster.
+	Ready(server *clerumv1alpha1.McpServer) bool
+	// OnGate registers the function told when a server's gate may have
+	// changed.
+	OnGate(func(server string))
+}
+
+// Config is what the operator reads of the configuration.
+type Config struct {
+	Namespace string // CONTEXT_MAPPER_NAMESPACE
+	Build     Options
+	Images    *imagepolicy.Policy
+	// Enforce blocks a server whose image the allowlist refuses; otherwise
+	// the refusal is reported (ImageAllowed=False, AuditOnly) and the
+	// server deploys.
+	Enforce bool
+	Workers int // HCC_MCPSERVER_WORKERS
+}
+
+// gvk is the owners' kind, for controller references.
+var gvk = schema.GroupVersion(clerumv1alpha1.GroupVersion).WithKind("McpServer")
+
+// Controller is the McpServer operator.
+type Controller struct {
+	kube kubernetes.Interface
+	hcc  clientset.Interface
+	cfg  Config
+	gate Gate
+
+	servers     clerumlisters.McpServerLister
+	serverIndex cache.Indexer
+	deployments appslisters.DeploymentLister
+	services    corelisters.ServiceLister
+	configMaps  corelisters.ConfigMapLister
+	secrets     corelisters.SecretLister
+	synced      []cache.InformerSynced
+
+	queue    workqueue.TypedRateLimitingInterface[cache.ObjectName]
+	loop     *kit.Loop[cache.ObjectName]
+	children *kit.Children
+	recorder record.EventRecorder
+	metrics  *Metrics
+	clock    clock.Clock
+	log      zerolog.Logger
+
+	// blocked remembers the reason each server was last blocked for, so a
+	// block and its release are each one event, not one per sync.
+	blocked *blockState
+}
+
+// New returns the operator over the McpServers of cfg.Namespace and the
+// Deployments, Services, ConfigMaps and Secrets there, from d.Informers.
+func New(d kit.Deps, gate Gate, cfg Config) *Controller {
+	clk := clock.Clock(d.Clock)
+	if d.Clock == nil {
+		clk = clock.RealClock{}
+	}
+	ns := cfg.Namespace
+	servers := d.Informers.HCC(ns).Clerum().V1alpha1().McpServers()
+	deployments := d.Informers.Kube(ns, kit.ManagedObjects, "deployments").Apps().V1().Deployments()
+	services := d.Informers.Kube(ns, kit.ManagedObjects, "services").Core().V1().Services()
+	configMaps := d.Informers.Kube(ns, kit.ManagedObjects, "configmaps").Core().V1().ConfigMaps()
+	secrets := d.Informers.Kube(ns, kit.AllObjects, "secrets").Core().V1().Secrets()
+	// The cache holds key names and value digests, never a value.
+	_ = secrets.Informer().SetTransform(digestSecret)
+	_ = servers.Informer().AddIndexers(cache.Indexers{secretIndex: referencedSecrets})
+
+	c := &Controller{
+		kube:        d.Kube,
+		hcc:         d.HCC,
+		cfg:         cfg,
+		gate:        gate,
+		servers:     servers.Lister(),
+		serverIndex: servers.Informer().GetIndexer(),
+		deployments: deployments.Lister(),
+		services:    services.Lister(),
+		configMaps:  configMaps.Lister(),
+		secrets:     secrets.Lister(),
+		// A failed sync retries after 1 s, doubling to at most 5 min.
+		queue:    kit.New(d.Queues, "mcpserver", kit.Backoff[cache.ObjectName](time.Second, 5*time.Minute)),
+		recorder: d.Recorder,
+		metrics:  NewMetrics(d.Registry),
+		clock:    clk,
+		log:      d.Log.With().Str("controller", "mcpserver").Logger(),
+		blocked:  newBlockState(),
+	}
+	c.children = kit.NewChildren(d.Kube, clerumv1alpha1.FieldManagerMcpServer, d.Recorder, func(kind string, cause kit.Cause) {
+		c.metrics.Refused.WithLabelValues(kind, string(cause)).Inc()
+	})
+	c.loop = &kit.Loop[cache.ObjectName]{Name: "mcpserver", Queue: c.queue, Sync: c.syncMcpServer, Log: d.Log,
+		Resource: clerumv1alpha1.Resource("mcpservers"), Errors: c.metrics.SyncErrors}
+
+	enqueue := func(k cache.ObjectName) { c.queue.Add(k) }
+	_, _ = servers.Informer().AddEventHandler(kit.OwnHandlers(enqueue))
+	owner := kit.OwnerByRefOrLabel(gvk.GroupVersion().String(), gvk.Kind, ns, names.LabelMcpServer)
+	for _, inf := range []cache.SharedIndexInformer{deployments.Informer(), services.Informer(), configMaps.Informer()} {
+		_, _ = inf.AddEventHandler(kit.ChildHandlers(owner, enqueue))
+	}
+	_, _ = secrets.Informer().AddEventHandler(c.secretHandlers())
+	gate.OnGate(func(server string) { c.queue.Add(cache.ObjectName{Namespace: ns, Name: server}) })
+	c.synced = []cache.InformerSynced{servers.Informer().HasSynced, deployments.Informer().HasSynced,
+		services.Informer().HasSynced, configMaps.Informer().HasSynced, secrets.Informer().HasSynced}
+	return c
+}
+
+// Name implements kit.Reconciler.
+func (c *Controller) Name() string { return "mcpserver" }
+
+// Run implements kit.Reconciler.
+func (c *Controller) Run(ctx context.Context) error {
+	if err := kit.WaitForSync("mcpserver", ctx.Done(), c.synced...); err != nil {
+		c.queue.ShutDown()
+		return err
+	}
+	workers := c.cfg.Workers
+	if workers < 1 {
+		workers = 1
+	}
+	c.loop.Run(ctx, workers)
+	return nil
+}
+
+// secretHandlers re-queue exactly the servers that name a changed Secret.
+func (c *Controller) secretHandlers() cache.ResourceEventHandler {
+	requeue := func(obj any) {
+		key, ok := kit.KeyOf(obj)
+		if !ok {
+			return
+		}
+		dependents, err := c.serverIndex.ByIndex(secretIndex, key.Name)
+		if err != nil {
+			return
+		}
+		for _, o := range dependents {
+			if k, ok := kit.KeyOf(o); ok {
+				c.queue.Add(k)
+			}
+		}
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: requeue,
+		UpdateFunc: func(old, cur any) {
+			o, n := old.(*corev1.Secret), cur.(*corev1.Secret)
+			if o.ResourceVersion != n.ResourceVersion {
+				requeue(cur)
+			}
+		},
+		DeleteFunc: requeue,
+	}
+}
+
+// Metrics are the operator's series, all named clerum_hcc_mcpserver_*.
+type Metrics struct {
+	Servers    *prometheus.GaugeVec
+	Blocked    *prometheus.GaugeVec
+	SyncErrors *prometheus.CounterVec
+	Refused    *prometheus.CounterVec
+}
+
+// NewMetrics registers the operator's metrics with reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		Servers: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "clerum_hcc_mcpserver_servers",
+			Help: "McpServers by state (ready, deployed, blocked, disabled).",
+		}, []string{"state"}),
+		Blocked: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "clerum_hcc_mcpserver_blocked",
+			Help: "McpServers kept from deploying, by reason.",
+		}, []string{"reason"}),
+		SyncErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "clerum_hcc_mcpserver_reconcile_errors_total",
+			Help: "Failed McpServer syncs.",
+		}, []string{"controller"}),
+		Refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "clerum_hcc_mcpserver_children_refused_total",
+			Help: "Children not written because an object HCC does not own holds their name, by kind and cause.",
+		}, []string{"kind", "cause"}),
+	}
+	reg.MustRegister(m.Servers, m.Blocked, m.SyncErrors, m.Refused)
+	return m
+}
+
+// deploymentOf returns the live Deployment of s, or nil.
+func (c *Controller) deploymentOf(s *clerumv1alpha1.McpServer) *appsv1.Deployment {
+	d, err := c.deployments.Deployments(s.Namespace).Get(names.McpServerWorkload(s.Name))
+	if err != nil {
+		return nil
+	}
+	return d
+}

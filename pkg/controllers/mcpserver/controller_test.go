@@ -1,0 +1,425 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	core "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+
+	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
+	"github.com/clerum/hcc/pkg/controllers/kit"
+	hccfake "github.com/clerum/hcc/pkg/generated/clientset/versioned/fake"
+	"github.com/clerum/hcc/pkg/imagepolicy"
+)
+
+// fakeGate is the egress coordinator's gate, open unless closed names a
+// server.
+type fakeGate struct {
+	closed map[string]bool
+	onGate func(string)
+}
+
+func (g *fakeGate) Ready(s *clerumv1alpha1.McpServer) bool { return !g.closed[s.Name] }
+func (g *fakeGate) OnGate(f func(string))                  { g.onGate = f }
+
+// fixture is the operator over fake clientsets whose caches are seeded by
+// hand; syncMcpServer is called directly and the exact writes asserted.
+type fixture struct {
+	t        *testing.T
+	kube     *kubefake.Clientset
+	hcc      *hccfake.Clientset
+	c        *Controller
+	gate     *fakeGate
+	recorder *record.FakeRecorder
+	applied  []clerumv1alpha1.McpServerStatus
+	deps     kit.Deps
+	server   *clerumv1alpha1.McpServer
+}
+
+func newFixture(t *testing.T, enforce bool, objs ...runtime.Object) *fixture {
+	f := &fixture{t: t, gate: &fakeGate{closed: map[string]bool{}}, recorder: record.NewFakeRecorder(100)}
+	var kubeObjs, hccObjs []runtime.Object
+	for _, o := range objs {
+		if s, ok := o.(*clerumv1alpha1.McpServer); ok {
+			hccObjs = append(hccObjs, s)
+			f.server = s
+		} else {
+			kubeObjs = append(kubeObjs, o)
+		}
+	}
+	f.kube = kubefake.NewClientset(kubeObjs...)
+	f.hcc = hccfake.NewClientset(hccObjs...)
+	f.hcc.PrependReactor("patch", "mcpservers", func(a core.Action) (bool, runtime.Object, error) {
+		var applied clerumv1alpha1.McpServer
+		require.NoError(t, json.Unmarshal(a.(core.PatchAction).GetPatch(), &applied))
+		f.applied = append(f.applied, applied.Status)
+		return true, f.server, nil
+	})
+	policy, err := imagepolicy.Parse([]string{"ghcr.io/evenfire-ai/", "mongodb/"})
+	require.NoError(t, err)
+	reg := prometheus.NewRegistry()
+	clk := clocktesting.NewFakeClock(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))
+	f.deps = kit.Deps{Kube: f.kube, HCC: f.hcc, Informers: kit.NewInformers(f.kube, f.hcc), Recorder: f.recorder,
+		Registry: reg, Queues: kit.NewQueues(reg, clk), Clock: clk, Log: zerolog.Nop()}
+	f.c = New(f.deps, f.gate, Config{Namespace: "mcp-server", Build: testOptions, Images: policy, Enforce: enforce, Workers: 1})
+	for _, o := range objs {
+		f.index(o)
+	}
+	return f
+}
+
+// index puts obj in its informer's cache, through the informer's
+// transform as the real informer would.
+func (f *fixture) index(obj runtime.Object) {
+	switch o := obj.(type) {
+	case *clerumv1alpha1.McpServer:
+		require.NoError(f.t, f.deps.Informers.HCC("mcp-server").Clerum().V1alpha1().McpServers().Informer().GetIndexer().Add(o))
+	case *corev1.Secret:
+		d, _ := digestSecret(o)
+		require.NoError(f.t, f.deps.Informers.Kube("mcp-server", kit.AllObjects, "secrets").Core().V1().Secrets().Informer().GetIndexer().Add(d))
+	case *appsv1.Deployment:
+		require.NoError(f.t, f.deps.Informers.Kube("mcp-server", kit.ManagedObjects, "deployments").Apps().V1().Deployments().Informer().GetIndexer().Add(o))
+	case *corev1.Service:
+		require.NoError(f.t, f.deps.Informers.Kube("mcp-server", kit.ManagedObjects, "services").Core().V1().Services().Informer().GetIndexer().Add(o))
+	case *corev1.ConfigMap:
+		require.NoError(f.t, f.deps.Informers.Kube("mcp-server", kit.ManagedObjects, "configmaps").Core().V1().ConfigMaps().Informer().GetIndexer().Add(o))
+	}
+}
+
+// syncCaches makes the child caches show what the fake API server holds,
+// as the informers would after the writes.
+func (f *fixture) syncCaches() {
+	ctx := context.Background()
+	ds, _ := f.kube.AppsV1().Deployments("mcp-server").List(ctx, metav1.ListOptions{})
+	for i := range ds.Items {
+		f.index(&ds.Items[i])
+	}
+	ss, _ := f.kube.CoreV1().Services("mcp-server").List(ctx, metav1.ListOptions{})
+	for i := range ss.Items {
+		f.index(&ss.Items[i])
+	}
+	cms, _ := f.kube.CoreV1().ConfigMaps("mcp-server").List(ctx, metav1.ListOptions{})
+	for i := range cms.Items {
+		f.index(&cms.Items[i])
+	}
+	f.kube.ClearActions()
+	f.hcc.ClearActions()
+}
+
+func (f *fixture) sync() kit.Result {
+	f.t.Helper()
+	res, err := f.c.syncMcpServer(context.Background(), cache.ObjectName{Namespace: "mcp-server", Name: f.server.Name})
+	require.NoError(f.t, err)
+	return res
+}
+
+// writes lists the write actions on children as "verb resource/name".
+func (f *fixture) writes() []string {
+	var out []string
+	for _, a := range f.kube.Actions() {
+		switch a.GetVerb() {
+		case "create", "update", "delete", "patch":
+			name := ""
+			if o, ok := a.(interface{ GetObject() runtime.Object }); ok && o.GetObject() != nil {
+				name = o.GetObject().(metav1.Object).GetName()
+			} else if d, ok := a.(core.DeleteAction); ok {
+				name = d.GetName()
+			}
+			out = append(out, a.GetVerb()+" "+a.GetResource().Resource+"/"+name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (f *fixture) deployment() *appsv1.Deployment {
+	d, err := f.kube.AppsV1().Deployments("mcp-server").Get(context.Background(), f.server.Name, metav1.GetOptions{})
+	require.NoError(f.t, err)
+	return d
+}
+
+// condition returns condition typ of the last status applied.
+func (f *fixture) condition(typ string) *metav1.Condition {
+	f.t.Helper()
+	require.NotEmpty(f.t, f.applied, "no status applied")
+	return meta.FindStatusCondition(f.applied[len(f.applied)-1].Conditions, typ)
+}
+
+// showStatus makes the cached server show the last applied status.
+func (f *fixture) showStatus() {
+	s := f.server.DeepCopy()
+	s.Status = f.applied[len(f.applied)-1]
+	f.server = s
+	f.index(s)
+}
+
+func (f *fixture) events() []string {
+	var out []string
+	for len(f.recorder.Events) > 0 {
+		out = append(out, <-f.recorder.Events)
+	}
+	return out
+}
+
+func mongodb(opts ...func(*clerumv1alpha1.McpServer)) *clerumv1alpha1.McpServer {
+	s := newServer("mongodb", clerumv1alpha1.TransportSSE, func(s *clerumv1alpha1.McpServer) {
+		s.Spec.Image = "mongodb/mongodb-mcp-server:1.2"
+		s.Spec.EnvSecret = &clerumv1alpha1.EnvSecret{Name: "atlas", Keys: []clerumv1alpha1.EnvSecretKey{{SecretKey: "uri", EnvName: "MDB_MCP_CONNECTION_STRING"}}}
+	})
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+func secret(name string, data map[string]string) *corev1.Secret {
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "mcp-server", Name: name, UID: types.UID("uid-" + name), ResourceVersion: "1"},
+		Data: map[string][]byte{}}
+	for k, v := range data {
+		s.Data[k] = []byte(v)
+	}
+	return s
+}
+
+func TestCreateThenNothingToWrite(t *testing.T) {
+	f := newFixture(t, false, mongodb(), secret("atlas", map[string]string{"uri": "mongodb+srv://secret"}))
+	f.sync()
+	assert.Equal(t, []string{"create deployments/mongodb", "create services/mongodb"}, f.writes())
+	d := f.deployment()
+	assert.NotContains(t, toJSON(t, d), "mongodb+srv://secret", "a Secret value is never written into a child")
+	require.Len(t, d.OwnerReferences, 1)
+	assert.Equal(t, "McpServer", d.OwnerReferences[0].Kind)
+	assert.Equal(t, metav1.ConditionFalse, f.condition(clerumv1alpha1.ConditionReady).Status, "no replica is available yet")
+	assert.True(t, f.applied[0].Deployed)
+
+	// Resync over an unchanged cluster: zero writes, no status write.
+	f.syncCaches()
+	f.showStatus()
+	applied := len(f.applied)
+	f.sync()
+	assert.Empty(t, f.writes())
+	assert.Len(t, f.applied, applied)
+}
+
+func TestReadinessFlowsBackFromTheDeployment(t *testing.T) {
+	f := newFixture(t, false, mongodb(), secret("atlas", map[string]string{"uri": "x"}))
+	f.sync()
+	f.syncCaches()
+	f.showStatus()
+	d := f.deployment()
+	d.Generation, d.Status.ObservedGeneration, d.Status.AvailableReplicas = 1, 1, 1
+	f.index(d)
+	f.sync()
+	assert.Equal(t, metav1.ConditionTrue, f.condition(clerumv1alpha1.ConditionReady).Status)
+	assert.True(t, f.applied[len(f.applied)-1].Ready)
+}
+
+func TestAMissingSecretBlocksTheServer(t *testing.T) {
+	f := newFixture(t, false, mongodb())
+	f.sync()
+	assert.Empty(t, f.writes(), "no Deployment before its Secret exists")
+	c := f.condition(clerumv1alpha1.ConditionSecretsResolved)
+	assert.Equal(t, metav1.ConditionFalse, c.Status)
+	assert.Equal(t, "Secret atlas does not exist", c.Message)
+	assert.Equal(t, kit.ReasonSecretsMissing, f.condition(clerumv1alpha1.ConditionReady).Reason)
+	assert.Equal(t, []string{"Warning Blocked SecretsMissing: Secret atlas does not exist"}, f.events())
+
+	// The Secret appears without the key: still blocked, one more event
+	// is not needed for the same reason.
+	f.showStatus()
+	f.index(secret("atlas", map[string]string{"other": "x"}))
+	f.sync()
+	assert.Empty(t, f.writes())
+	assert.Equal(t, "Secret atlas has no key uri", f.condition(clerumv1alpha1.ConditionSecretsResolved).Message)
+	assert.Empty(t, f.events(), "the block reason did not change")
+
+	// The key is added: the server deploys and is released.
+	f.index(secret("atlas", map[string]string{"uri": "x"}))
+	f.sync()
+	assert.Equal(t, []string{"create deployments/mongodb", "create services/mongodb"}, f.writes())
+	assert.Equal(t, []string{"Normal Released no longer blocked (SecretsMissing)"}, f.events())
+}
+
+func TestARotatedSecretRollsThePodsAndAnUnrelatedOneDoesNot(t *testing.T) {
+	f := newFixture(t, false, mongodb(), secret("atlas", map[string]string{"uri": "one"}), secret("other", map[string]string{"k": "v"}))
+	f.sync()
+	f.syncCaches()
+	before := f.deployment().Spec.Template.Annotations[AnnotationSecretDigest]
+	require.NotEmpty(t, before)
+
+	// An unrelated Secret changes: its event re-queues no server.
+	changed := secret("other", map[string]string{"k": "w"})
+	changed.ResourceVersion = "2"
+	f.index(changed)
+	dependents, err := f.c.serverIndex.ByIndex(secretIndex, "other")
+	require.NoError(t, err)
+	assert.Empty(t, dependents)
+	f.sync()
+	assert.Empty(t, f.writes())
+
+	rotated := secret("atlas", map[string]string{"uri": "two"})
+	rotated.ResourceVersion = "3"
+	f.index(rotated)
+	dependents, err = f.c.serverIndex.ByIndex(secretIndex, "atlas")
+	require.NoError(t, err)
+	assert.Len(t, dependents, 1, "exactly its dependents are re-queued")
+	f.sync()
+	assert.Equal(t, []string{"update deployments/mongodb"}, f.writes())
+	assert.NotEqual(t, before, f.deployment().Spec.Template.Annotations[AnnotationSecretDigest])
+}
+
+func TestTheSecretCacheHoldsNoValue(t *testing.T) {
+	obj, err := digestSecret(secret("atlas", map[string]string{"uri": "mongodb+srv://secret"}))
+	require.NoError(t, err)
+	s := obj.(*corev1.Secret)
+	assert.NotContains(t, string(s.Data["uri"]), "secret")
+	assert.Len(t, s.Data["uri"], 64)
+}
+
+func TestTheImageAllowlist(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		image     string
+		enforce   bool
+		deploys   bool
+		reason    string
+		condition metav1.ConditionStatus
+	}{
+		{name: "an allowed image deploys", image: "ghcr.io/evenfire-ai/x:1", deploys: true, reason: kit.ReasonImageAllowed, condition: metav1.ConditionTrue},
+		{name: "audit mode deploys a refused image and says so", image: "evil.io/x:1", deploys: true, reason: kit.ReasonAuditOnly, condition: metav1.ConditionFalse},
+		{name: "enforce mode blocks a refused image", image: "evil.io/x:1", enforce: true, reason: kit.ReasonImageNotAllowed, condition: metav1.ConditionFalse},
+		{name: "a look-alike registry is refused", image: "ghcr.io/evenfire-ai.evil.com/x", enforce: true, reason: kit.ReasonImageNotAllowed, condition: metav1.ConditionFalse},
+		{name: "a look-alike path is refused", image: "evil.io/mongodb/x", enforce: true, reason: kit.ReasonImageNotAllowed, condition: metav1.ConditionFalse},
+		{name: "a single name is library/, not mongodb/", image: "mongodb@sha256:" + strings.Repeat("a", 64), enforce: true, reason: kit.ReasonImageNotAllowed, condition: metav1.ConditionFalse},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, tc.enforce, mongodb(func(s *clerumv1alpha1.McpServer) {
+				s.Spec.Image, s.Spec.EnvSecret = tc.image, nil
+			}))
+			f.sync()
+			c := f.condition(clerumv1alpha1.ConditionImageAllowed)
+			assert.Equal(t, tc.condition, c.Status)
+			assert.Equal(t, tc.reason, c.Reason)
+			if tc.deploys {
+				assert.Contains(t, f.writes(), "create deployments/mongodb")
+			} else {
+				assert.Empty(t, f.writes())
+			}
+		})
+	}
+}
+
+func TestTheEgressGate(t *testing.T) {
+	f := newFixture(t, false, mongodb(func(s *clerumv1alpha1.McpServer) { s.Spec.EnvSecret = nil }))
+	f.gate.closed["mongodb"] = true
+	f.sync()
+	assert.Empty(t, f.writes(), "no Deployment before the egress policies are in the cluster")
+	assert.Equal(t, kit.ReasonEgressPending, f.condition(clerumv1alpha1.ConditionReady).Reason)
+
+	// The gate opens: the coordinator's callback re-queues the server.
+	delete(f.gate.closed, "mongodb")
+	f.gate.onGate("mongodb")
+	assert.Equal(t, 1, f.c.queue.Len())
+	f.sync()
+	assert.Contains(t, f.writes(), "create deployments/mongodb")
+}
+
+func TestADisabledServerRunsNoReplicas(t *testing.T) {
+	f := newFixture(t, false, mongodb(func(s *clerumv1alpha1.McpServer) {
+		s.Spec.EnvSecret, s.Spec.Enabled = nil, ptr.To(false)
+	}))
+	f.gate.closed["mongodb"] = true // a disabled server needs no gate: it runs nothing
+	f.sync()
+	assert.Equal(t, int32(0), *f.deployment().Spec.Replicas)
+	assert.Equal(t, kit.ReasonDisabled, f.condition(clerumv1alpha1.ConditionReady).Reason)
+	assert.False(t, f.applied[0].Deployed)
+}
+
+func TestADeletedServersChildrenAreDeleted(t *testing.T) {
+	f := newFixture(t, false, mongodb(func(s *clerumv1alpha1.McpServer) { s.Spec.EnvSecret = nil }))
+	f.sync()
+	f.syncCaches()
+	require.NoError(t, f.deps.Informers.HCC("mcp-server").Clerum().V1alpha1().McpServers().Informer().GetIndexer().Delete(f.server))
+	f.sync()
+	assert.Equal(t, []string{"delete deployments/mongodb", "delete services/mongodb"}, f.writes())
+}
+
+func TestAnUnmanagedDeploymentIsNotAdopted(t *testing.T) {
+	foreign := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "mcp-server", Name: "mongodb", ResourceVersion: "1"}}
+	f := newFixture(t, false, mongodb(func(s *clerumv1alpha1.McpServer) { s.Spec.EnvSecret = nil }), foreign)
+	res := f.sync()
+	assert.Equal(t, []string{"create services/mongodb"}, f.writes(), "the Deployment is neither updated nor deleted; the Service is still written")
+	assert.Equal(t, kit.ReasonNotOwned, f.condition(clerumv1alpha1.ConditionReady).Reason)
+	assert.Equal(t, refusedRetry, res.RequeueAfter)
+	assert.Empty(t, f.deployment().Labels)
+
+	// Nor is it deleted when the server goes.
+	f.syncCaches()
+	f.index(foreign)
+	require.NoError(t, f.deps.Informers.HCC("mcp-server").Clerum().V1alpha1().McpServers().Informer().GetIndexer().Delete(f.server))
+	f.sync()
+	assert.Equal(t, []string{"delete services/mongodb"}, f.writes())
+}
+
+func TestStdioAndRemoteServers(t *testing.T) {
+	t.Run("stdio replicas are capped and say so", func(t *testing.T) {
+		f := newFixture(t, false, newServer("files", clerumv1alpha1.TransportStdio, func(s *clerumv1alpha1.McpServer) {
+			s.Spec.Command, s.Spec.Replicas = []string{"run"}, ptr.To[int32](3)
+		}))
+		f.sync()
+		assert.Equal(t, int32(1), *f.deployment().Spec.Replicas)
+		assert.Equal(t, metav1.ConditionTrue, f.condition(clerumv1alpha1.ConditionReplicasCapped).Status)
+	})
+	t.Run("a remote server whose bindings do not cover its host is warned about", func(t *testing.T) {
+		f := newFixture(t, false, newServer("atlassian", clerumv1alpha1.TransportSSE, func(s *clerumv1alpha1.McpServer) {
+			s.Spec.Image, s.Spec.Remote = "", &clerumv1alpha1.Remote{URL: "https://mcp.atlassian.com/v1/sse"}
+		}))
+		f.sync()
+		assert.Equal(t, []string{"create configmaps/atlassian", "create deployments/atlassian", "create services/atlassian"}, f.writes())
+		assert.Equal(t, metav1.ConditionFalse, f.condition(clerumv1alpha1.ConditionRemoteReachable).Status)
+		assert.Contains(t, f.events(), "Warning RemoteUnreachable no egress binding of this server covers mcp.atlassian.com:443: its proxy cannot reach the upstream")
+		assert.Equal(t, kit.ReasonPlatformImage, f.condition(clerumv1alpha1.ConditionImageAllowed).Reason, "spec.image is not judged")
+	})
+	t.Run("a covering binding makes it reachable", func(t *testing.T) {
+		f := newFixture(t, false, newServer("atlassian", clerumv1alpha1.TransportSSE, func(s *clerumv1alpha1.McpServer) {
+			s.Spec.Image, s.Spec.Remote = "", &clerumv1alpha1.Remote{URL: "https://mcp.atlassian.com/v1/sse"}
+			s.Spec.EgressBindings = []clerumv1alpha1.EgressBinding{{Name: "api", Host: "MCP.atlassian.com.", Port: ptr.To[int32](443)}}
+		}))
+		f.sync()
+		assert.Equal(t, metav1.ConditionTrue, f.condition(clerumv1alpha1.ConditionRemoteReachable).Status)
+	})
+}
+
+func TestInvalidSpecsAreBlocked(t *testing.T) {
+	f := newFixture(t, false, newServer("files", clerumv1alpha1.TransportStdio))
+	f.sync()
+	assert.Empty(t, f.writes())
+	c := f.condition(clerumv1alpha1.ConditionReady)
+	assert.Equal(t, kit.ReasonInvalidSpec, c.Reason)
+	assert.Equal(t, ErrStdioCommand.Error(), c.Message)
+}
+
+func toJSON(t *testing.T, obj any) string {
+	b, err := json.Marshal(obj)
+	require.NoError(t, err)
+	return string(b)
+}

@@ -1,0 +1,132 @@
+package mcpserver
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
+)
+
+// secretIndex indexes McpServers by the names of the Secrets they read
+// (envSecret and auth), so a Secret event re-queues exactly its dependents.
+const secretIndex = "secret"
+
+func referencedSecrets(obj any) ([]string, error) {
+	s, ok := obj.(*clerumv1alpha1.McpServer)
+	if !ok {
+		return nil, nil
+	}
+	var out []string
+	if s.Spec.EnvSecret != nil {
+		out = append(out, s.Spec.EnvSecret.Name)
+	}
+	if s.Spec.Auth != nil && s.Spec.Auth.SecretRef.Name != "" {
+		out = append(out, s.Spec.Auth.SecretRef.Name)
+	}
+	return out, nil
+}
+
+// digestSecret is the Secret informer's transform: the cache keeps each
+// key with a digest of its value, never the value, so no Secret value is
+// held by hcc-controller.
+func digestSecret(obj any) (any, error) {
+	s, ok := obj.(*corev1.Secret)
+	if !ok {
+		return obj, nil // a tombstone
+	}
+	out := &corev1.Secret{
+		TypeMeta: s.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: s.Namespace, Name: s.Name, UID: s.UID, ResourceVersion: s.ResourceVersion,
+			Labels: s.Labels, DeletionTimestamp: s.DeletionTimestamp,
+		},
+		Type: s.Type,
+		Data: make(map[string][]byte, len(s.Data)+len(s.StringData)),
+	}
+	for k, v := range s.Data {
+		out.Data[k] = digestOf(v)
+	}
+	for k, v := range s.StringData {
+		out.Data[k] = digestOf([]byte(v))
+	}
+	return out, nil
+}
+
+func digestOf(v []byte) []byte {
+	sum := sha256.Sum256(v)
+	return []byte(hex.EncodeToString(sum[:]))
+}
+
+// secretCheck is what the Secrets a server names say.
+type secretCheck struct {
+	// missing names what is absent — a Secret or a key, never a value —
+	// empty when everything is there.
+	missing []string
+	// digest covers the values of the envSecret keys the pods read.
+	digest string
+}
+
+// checkSecrets validates s's envSecret and auth references against the
+// digest cache: each Secret must exist and hold every key named.
+func (c *Controller) checkSecrets(s *clerumv1alpha1.McpServer) (secretCheck, error) {
+	var check secretCheck
+	get := func(name string) (*corev1.Secret, error) {
+		secret, err := c.secrets.Secrets(s.Namespace).Get(name)
+		if apierrors.IsNotFound(err) {
+			check.missing = append(check.missing, fmt.Sprintf("Secret %s does not exist", name))
+			return nil, nil
+		}
+		return secret, err
+	}
+	if es := s.Spec.EnvSecret; es != nil {
+		secret, err := get(es.Name)
+		if err != nil {
+			return check, err
+		}
+		if secret != nil {
+			h := sha256.New()
+			keys := make([]string, 0, len(es.Keys))
+			for _, k := range es.Keys {
+				keys = append(keys, k.SecretKey)
+			}
+			sort.Strings(keys)
+			for _, k := range keys {
+				d, ok := secret.Data[k]
+				if !ok {
+					check.missing = append(check.missing, fmt.Sprintf("Secret %s has no key %s", es.Name, k))
+					continue
+				}
+				fmt.Fprintf(h, "%s=%s\n", k, d)
+			}
+			if len(keys) > 0 {
+				check.digest = "sha256:" + hex.EncodeToString(h.Sum(nil))
+			}
+		}
+	}
+	if a := s.Spec.Auth; a != nil {
+		secret, err := get(a.SecretRef.Name)
+		if err != nil {
+			return check, err
+		}
+		if secret != nil {
+			if _, ok := secret.Data[a.SecretRef.Key]; !ok {
+				check.missing = append(check.missing, fmt.Sprintf("Secret %s has no key %s", a.SecretRef.Name, a.SecretRef.Key))
+			}
+		}
+	}
+	return check, nil
+}
+
+func (sc secretCheck) message() string {
+	if len(sc.missing) == 0 {
+		return "every referenced Secret and key exists"
+	}
+	return strings.Join(sc.missing, "; ")
+}

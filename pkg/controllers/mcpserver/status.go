@@ -1,0 +1,223 @@
+package mcpserver
+
+import (
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
+	"github.com/clerum/hcc/pkg/controllers/kit"
+	applyv1alpha1 "github.com/clerum/hcc/pkg/generated/applyconfiguration/clerum/v1alpha1"
+)
+
+// status collects, during one sync, every status field the field manager
+// hcc-mcpserver owns: deployed, ready, observedGeneration and the
+// conditions Ready, SecretsResolved, ImageAllowed, ReplicasCapped and (for
+// remote servers) RemoteReachable. Under server-side apply a field the
+// manager stops sending is removed, so all of them are sent on every write.
+type status struct {
+	server          *clerumv1alpha1.McpServer
+	deployedNow     bool
+	readyNow        bool
+	ready           kit.Condition
+	secretsResolved kit.Condition
+	imageAllowed    kit.Condition
+	replicasCapped  kit.Condition
+	remoteReachable *kit.Condition
+	secretsMessage  string
+	imageMessage    string
+	invalidMessage  string
+}
+
+func newStatus(s *clerumv1alpha1.McpServer) *status {
+	st := &status{server: s}
+	replicas, capped := Replicas(s)
+	st.replicasCapped = kit.Condition{Type: clerumv1alpha1.ConditionReplicasCapped, Status: metav1.ConditionFalse,
+		Reason: kit.ReasonReplicasAsked, Message: fmt.Sprintf("runs %d replica(s) as asked", replicas)}
+	if capped {
+		st.replicasCapped = kit.Condition{Type: clerumv1alpha1.ConditionReplicasCapped, Status: metav1.ConditionTrue,
+			Reason: kit.ReasonStdioSingleton, Message: fmt.Sprintf("a stdio server runs %d replica, not %d", MaxStdioReplicas, ptr.Deref(s.Spec.Replicas, 1))}
+	}
+	return st
+}
+
+func (st *status) secrets(sc secretCheck) {
+	st.secretsMessage = sc.message()
+	if len(sc.missing) == 0 {
+		st.secretsResolved = kit.Condition{Type: clerumv1alpha1.ConditionSecretsResolved, Status: metav1.ConditionTrue,
+			Reason: kit.ReasonSecretsFound, Message: st.secretsMessage}
+		return
+	}
+	st.secretsResolved = kit.Condition{Type: clerumv1alpha1.ConditionSecretsResolved, Status: metav1.ConditionFalse,
+		Reason: kit.ReasonSecretsMissing, Message: st.secretsMessage}
+}
+
+func (st *status) image(v imageVerdict, enforce bool) {
+	st.imageMessage = v.message
+	switch {
+	case v.allowed:
+		st.imageAllowed = kit.Condition{Type: clerumv1alpha1.ConditionImageAllowed, Status: metav1.ConditionTrue, Reason: v.reason, Message: v.message}
+	case enforce:
+		st.imageAllowed = kit.Condition{Type: clerumv1alpha1.ConditionImageAllowed, Status: metav1.ConditionFalse, Reason: kit.ReasonImageNotAllowed, Message: v.message}
+	default:
+		st.imageAllowed = kit.Condition{Type: clerumv1alpha1.ConditionImageAllowed, Status: metav1.ConditionFalse, Reason: kit.ReasonAuditOnly,
+			Message: v.message + "; audit mode: deployed anyway"}
+	}
+}
+
+func (st *status) invalid(err error) { st.invalidMessage = err.Error() }
+
+func (st *status) remote(covered bool, host string, port int32) {
+	c := kit.Condition{Type: clerumv1alpha1.ConditionRemoteReachable, Status: metav1.ConditionTrue, Reason: kit.ReasonRemoteCovered,
+		Message: fmt.Sprintf("an egress binding covers %s:%d", host, port)}
+	if !covered {
+		c.Status, c.Reason = metav1.ConditionFalse, kit.ReasonRemoteNotCovered
+		c.Message = fmt.Sprintf("no egress binding of this server covers %s:%d: its proxy cannot reach the upstream", host, port)
+	}
+	st.remoteReachable = &c
+}
+
+func (st *status) blockMessage(reason string) string {
+	switch reason {
+	case kit.ReasonSecretsMissing:
+		return st.secretsMessage
+	case kit.ReasonImageNotAllowed:
+		return st.imageMessage
+	case kit.ReasonInvalidSpec:
+		return st.invalidMessage
+	case kit.ReasonEgressPending:
+		return "the egress policies of this generation are not in the cluster yet (see ExternalEgressReady)"
+	}
+	return reason
+}
+
+// blocked records a server kept from deploying. Its Deployment, if one
+// exists from before, is left running and reported as it is.
+func (st *status) blocked(reason string, live *appsv1.Deployment) {
+	st.ready = kit.Condition{Type: clerumv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: reason, Message: st.blockMessage(reason)}
+	st.deployedNow = false
+	st.readyNow = live != nil && available(live)
+}
+
+func (st *status) notOwned(err error) {
+	st.ready = kit.Condition{Type: clerumv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: kit.ReasonNotOwned, Message: err.Error()}
+}
+
+// deployed records the children written for the current generation.
+func (st *status) deployed(s *clerumv1alpha1.McpServer, live *appsv1.Deployment) {
+	st.deployedNow = live != nil && s.Spec.IsEnabled()
+	st.readyNow = live != nil && available(live)
+	switch {
+	case !s.Spec.IsEnabled():
+		st.ready = kit.Condition{Type: clerumv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: kit.ReasonDisabled,
+			Message: "spec.enabled is false: the Deployment is scaled to zero"}
+	case st.readyNow:
+		st.ready = kit.Condition{Type: clerumv1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: kit.ReasonAvailable,
+			Message: fmt.Sprintf("%d replica(s) available", live.Status.AvailableReplicas)}
+	default:
+		st.ready = kit.Condition{Type: clerumv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: kit.ReasonProgressing,
+			Message: "waiting for the Deployment's replicas to be available"}
+	}
+}
+
+// available reports whether d has observed its current generation and has
+// at least its desired replicas available, desired being more than zero.
+func available(d *appsv1.Deployment) bool {
+	desired := ptr.Deref(d.Spec.Replicas, 1)
+	return desired > 0 && d.Status.ObservedGeneration >= d.Generation && d.Status.AvailableReplicas >= desired
+}
+
+// build returns the status to apply and whether it differs from the
+// server's.
+func (st *status) build(now time.Time) (*applyv1alpha1.McpServerApplyConfiguration, bool) {
+	s := st.server
+	want := []kit.Condition{st.ready, st.secretsResolved, st.imageAllowed, st.replicasCapped}
+	if st.remoteReachable != nil {
+		want = append(want, *st.remoteReachable)
+	}
+	conds := kit.BuildOwnedConditions(s.Status.Conditions, ownedConditions, s.Generation, now, want...)
+	changed := conds.Changed || s.Status.Deployed != st.deployedNow || s.Status.Ready != st.readyNow ||
+		s.Status.ObservedGeneration != s.Generation
+	apply := applyv1alpha1.McpServer(s.Name, s.Namespace).WithStatus(applyv1alpha1.McpServerStatus().
+		WithObservedGeneration(s.Generation).
+		WithDeployed(st.deployedNow).
+		WithReady(st.readyNow).
+		WithConditions(conds.Apply...))
+	return apply, changed
+}
+
+// ownedConditions are every condition type hcc-mcpserver writes.
+var ownedConditions = []string{clerumv1alpha1.ConditionReady, clerumv1alpha1.ConditionSecretsResolved,
+	clerumv1alpha1.ConditionImageAllowed, clerumv1alpha1.ConditionReplicasCapped, clerumv1alpha1.ConditionRemoteReachable}
+
+// blockState remembers, per server, why it was last blocked ("" for not
+// blocked) and the generation a remote warning was last emitted for.
+type blockState struct {
+	mu     sync.Mutex
+	reason map[string]string
+	remote map[string]int64
+}
+
+func newBlockState() *blockState {
+	return &blockState{reason: map[string]string{}, remote: map[string]int64{}}
+}
+
+// set records server's block reason and returns the previous one and
+// whether it changed.
+func (b *blockState) set(server, reason string) (string, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	was, seen := b.reason[server]
+	b.reason[server] = reason
+	return was, !seen && reason != "" || seen && was != reason
+}
+
+// remoteWarned reports whether the remote warning for generation is due
+// (once per generation).
+func (b *blockState) remoteWarned(server string, generation int64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.remote[server] == generation {
+		return false
+	}
+	b.remote[server] = generation
+	return true
+}
+
+func (b *blockState) forget(server string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.reason, server)
+	delete(b.remote, server)
+}
+
+// counts returns the blocked servers by reason.
+func (b *blockState) counts() map[string]int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := map[string]int{}
+	for _, r := range b.reason {
+		if r != "" {
+			out[r]++
+		}
+	}
+	return out
+}
+
+// blockReasons are every reason a server can be blocked for, so each
+// gauge series exists (at zero) from the start.
+var blockReasons = []string{kit.ReasonSecretsMissing, kit.ReasonImageNotAllowed, kit.ReasonInvalidSpec, kit.ReasonEgressPending}
+
+func (m *Metrics) refreshBlocked(b *blockState) {
+	counts := b.counts()
+	reasons := append([]string(nil), blockReasons...)
+	sort.Strings(reasons)
+	for _, r := range reasons {
+		m.Blocked.WithLabelValues(r).Set(float64(counts[r]))
+	}
+}

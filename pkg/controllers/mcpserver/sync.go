@@ -1,0 +1,258 @@
+package mcpserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+
+	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
+	"github.com/clerum/hcc/pkg/controllers/kit"
+	"github.com/clerum/hcc/pkg/names"
+)
+
+// refusedRetry is how soon a server whose child name an object HCC does not
+// own holds is looked at again: the holder may be removed by hand, and no
+// event of HCC's informers (which watch managed objects) would say so.
+const refusedRetry = 5 * time.Minute
+
+// syncMcpServer brings one server's children and status up to date
+// (docs/mcpserver.md):
+//
+//  1. a server that is gone has its children deleted (the garbage
+//     collector is the second line);
+//  2. its Secrets are validated, its image judged, its spec built and its
+//     egress gate read; any of them can block it;
+//  3. a blocked server's children are left as they are — nothing is
+//     created or rolled, running pods keep running — and it says why;
+//  4. otherwise the ConfigMap (remote servers), Deployment and Service are
+//     written where they differ from the builders;
+//  5. status is applied by server-side apply when it changed.
+func (c *Controller) syncMcpServer(ctx context.Context, key cache.ObjectName) (kit.Result, error) {
+	s, err := c.servers.McpServers(key.Namespace).Get(key.Name)
+	if apierrors.IsNotFound(err) || (err == nil && s.DeletionTimestamp != nil) {
+		// Gone, or going (a finalizer of someone else's holds it): its
+		// children go, and none is re-created.
+		c.blocked.forget(key.Name)
+		return kit.Result{}, c.deleteChildren(ctx, key)
+	}
+	if err != nil {
+		return kit.Result{}, err
+	}
+
+	st := newStatus(s)
+	secrets, err := c.checkSecrets(s)
+	if err != nil {
+		return kit.Result{}, err
+	}
+	st.secrets(secrets)
+	image := c.judgeImage(s)
+	st.image(image, c.cfg.Enforce)
+
+	built, buildErr := c.build(s, secrets.digest)
+	block := ""
+	switch {
+	case len(secrets.missing) > 0:
+		block = kit.ReasonSecretsMissing
+	case !image.allowed && c.cfg.Enforce:
+		block = kit.ReasonImageNotAllowed
+	case buildErr != nil:
+		block = kit.ReasonInvalidSpec
+		st.invalid(buildErr)
+	case s.Spec.IsEnabled() && !c.gate.Ready(s):
+		block = kit.ReasonEgressPending
+	}
+	c.reportBlock(s, block, st)
+
+	var result kit.Result
+	if block == "" {
+		live, refused, err := c.ensureChildren(ctx, s, built)
+		if err != nil {
+			return kit.Result{}, err
+		}
+		if refused != nil {
+			st.notOwned(refused)
+			result.RequeueAfter = refusedRetry
+		} else {
+			st.deployed(s, live)
+		}
+	} else {
+		st.blocked(block, c.deploymentOf(s))
+	}
+	if s.Spec.Remote != nil {
+		c.checkRemote(s, st)
+	}
+	return result, c.applyStatus(ctx, s, st)
+}
+
+// built holds the children the builders produced for one server.
+type built struct {
+	deployment *appsv1.Deployment
+	service    *corev1.Service
+	configMap  *corev1.ConfigMap // remote servers only
+}
+
+func (c *Controller) build(s *clerumv1alpha1.McpServer, digest string) (built, error) {
+	var b built
+	var err error
+	if b.deployment, err = BuildDeployment(s, s.Namespace, c.cfg.Build, digest); err != nil {
+		return b, err
+	}
+	if b.configMap, err = BuildProxyConfig(s, s.Namespace); err != nil {
+		return b, err
+	}
+	b.service = BuildService(s, s.Namespace)
+	return b, nil
+}
+
+// ensureChildren writes the children that differ from the builders: the
+// proxy ConfigMap first (the pods mount it), then the Deployment, then the
+// Service. A child whose name an object HCC does not own holds is refused
+// (kit.Ensure reports it); the others are still written.
+func (c *Controller) ensureChildren(ctx context.Context, s *clerumv1alpha1.McpServer, b built) (*appsv1.Deployment, error, error) {
+	owner := kit.Owner{Object: s, GVK: gvk, IdentityLabel: names.LabelMcpServer}
+	var refused error
+	keep := func(err error) error {
+		if errors.Is(err, kit.ErrNotOwned) || errors.Is(err, kit.ErrChangeRefused) {
+			refused = errors.Join(refused, err)
+			return nil
+		}
+		return err
+	}
+	if b.configMap != nil {
+		live, _ := c.configMaps.ConfigMaps(s.Namespace).Get(b.configMap.Name)
+		if _, _, err := kit.Ensure(ctx, c.children, kit.ConfigMaps, owner, live, b.configMap); keep(err) != nil {
+			return nil, nil, err
+		}
+	}
+	liveDeployment := c.deploymentOf(s)
+	deployment, _, err := kit.Ensure(ctx, c.children, kit.Deployments, owner, liveDeployment, b.deployment)
+	if keep(err) != nil {
+		return nil, nil, err
+	}
+	liveService, _ := c.services.Services(s.Namespace).Get(b.service.Name)
+	if _, _, err := kit.Ensure(ctx, c.children, kit.Services, owner, liveService, b.service); keep(err) != nil {
+		return nil, nil, err
+	}
+	return deployment, refused, nil
+}
+
+// deleteChildren deletes the children of a server that is gone, if they
+// are its: the Deployment, the Service and the proxy ConfigMap.
+func (c *Controller) deleteChildren(ctx context.Context, key cache.ObjectName) error {
+	name := names.McpServerWorkload(key.Name)
+	var errs []error
+	if d, err := c.deployments.Deployments(key.Namespace).Get(name); err == nil {
+		_, err := kit.DeleteChild(ctx, c.children, kit.Deployments, gvk, key.Name, names.LabelMcpServer, d)
+		errs = append(errs, err)
+	}
+	if svc, err := c.services.Services(key.Namespace).Get(name); err == nil {
+		_, err := kit.DeleteChild(ctx, c.children, kit.Services, gvk, key.Name, names.LabelMcpServer, svc)
+		errs = append(errs, err)
+	}
+	if cm, err := c.configMaps.ConfigMaps(key.Namespace).Get(names.McpServerProxyConfig(key.Name)); err == nil {
+		_, err := kit.DeleteChild(ctx, c.children, kit.ConfigMaps, gvk, key.Name, names.LabelMcpServer, cm)
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// imageVerdict is the allowlist's answer for one server.
+type imageVerdict struct {
+	allowed bool
+	reason  string
+	message string
+}
+
+// judgeImage judges spec.image only: a remote server runs the platform's
+// proxy, and platform images (bridge, proxy) are never judged.
+func (c *Controller) judgeImage(s *clerumv1alpha1.McpServer) imageVerdict {
+	if s.Spec.Remote != nil {
+		return imageVerdict{allowed: true, reason: kit.ReasonPlatformImage,
+			message: "a remote server runs the platform's egress proxy; spec.image is not run"}
+	}
+	v := c.cfg.Images.Judge(s.Spec.Image)
+	if v.Allowed {
+		return imageVerdict{allowed: true, reason: kit.ReasonImageAllowed, message: v.Message()}
+	}
+	return imageVerdict{reason: string(v.Reason), message: v.Message()}
+}
+
+// checkRemote reports whether one of a remote server's own egress bindings
+// covers the host and port of its URL; without one its proxy cannot reach
+// the upstream. It deploys either way: the egress policy, not this check,
+// is what allows the traffic.
+func (c *Controller) checkRemote(s *clerumv1alpha1.McpServer, st *status) {
+	host, port, err := RemoteHost(s)
+	if err != nil {
+		return // reported as InvalidSpec
+	}
+	covered := false
+	for i := range s.Spec.EgressBindings {
+		if bindingCovers(&s.Spec.EgressBindings[i], host, port) {
+			covered = true
+			break
+		}
+	}
+	st.remote(covered, host, port)
+	if !covered && c.blocked.remoteWarned(s.Name, s.Generation) {
+		c.recorder.Eventf(s, corev1.EventTypeWarning, kit.EventRemoteUnreachable,
+			"no egress binding of this server covers %s:%d: its proxy cannot reach the upstream", host, port)
+	}
+}
+
+// bindingCovers reports whether b lets the proxy reach host:port.
+func bindingCovers(b *clerumv1alpha1.EgressBinding, host string, port int32) bool {
+	if b.EffectiveMode() == clerumv1alpha1.EgressModePublicWeb {
+		return port == 80 || port == 443
+	}
+	if b.Port == nil || *b.Port != port || b.EffectiveProtocol() != string(corev1.ProtocolTCP) {
+		return false
+	}
+	if b.Host != "" {
+		return strings.EqualFold(strings.TrimSuffix(b.Host, "."), host)
+	}
+	addr, err := netip.ParseAddr(host)
+	prefix, perr := netip.ParsePrefix(b.CIDR)
+	return err == nil && perr == nil && prefix.Contains(addr)
+}
+
+// reportBlock emits one event when a server becomes blocked (or blocked for
+// another reason) and one when it is released, and keeps the gauges.
+func (c *Controller) reportBlock(s *clerumv1alpha1.McpServer, block string, st *status) {
+	was, changed := c.blocked.set(s.Name, block)
+	c.metrics.refreshBlocked(c.blocked)
+	if !changed {
+		return
+	}
+	switch {
+	case block != "":
+		c.log.Info().Str("namespace", s.Namespace).Str("name", s.Name).Str("reason", block).Msg("server blocked")
+		c.recorder.Eventf(s, corev1.EventTypeWarning, kit.EventBlocked, "%s: %s", block, st.blockMessage(block))
+	case was != "":
+		c.log.Info().Str("namespace", s.Namespace).Str("name", s.Name).Str("was", was).Msg("server released")
+		c.recorder.Event(s, corev1.EventTypeNormal, kit.EventReleased, fmt.Sprintf("no longer blocked (%s)", was))
+	}
+}
+
+// applyStatus writes the fields hcc-mcpserver owns when they changed.
+func (c *Controller) applyStatus(ctx context.Context, s *clerumv1alpha1.McpServer, st *status) error {
+	apply, changed := st.build(c.clock.Now())
+	if !changed {
+		return nil
+	}
+	_, err := c.hcc.ClerumV1alpha1().McpServers(s.Namespace).ApplyStatus(ctx, apply,
+		metav1.ApplyOptions{FieldManager: clerumv1alpha1.FieldManagerMcpServer, Force: true})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
