@@ -161,10 +161,49 @@ type blockState struct {
 	mu     sync.Mutex
 	reason map[string]string
 	remote map[string]int64
+	// state is each server's state for clerum_hcc_mcpserver_servers.
+	state map[string]string
 }
 
 func newBlockState() *blockState {
-	return &blockState{reason: map[string]string{}, remote: map[string]int64{}}
+	return &blockState{reason: map[string]string{}, remote: map[string]int64{}, state: map[string]string{}}
+}
+
+// Server states, the values of clerum_hcc_mcpserver_servers{state}.
+var serverStates = []string{"ready", "deployed", "blocked", "disabled", "not-owned"}
+
+// setState records server's state.
+func (b *blockState) setState(server, state string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.state[server] = state
+}
+
+func (m *Metrics) refreshStates(b *blockState) {
+	b.mu.Lock()
+	counts := map[string]int{}
+	for _, st := range b.state {
+		counts[st]++
+	}
+	b.mu.Unlock()
+	for _, st := range serverStates {
+		m.Servers.WithLabelValues(st).Set(float64(counts[st]))
+	}
+}
+
+// stateOf is the state st describes.
+func (st *status) stateOf() string {
+	switch {
+	case st.ready.Reason == kit.ReasonDisabled:
+		return "disabled"
+	case st.ready.Reason == kit.ReasonNotOwned:
+		return "not-owned"
+	case st.readyNow && st.deployedNow:
+		return "ready"
+	case st.deployedNow:
+		return "deployed"
+	}
+	return "blocked"
 }
 
 // set records server's block reason and returns the previous one and
@@ -194,6 +233,7 @@ func (b *blockState) forget(server string) {
 	defer b.mu.Unlock()
 	delete(b.reason, server)
 	delete(b.remote, server)
+	delete(b.state, server)
 }
 
 // counts returns the blocked servers by reason.

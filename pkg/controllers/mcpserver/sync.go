@@ -42,6 +42,8 @@ func (c *Controller) syncMcpServer(ctx context.Context, key cache.ObjectName) (k
 		// Gone, or going (a finalizer of someone else's holds it): its
 		// children go, and none is re-created.
 		c.blocked.forget(key.Name)
+		c.metrics.refreshStates(c.blocked)
+		c.metrics.refreshBlocked(c.blocked)
 		return kit.Result{}, c.deleteChildren(ctx, key)
 	}
 	if err != nil {
@@ -90,6 +92,8 @@ func (c *Controller) syncMcpServer(ctx context.Context, key cache.ObjectName) (k
 	if s.Spec.Remote != nil {
 		c.checkRemote(s, st)
 	}
+	c.blocked.setState(s.Name, st.stateOf())
+	c.metrics.refreshStates(c.blocked)
 	return result, c.applyStatus(ctx, s, st)
 }
 
