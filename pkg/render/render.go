@@ -13,13 +13,18 @@ import (
 	"sort"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
 
+	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/config"
 	"github.com/clerum/hcc/pkg/controllers/egress"
+	"github.com/clerum/hcc/pkg/controllers/mcpserver"
 	netpolcontroller "github.com/clerum/hcc/pkg/controllers/netpol"
+	"github.com/clerum/hcc/pkg/imagepolicy"
 	"github.com/clerum/hcc/pkg/netpol"
 	"github.com/clerum/hcc/pkg/validation"
 )
@@ -57,11 +62,15 @@ func Render(ctx context.Context, opts Options) ([]byte, error) {
 	resolved := map[string]map[string]netpol.Resolution{}
 	planOpts := netpolcontroller.PlanOptions(cfg)
 	rules := netpol.NewEgressRules(planOpts)
+	gated := map[string]bool{} // servers whose egress gate would stay closed
 	for _, s := range servers {
 		if !s.Spec.IsEnabled() || len(s.Spec.EgressBindings) == 0 {
 			continue
 		}
 		answer := egress.Resolve(ctx, resolver, cfg.McpServer.ExternalEgressDNSTimeout, rules, s)
+		if len(answer.Rejected)+len(answer.Failed) > 0 {
+			gated[s.Name] = true
+		}
 		for b, reason := range answer.Rejected {
 			warnings[s.Name+"/"+b] = fmt.Sprintf("McpServer %s binding %s rejected: %s", s.Name, b, reason)
 		}
@@ -82,6 +91,9 @@ func Render(ctx context.Context, opts Options) ([]byte, error) {
 
 	plan := netpol.Compute(netpol.Inventory{Contexts: contexts, Servers: servers, Resolved: resolved}, planOpts)
 	for _, r := range plan.Rejections {
+		if r.Kind == netpol.RejectedEgressBinding {
+			gated[r.Server] = true
+		}
 		key := r.Server + "/" + r.Binding
 		if _, ok := warnings[key]; !ok {
 			warnings[key] = fmt.Sprintf("McpServer %s binding %s rejected: %s", r.Server, r.Binding, r.Reason)
@@ -98,7 +110,53 @@ func Render(ctx context.Context, opts Options) ([]byte, error) {
 	for _, p := range plan.Policies {
 		objects = append(objects, p)
 	}
+	workloads, err := planServers(servers, watched(in.secrets, cfg.Namespaces.McpServer, opts.Warn), gated, cfg, opts.Warn)
+	if err != nil {
+		return nil, err
+	}
+	objects = append(objects, workloads...)
 	return encode(objects)
+}
+
+// planServers plans each McpServer's children with the McpServer operator's
+// own decision: a server whose Secrets, image (enforce mode), spec or egress
+// would block it gets none, with a warning. Secret values are digested on
+// the way in, as the controller's cache holds them.
+func planServers(servers []*clerumv1alpha1.McpServer, secrets []*corev1.Secret, gated map[string]bool,
+	cfg *config.Config, warn func(string, ...any)) ([]runtime.Object, error) {
+	images, err := imagepolicy.Parse(cfg.ImagePolicy.AllowedPrefixes)
+	if err != nil {
+		return nil, fmt.Errorf("CONTEXT_MAPPER_ALLOWED_IMAGE_PREFIXES: %w", err)
+	}
+	byName := map[string]*corev1.Secret{}
+	for _, s := range secrets {
+		byName[s.Name] = mcpserver.DigestSecret(s)
+	}
+	lookup := func(name string) (*corev1.Secret, error) {
+		if s, ok := byName[name]; ok {
+			return s, nil
+		}
+		return nil, apierrors.NewNotFound(corev1.Resource("secrets"), name)
+	}
+	opts := mcpserver.Options{
+		PullPolicy:           cfg.McpServer.ImagePullPolicy,
+		StdioBridgeImage:     cfg.McpServer.StdioBridgeImage,
+		StdioBridgeResources: cfg.McpServer.StdioBridgeResources,
+		EgressProxyImage:     cfg.McpServer.EgressProxyImage,
+	}
+	var out []runtime.Object
+	for _, s := range servers {
+		children, block, why, err := mcpserver.Plan(s, opts, images, cfg.ImagePolicy.Enforce, lookup, !gated[s.Name])
+		if err != nil {
+			return nil, err
+		}
+		if block != "" {
+			warn("McpServer %s gets no Deployment (%s): %s", s.Name, block, why)
+			continue
+		}
+		out = append(out, children...)
+	}
+	return out, nil
 }
 
 // validateInputs refuses objects the API server would refuse.
@@ -202,7 +260,7 @@ func ParseResolve(value string, overrides map[string][]netip.Addr) error {
 }
 
 // encode writes objects as one multi-document YAML stream sorted by
-// apiVersion, kind, namespace and name, without the empty status and null
+// apiVersion, kind, namespace and name, without the status and null
 // creationTimestamp Go's types would add.
 func encode(objects []runtime.Object) ([]byte, error) {
 	type entry struct {
@@ -221,9 +279,8 @@ func encode(objects []runtime.Object) ([]byte, error) {
 		}
 		meta, _ := m["metadata"].(map[string]any)
 		delete(meta, "creationTimestamp")
-		if status, ok := m["status"].(map[string]any); ok && len(status) == 0 {
-			delete(m, "status")
-		}
+		// A plan is desired objects: status is never part of it.
+		delete(m, "status")
 		doc, err := yaml.Marshal(m)
 		if err != nil {
 			return nil, err

@@ -85,6 +85,9 @@ func policies(t *testing.T, out string) ([]string, map[string]*networkingv1.Netw
 	for _, doc := range strings.Split(out, "---\n")[1:] {
 		var p networkingv1.NetworkPolicy
 		require.NoError(t, utilyaml.Unmarshal([]byte(doc), &p))
+		if p.Kind != "NetworkPolicy" {
+			continue
+		}
 		key := p.Namespace + "/" + p.Name
 		order = append(order, key)
 		byKey[key] = &p
@@ -115,6 +118,11 @@ func TestRenderPlansFromFiles(t *testing.T) {
 	assert.Equal(t, "93.184.216.34/32", ext.Spec.Egress[0].To[0].IPBlock.CIDR)
 	assert.NotContains(t, r.out, "creationTimestamp")
 	assert.NotContains(t, r.out, "status:")
+	// The McpServer operator's objects: the server's Deployment and
+	// Service, owned by it (kind and name, no uid).
+	assert.Contains(t, r.out, "kind: Deployment\nmetadata:\n  labels:\n    app: s1\n")
+	assert.Contains(t, r.out, "kind: Service\nmetadata:\n  labels:\n    app: s1\n")
+	assert.Contains(t, r.out, "    kind: McpServer\n    name: s1\n    uid: \"\"\n")
 	assert.Equal(t, []string{"skipping apps/v1 Deployment (" + filepath.Join(dir, "other/deploy.yaml") +
 		" document 1): render does not use this kind"}, r.warnings)
 }
@@ -126,9 +134,12 @@ func TestRenderUnresolvableHostGetsNoAllow(t *testing.T) {
 	_, byKey := policies(t, r.out)
 	assert.NotContains(t, byKey, "mcp-server/ext-egress-s1-api")
 	assert.Contains(t, byKey, "mcp-server/ctx-c1-s1", "the rest of the plan is unaffected")
-	require.Len(t, r.warnings, 1)
+	require.Len(t, r.warnings, 2)
 	assert.Contains(t, r.warnings[0], "McpServer s1 binding api not resolved")
 	assert.Contains(t, r.warnings[0], "runtime stays blocked")
+	assert.Equal(t, "McpServer s1 gets no Deployment (EgressPending): its egress bindings are not all allowed", r.warnings[1],
+		"a server whose egress would block it gets no Deployment, as in the controller")
+	assert.NotContains(t, r.out, "kind: Deployment")
 }
 
 func TestRenderIsDeterministic(t *testing.T) {
@@ -210,5 +221,41 @@ func TestParseResolve(t *testing.T) {
 		overrides["api.example.com"])
 	for _, bad := range []string{"api.example.com", "=1.2.3.4", "api.example.com=", "api.example.com=not-an-ip"} {
 		assert.Error(t, ParseResolve(bad, map[string][]netip.Addr{}), bad)
+	}
+}
+
+func TestRenderPlansMcpServersAsTheControllerDecides(t *testing.T) {
+	plain := func(extra string) string {
+		return "apiVersion: clerum.io/v1alpha1\nkind: McpServer\nmetadata: {name: s2}\nspec:\n  image: mongodb/x:1\n  transport: {type: sse}\n" + extra
+	}
+	secret := "apiVersion: v1\nkind: Secret\nmetadata: {name: atlas}\nstringData: {uri: mongodb+srv://secret}\n"
+	envSecret := "  envSecret: {name: atlas, keys: [{secretKey: uri, envName: URI}]}\n"
+	tests := []struct {
+		name       string
+		files      string
+		deployment bool
+		replicas   string
+		warning    string
+	}{
+		{name: "a server with its Secret gets a Deployment", files: plain(envSecret) + "---\n" + secret, deployment: true, replicas: "replicas: 1"},
+		{name: "a missing Secret gets none", files: plain(envSecret), warning: "McpServer s2 gets no Deployment (SecretsMissing): Secret atlas does not exist"},
+		{name: "a disabled server runs no replica", files: plain("  enabled: false\n"), deployment: true, replicas: "replicas: 0"},
+		{name: "a stdio server without a command gets none", files: strings.Replace(plain(""), "type: sse", "type: stdio", 1),
+			warning: "McpServer s2 gets no Deployment (InvalidSpec): " + "a stdio server needs spec.command"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := run(t, []string{write(t, map[string]string{"all.yaml": tc.files})}, nil)
+			require.NoError(t, r.err)
+			assert.Equal(t, tc.deployment, strings.Contains(r.out, "kind: Deployment"))
+			assert.NotContains(t, r.out, "mongodb+srv://secret", "a Secret value is never printed")
+			if tc.replicas != "" {
+				assert.Contains(t, r.out, tc.replicas)
+			}
+			if tc.warning != "" {
+				require.NotEmpty(t, r.warnings)
+				assert.Contains(t, r.warnings[len(r.warnings)-1], tc.warning)
+			}
+		})
 	}
 }

@@ -33,6 +33,12 @@ func referencedSecrets(obj any) ([]string, error) {
 	return out, nil
 }
 
+// DigestSecret is digestSecret for callers outside the informer (render).
+func DigestSecret(s *corev1.Secret) *corev1.Secret {
+	out, _ := digestSecret(s)
+	return out.(*corev1.Secret)
+}
+
 // digestSecret is the Secret informer's transform: the cache keeps each
 // key with a digest of its value, never the value, so no Secret value is
 // held by hcc-controller.
@@ -76,9 +82,16 @@ type secretCheck struct {
 // checkSecrets validates s's envSecret and auth references against the
 // digest cache: each Secret must exist and hold every key named.
 func (c *Controller) checkSecrets(s *clerumv1alpha1.McpServer) (secretCheck, error) {
+	return CheckSecrets(s, func(name string) (*corev1.Secret, error) { return c.secrets.Secrets(s.Namespace).Get(name) })
+}
+
+// CheckSecrets validates s's envSecret and auth references with lookup,
+// which returns a Secret whose values are digests (digestSecret), or a
+// NotFound. The controller and render share it.
+func CheckSecrets(s *clerumv1alpha1.McpServer, lookup func(name string) (*corev1.Secret, error)) (secretCheck, error) {
 	var check secretCheck
 	get := func(name string) (*corev1.Secret, error) {
-		secret, err := c.secrets.Secrets(s.Namespace).Get(name)
+		secret, err := lookup(name)
 		if apierrors.IsNotFound(err) {
 			check.missing = append(check.missing, fmt.Sprintf("Secret %s does not exist", name))
 			return nil, nil
@@ -123,6 +136,9 @@ func (c *Controller) checkSecrets(s *clerumv1alpha1.McpServer) (secretCheck, err
 	}
 	return check, nil
 }
+
+// Missing names what is absent, a Secret or a key; empty when nothing is.
+func (sc secretCheck) Missing() []string { return sc.missing }
 
 func (sc secretCheck) message() string {
 	if len(sc.missing) == 0 {

@@ -12,10 +12,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/controllers/kit"
+	"github.com/clerum/hcc/pkg/imagepolicy"
 	"github.com/clerum/hcc/pkg/names"
 )
 
@@ -59,19 +62,11 @@ func (c *Controller) syncMcpServer(ctx context.Context, key cache.ObjectName) (k
 	image := c.judgeImage(s)
 	st.image(image, c.cfg.Enforce)
 
-	built, buildErr := c.build(s, secrets.digest)
-	block := ""
-	switch {
-	case len(secrets.missing) > 0:
-		block = kit.ReasonSecretsMissing
-	case !image.allowed && c.cfg.Enforce:
-		block = kit.ReasonImageNotAllowed
-	case buildErr != nil:
-		block = kit.ReasonInvalidSpec
+	built, buildErr := build(s, c.cfg.Build, secrets.digest)
+	if buildErr != nil {
 		st.invalid(buildErr)
-	case s.Spec.IsEnabled() && !c.gate.Ready(s):
-		block = kit.ReasonEgressPending
 	}
+	block := blockReason(s, secrets, image, c.cfg.Enforce, buildErr, func() bool { return c.gate.Ready(s) })
 	c.reportBlock(s, block, st)
 
 	var result kit.Result
@@ -97,6 +92,61 @@ func (c *Controller) syncMcpServer(ctx context.Context, key cache.ObjectName) (k
 	return result, c.applyStatus(ctx, s, st)
 }
 
+// blockReason is what keeps s from deploying, or "": missing Secrets, an
+// image the allowlist refuses in enforce mode, a spec that does not build,
+// or (for an enabled server) a closed egress gate. The controller and
+// render judge alike through it.
+func blockReason(s *clerumv1alpha1.McpServer, secrets secretCheck, image imageVerdict, enforce bool, buildErr error, gateOpen func() bool) string {
+	switch {
+	case len(secrets.missing) > 0:
+		return kit.ReasonSecretsMissing
+	case !image.allowed && enforce:
+		return kit.ReasonImageNotAllowed
+	case buildErr != nil:
+		return kit.ReasonInvalidSpec
+	case s.Spec.IsEnabled() && !gateOpen():
+		return kit.ReasonEgressPending
+	}
+	return ""
+}
+
+// Plan is the pure decision of one sync, for render: the children s gets,
+// or why it gets none. secrets looks up Secrets with digested values.
+func Plan(s *clerumv1alpha1.McpServer, opts Options, images *imagepolicy.Policy, enforce bool,
+	secrets func(name string) (*corev1.Secret, error), gateOpen bool) (children []runtime.Object, block, why string, err error) {
+	check, err := CheckSecrets(s, secrets)
+	if err != nil {
+		return nil, "", "", err
+	}
+	image := judgeImage(images, s)
+	b, buildErr := build(s, opts, check.digest)
+	block = blockReason(s, check, image, enforce, buildErr, func() bool { return gateOpen })
+	switch block {
+	case "":
+	case kit.ReasonSecretsMissing:
+		return nil, block, check.message(), nil
+	case kit.ReasonImageNotAllowed:
+		return nil, block, image.message, nil
+	case kit.ReasonInvalidSpec:
+		return nil, block, buildErr.Error(), nil
+	default:
+		return nil, block, "its egress bindings are not all allowed", nil
+	}
+	for _, obj := range []interface {
+		runtime.Object
+		metav1.Object
+	}{b.deployment, b.service} {
+		obj.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind,
+			Name: s.Name, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}})
+		children = append(children, obj)
+	}
+	if b.configMap != nil {
+		b.configMap.SetOwnerReferences(b.deployment.OwnerReferences)
+		children = append(children, b.configMap)
+	}
+	return children, "", "", nil
+}
+
 // built holds the children the builders produced for one server.
 type built struct {
 	deployment *appsv1.Deployment
@@ -104,10 +154,10 @@ type built struct {
 	configMap  *corev1.ConfigMap // remote servers only
 }
 
-func (c *Controller) build(s *clerumv1alpha1.McpServer, digest string) (built, error) {
+func build(s *clerumv1alpha1.McpServer, opts Options, digest string) (built, error) {
 	var b built
 	var err error
-	if b.deployment, err = BuildDeployment(s, s.Namespace, c.cfg.Build, digest); err != nil {
+	if b.deployment, err = BuildDeployment(s, s.Namespace, opts, digest); err != nil {
 		return b, err
 	}
 	if b.configMap, err = BuildProxyConfig(s, s.Namespace); err != nil {
@@ -176,14 +226,18 @@ type imageVerdict struct {
 	message string
 }
 
+func (c *Controller) judgeImage(s *clerumv1alpha1.McpServer) imageVerdict {
+	return judgeImage(c.cfg.Images, s)
+}
+
 // judgeImage judges spec.image only: a remote server runs the platform's
 // proxy, and platform images (bridge, proxy) are never judged.
-func (c *Controller) judgeImage(s *clerumv1alpha1.McpServer) imageVerdict {
+func judgeImage(images *imagepolicy.Policy, s *clerumv1alpha1.McpServer) imageVerdict {
 	if s.Spec.Remote != nil {
 		return imageVerdict{allowed: true, reason: kit.ReasonPlatformImage,
 			message: "a remote server runs the platform's egress proxy; spec.image is not run"}
 	}
-	v := c.cfg.Images.Judge(s.Spec.Image)
+	v := images.Judge(s.Spec.Image)
 	if v.Allowed {
 		return imageVerdict{allowed: true, reason: kit.ReasonImageAllowed, message: v.Message()}
 	}
