@@ -367,7 +367,7 @@ func TestAnUnmanagedDeploymentIsNotAdopted(t *testing.T) {
 	foreign := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "mcp-server", Name: "mongodb", ResourceVersion: "1"}}
 	f := newFixture(t, false, mongodb(func(s *clerumv1alpha1.McpServer) { s.Spec.EnvSecret = nil }), foreign)
 	res := f.sync()
-	assert.Equal(t, []string{"create services/mongodb"}, f.writes(), "the Deployment is neither updated nor deleted; the Service is still written")
+	assert.Empty(t, f.writes(), "the Deployment is neither updated nor deleted, and no Service fronts pods HCC did not judge")
 	assert.Equal(t, kit.ReasonNotOwned, f.condition(clerumv1alpha1.ConditionReady).Reason)
 	assert.Equal(t, refusedRetry, res.RequeueAfter)
 	assert.Empty(t, f.deployment().Labels)
@@ -377,7 +377,74 @@ func TestAnUnmanagedDeploymentIsNotAdopted(t *testing.T) {
 	f.index(foreign)
 	require.NoError(t, f.deps.Informers.HCC("mcp-server").Clerum().V1alpha1().McpServers().Informer().GetIndexer().Delete(f.server))
 	f.sync()
-	assert.Equal(t, []string{"delete services/mongodb"}, f.writes())
+	assert.Empty(t, f.writes())
+}
+
+func TestAForeignProxyConfigIsNeverMounted(t *testing.T) {
+	foreign := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "mcp-server", Name: "atlassian", ResourceVersion: "1"},
+		Data: map[string]string{"nginx.conf": "someone else's upstream"}}
+	f := newFixture(t, false, newServer("atlassian", clerumv1alpha1.TransportSSE, func(s *clerumv1alpha1.McpServer) {
+		s.Spec.Image, s.Spec.Remote = "", &clerumv1alpha1.Remote{URL: "https://mcp.atlassian.com/v1/sse"}
+	}), foreign)
+	f.sync()
+	assert.Empty(t, f.writes(), "no Deployment mounts a ConfigMap HCC did not write")
+	assert.Equal(t, kit.ReasonNotOwned, f.condition(clerumv1alpha1.ConditionReady).Reason)
+}
+
+func TestADisabledServerStopsEvenWhenBlocked(t *testing.T) {
+	f := newFixture(t, true, mongodb(), secret("atlas", map[string]string{"uri": "x"}))
+	f.sync()
+	f.syncCaches()
+	// Disabled, and its Secret gone: it cannot be rebuilt, but it stops.
+	disabled := f.server.DeepCopy()
+	disabled.Spec.Enabled, disabled.Generation = ptr.To(false), 2
+	f.server = disabled
+	f.index(disabled)
+	require.NoError(t, f.deps.Informers.Kube("mcp-server", kit.AllObjects, "secrets").Core().V1().Secrets().Informer().GetIndexer().Delete(
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "mcp-server", Name: "atlas"}}))
+	f.sync()
+	assert.Equal(t, []string{"update deployments/mongodb"}, f.writes())
+	assert.Equal(t, int32(0), *f.deployment().Spec.Replicas)
+	assert.Equal(t, kit.ReasonDisabled, f.condition(clerumv1alpha1.ConditionReady).Reason)
+}
+
+func TestABlockedServerIsNotReady(t *testing.T) {
+	f := newFixture(t, false, mongodb(), secret("atlas", map[string]string{"uri": "x"}))
+	f.sync()
+	f.syncCaches()
+	f.showStatus()
+	d := f.deployment()
+	d.Generation, d.Status.ObservedGeneration, d.Status.AvailableReplicas = 1, 1, 1
+	f.index(d)
+	require.NoError(t, f.deps.Informers.Kube("mcp-server", kit.AllObjects, "secrets").Core().V1().Secrets().Informer().GetIndexer().Delete(
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "mcp-server", Name: "atlas"}}))
+	f.sync()
+	assert.False(t, f.applied[len(f.applied)-1].Ready, "pods left running are not offered as ready")
+	assert.Empty(t, f.writes(), "and are left as they are")
+}
+
+func TestARemoteServerTurnedLocalLosesItsProxyConfig(t *testing.T) {
+	f := newFixture(t, false, newServer("atlassian", clerumv1alpha1.TransportSSE, func(s *clerumv1alpha1.McpServer) {
+		s.Spec.Image, s.Spec.Remote = "", &clerumv1alpha1.Remote{URL: "https://mcp.atlassian.com/v1/sse"}
+	}))
+	f.sync()
+	f.syncCaches()
+	local := f.server.DeepCopy()
+	local.Spec.Remote, local.Spec.Image, local.Generation = nil, "ghcr.io/evenfire-ai/atlassian:1", 2
+	f.server = local
+	f.index(local)
+	f.sync()
+	assert.Contains(t, f.writes(), "delete configmaps/atlassian")
+}
+
+func TestFieldRefEnvNeedsNoWritePerSync(t *testing.T) {
+	f := newFixture(t, false, mongodb(func(s *clerumv1alpha1.McpServer) {
+		s.Spec.EnvSecret = nil
+		s.Spec.Env = []corev1.EnvVar{{Name: "POD", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}}
+	}))
+	f.sync()
+	assert.Equal(t, "v1", f.deployment().Spec.Template.Spec.Containers[0].Env[0].ValueFrom.FieldRef.APIVersion,
+		"the builder spells the API server's default")
 }
 
 func TestStdioAndRemoteServers(t *testing.T) {

@@ -398,7 +398,11 @@ func serverEnv(s *clerumv1alpha1.McpServer) ([]corev1.EnvVar, error) {
 		if e.ValueFrom != nil && (e.ValueFrom.SecretKeyRef != nil || e.ValueFrom.ConfigMapKeyRef != nil) {
 			return nil, ErrEnvSecretRef
 		}
-		env = append(env, *e.DeepCopy())
+		e := e.DeepCopy()
+		if f := e.ValueFrom; f != nil && f.FieldRef != nil && f.FieldRef.APIVersion == "" {
+			f.FieldRef.APIVersion = "v1" // the API server's default: no write per sync
+		}
+		env = append(env, *e)
 	}
 	if es := s.Spec.EnvSecret; es != nil {
 		for _, k := range es.Keys {

@@ -39,7 +39,8 @@ func TestBuildersEmitWhatTheAPIServerKeeps(t *testing.T) {
 	cases := map[string]*clerumv1alpha1.McpServer{
 		"sse": newServer("sse", clerumv1alpha1.TransportSSE, func(s *clerumv1alpha1.McpServer) {
 			s.Spec.EnvSecret = &clerumv1alpha1.EnvSecret{Name: "creds", Keys: []clerumv1alpha1.EnvSecretKey{{SecretKey: "uri", EnvName: "URI"}}}
-			s.Spec.Env = []corev1.EnvVar{{Name: "LOG_LEVEL", Value: "info"}}
+			s.Spec.Env = []corev1.EnvVar{{Name: "LOG_LEVEL", Value: "info"},
+				{Name: "POD", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}}
 			s.Spec.Resources = &corev1.ResourceRequirements{Limits: testOptions.StdioBridgeResources.Limits}
 		}),
 		"streamable-http": newServer("http", clerumv1alpha1.TransportStreamableHTTP),

@@ -98,10 +98,19 @@ func (st *status) blockMessage(reason string) string {
 
 // blocked records a server kept from deploying. Its Deployment, if one
 // exists from before, is left running and reported as it is.
-func (st *status) blocked(reason string, live *appsv1.Deployment) {
+func (st *status) blocked(reason string, _ *appsv1.Deployment) {
 	st.ready = kit.Condition{Type: clerumv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: reason, Message: st.blockMessage(reason)}
-	st.deployedNow = false
-	st.readyNow = live != nil && available(live)
+	// Pods left running are not offered: hcc-api reads ready, and a
+	// blocked server (a refused image, a missing Secret) is not one to use.
+	st.deployedNow, st.readyNow = false, false
+}
+
+// disabled records a disabled server that could not be rebuilt (it is
+// blocked too) and was scaled to zero as it was.
+func (st *status) disabled() {
+	st.ready = kit.Condition{Type: clerumv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: kit.ReasonDisabled,
+		Message: "spec.enabled is false: the Deployment is scaled to zero"}
+	st.deployedNow, st.readyNow = false, false
 }
 
 func (st *status) notOwned(err error) {

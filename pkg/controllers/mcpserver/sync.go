@@ -70,7 +70,14 @@ func (c *Controller) syncMcpServer(ctx context.Context, key cache.ObjectName) (k
 	c.reportBlock(s, block, st)
 
 	var result kit.Result
-	if block == "" {
+	if block != "" && !s.Spec.IsEnabled() {
+		// A disabled server runs nothing whatever else is wrong with it: a
+		// block must not keep a running Deployment at its old scale.
+		if err := c.scaleToZero(ctx, s); err != nil {
+			return kit.Result{}, err
+		}
+		st.disabled()
+	} else if block == "" {
 		live, refused, err := c.ensureChildren(ctx, s, built)
 		if err != nil {
 			return kit.Result{}, err
@@ -173,30 +180,56 @@ func build(s *clerumv1alpha1.McpServer, opts Options, digest string) (built, err
 // (kit.Ensure reports it); the others are still written.
 func (c *Controller) ensureChildren(ctx context.Context, s *clerumv1alpha1.McpServer, b built) (*appsv1.Deployment, error, error) {
 	owner := kit.Owner{Object: s, GVK: gvk, IdentityLabel: names.LabelMcpServer}
-	var refused error
-	keep := func(err error) error {
+	// Each child is written only once the one before it is HCC's: pods must
+	// never mount a proxy configuration someone else wrote, and a Service
+	// must never front pods HCC did not judge.
+	refusedOrErr := func(err error) (*appsv1.Deployment, error, error) {
 		if errors.Is(err, kit.ErrNotOwned) || errors.Is(err, kit.ErrChangeRefused) {
-			refused = errors.Join(refused, err)
-			return nil
+			return nil, err, nil
 		}
-		return err
+		return nil, nil, err
 	}
-	if b.configMap != nil {
-		live, _ := c.configMaps.ConfigMaps(s.Namespace).Get(b.configMap.Name)
-		if _, _, err := kit.Ensure(ctx, c.children, kit.ConfigMaps, owner, live, b.configMap); keep(err) != nil {
+	cmName := names.McpServerProxyConfig(s.Name)
+	liveCM, _ := c.configMaps.ConfigMaps(s.Namespace).Get(cmName)
+	switch {
+	case b.configMap != nil:
+		if _, _, err := kit.Ensure(ctx, c.children, kit.ConfigMaps, owner, liveCM, b.configMap); err != nil {
+			return refusedOrErr(err)
+		}
+	case liveCM != nil:
+		// No longer remote: its proxy configuration goes, if it is its.
+		if _, err := kit.DeleteChild(ctx, c.children, kit.ConfigMaps, gvk, s.Name, names.LabelMcpServer, liveCM); err != nil {
 			return nil, nil, err
 		}
 	}
-	liveDeployment := c.deploymentOf(s)
-	deployment, _, err := kit.Ensure(ctx, c.children, kit.Deployments, owner, liveDeployment, b.deployment)
-	if keep(err) != nil {
-		return nil, nil, err
+	deployment, _, err := kit.Ensure(ctx, c.children, kit.Deployments, owner, c.deploymentOf(s), b.deployment)
+	if err != nil {
+		return refusedOrErr(err)
 	}
 	liveService, _ := c.services.Services(s.Namespace).Get(b.service.Name)
-	if _, _, err := kit.Ensure(ctx, c.children, kit.Services, owner, liveService, b.service); keep(err) != nil {
-		return nil, nil, err
+	if _, _, err := kit.Ensure(ctx, c.children, kit.Services, owner, liveService, b.service); err != nil {
+		_, refused, err := refusedOrErr(err)
+		return deployment, refused, err
 	}
-	return deployment, refused, nil
+	return deployment, nil, nil
+}
+
+// scaleToZero scales a disabled server's running Deployment to zero,
+// keeping its template: a server that is blocked too (its Secret gone, its
+// image refused) cannot be rebuilt, but must still stop.
+func (c *Controller) scaleToZero(ctx context.Context, s *clerumv1alpha1.McpServer) error {
+	live := c.deploymentOf(s)
+	if live == nil || ptr.Deref(live.Spec.Replicas, 1) == 0 {
+		return nil
+	}
+	desired := live.DeepCopy()
+	desired.Spec.Replicas = ptr.To[int32](0)
+	owner := kit.Owner{Object: s, GVK: gvk, IdentityLabel: names.LabelMcpServer}
+	_, _, err := kit.Ensure(ctx, c.children, kit.Deployments, owner, live, desired)
+	if errors.Is(err, kit.ErrNotOwned) {
+		return nil // reported by Ensure; never written
+	}
+	return err
 }
 
 // deleteChildren deletes the children of a server that is gone, if they
