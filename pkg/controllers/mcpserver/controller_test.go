@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -489,4 +490,25 @@ func toJSON(t *testing.T, obj any) string {
 	b, err := json.Marshal(obj)
 	require.NoError(t, err)
 	return string(b)
+}
+
+func TestTheGaugesFollowBlocksAndDeletions(t *testing.T) {
+	f := newFixture(t, false, mongodb())
+	gauge := func(g *prometheus.GaugeVec, label string) float64 {
+		var m dto.Metric
+		require.NoError(t, g.WithLabelValues(label).Write(&m))
+		return m.GetGauge().GetValue()
+	}
+	f.sync()
+	assert.Equal(t, 1.0, gauge(f.c.metrics.Blocked, kit.ReasonSecretsMissing))
+	assert.Equal(t, 1.0, gauge(f.c.metrics.Servers, "blocked"))
+	f.index(secret("atlas", map[string]string{"uri": "x"}))
+	f.sync()
+	assert.Zero(t, gauge(f.c.metrics.Blocked, kit.ReasonSecretsMissing))
+	assert.Zero(t, gauge(f.c.metrics.Servers, "blocked"))
+	assert.Equal(t, 1.0, gauge(f.c.metrics.Servers, "deployed"))
+	f.syncCaches()
+	require.NoError(t, f.deps.Informers.HCC("mcp-server").Clerum().V1alpha1().McpServers().Informer().GetIndexer().Delete(f.server))
+	f.sync()
+	assert.Zero(t, gauge(f.c.metrics.Servers, "deployed"), "a deleted server leaves the gauges")
 }

@@ -2,7 +2,6 @@ package mcpserver
 
 import (
 	"fmt"
-	"sort"
 	"sync"
 	"time"
 
@@ -98,7 +97,7 @@ func (st *status) blockMessage(reason string) string {
 
 // blocked records a server kept from deploying. Its Deployment, if one
 // exists from before, is left running and reported as it is.
-func (st *status) blocked(reason string, _ *appsv1.Deployment) {
+func (st *status) blocked(reason string) {
 	st.ready = kit.Condition{Type: clerumv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: reason, Message: st.blockMessage(reason)}
 	// Pods left running are not offered: hcc-api reads ready, and a
 	// blocked server (a refused image, a missing Secret) is not one to use.
@@ -165,55 +164,29 @@ var ownedConditions = []string{clerumv1alpha1.ConditionReady, clerumv1alpha1.Con
 	clerumv1alpha1.ConditionImageAllowed, clerumv1alpha1.ConditionReplicasCapped, clerumv1alpha1.ConditionRemoteReachable}
 
 // blockState remembers, per server, why it was last blocked ("" for not
-// blocked) and the generation a remote warning was last emitted for.
+// blocked), its state, and the generation a remote warning was last emitted
+// for. It keeps the gauges' counts as it goes, so a sync costs no walk over
+// every server.
 type blockState struct {
-	mu     sync.Mutex
-	reason map[string]string
-	remote map[string]int64
-	// state is each server's state for clerum_hcc_mcpserver_servers.
-	state map[string]string
+	mu       sync.Mutex
+	reason   map[string]string
+	state    map[string]string
+	remote   map[string]int64
+	byReason map[string]int
+	byState  map[string]int
 }
 
 func newBlockState() *blockState {
-	return &blockState{reason: map[string]string{}, remote: map[string]int64{}, state: map[string]string{}}
+	return &blockState{reason: map[string]string{}, state: map[string]string{}, remote: map[string]int64{},
+		byReason: map[string]int{}, byState: map[string]int{}}
 }
 
 // Server states, the values of clerum_hcc_mcpserver_servers{state}.
 var serverStates = []string{"ready", "deployed", "blocked", "disabled", "not-owned"}
 
-// setState records server's state.
-func (b *blockState) setState(server, state string) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.state[server] = state
-}
-
-func (m *Metrics) refreshStates(b *blockState) {
-	b.mu.Lock()
-	counts := map[string]int{}
-	for _, st := range b.state {
-		counts[st]++
-	}
-	b.mu.Unlock()
-	for _, st := range serverStates {
-		m.Servers.WithLabelValues(st).Set(float64(counts[st]))
-	}
-}
-
-// stateOf is the state st describes.
-func (st *status) stateOf() string {
-	switch {
-	case st.ready.Reason == kit.ReasonDisabled:
-		return "disabled"
-	case st.ready.Reason == kit.ReasonNotOwned:
-		return "not-owned"
-	case st.readyNow && st.deployedNow:
-		return "ready"
-	case st.deployedNow:
-		return "deployed"
-	}
-	return "blocked"
-}
+// blockReasons are every reason a server can be blocked for, so each
+// gauge series exists (at zero) from the start.
+var blockReasons = []string{kit.ReasonEgressPending, kit.ReasonImageNotAllowed, kit.ReasonInvalidSpec, kit.ReasonSecretsMissing}
 
 // set records server's block reason and returns the previous one and
 // whether it changed.
@@ -221,8 +194,21 @@ func (b *blockState) set(server, reason string) (string, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	was, seen := b.reason[server]
+	b.byReason[was]--
+	b.byReason[reason]++
 	b.reason[server] = reason
 	return was, !seen && reason != "" || seen && was != reason
+}
+
+// setState records server's state.
+func (b *blockState) setState(server, state string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if was, ok := b.state[server]; ok {
+		b.byState[was]--
+	}
+	b.byState[state]++
+	b.state[server] = state
 }
 
 // remoteWarned reports whether the remote warning for generation is due
@@ -240,33 +226,40 @@ func (b *blockState) remoteWarned(server string, generation int64) bool {
 func (b *blockState) forget(server string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if r, ok := b.reason[server]; ok {
+		b.byReason[r]--
+	}
+	if st, ok := b.state[server]; ok {
+		b.byState[st]--
+	}
 	delete(b.reason, server)
-	delete(b.remote, server)
 	delete(b.state, server)
+	delete(b.remote, server)
 }
 
-// counts returns the blocked servers by reason.
-func (b *blockState) counts() map[string]int {
+// refresh sets the gauges from the counts.
+func (m *Metrics) refresh(b *blockState) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	out := map[string]int{}
-	for _, r := range b.reason {
-		if r != "" {
-			out[r]++
-		}
+	for _, r := range blockReasons {
+		m.Blocked.WithLabelValues(r).Set(float64(b.byReason[r]))
 	}
-	return out
+	for _, st := range serverStates {
+		m.Servers.WithLabelValues(st).Set(float64(b.byState[st]))
+	}
 }
 
-// blockReasons are every reason a server can be blocked for, so each
-// gauge series exists (at zero) from the start.
-var blockReasons = []string{kit.ReasonSecretsMissing, kit.ReasonImageNotAllowed, kit.ReasonInvalidSpec, kit.ReasonEgressPending}
-
-func (m *Metrics) refreshBlocked(b *blockState) {
-	counts := b.counts()
-	reasons := append([]string(nil), blockReasons...)
-	sort.Strings(reasons)
-	for _, r := range reasons {
-		m.Blocked.WithLabelValues(r).Set(float64(counts[r]))
+// stateOf is the state st describes.
+func (st *status) stateOf() string {
+	switch {
+	case st.ready.Reason == kit.ReasonDisabled:
+		return "disabled"
+	case st.ready.Reason == kit.ReasonNotOwned:
+		return "not-owned"
+	case st.readyNow && st.deployedNow:
+		return "ready"
+	case st.deployedNow:
+		return "deployed"
 	}
+	return "blocked"
 }

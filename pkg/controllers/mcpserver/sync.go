@@ -45,8 +45,7 @@ func (c *Controller) syncMcpServer(ctx context.Context, key cache.ObjectName) (k
 		// Gone, or going (a finalizer of someone else's holds it): its
 		// children go, and none is re-created.
 		c.blocked.forget(key.Name)
-		c.metrics.refreshStates(c.blocked)
-		c.metrics.refreshBlocked(c.blocked)
+		c.metrics.refresh(c.blocked)
 		return kit.Result{}, c.deleteChildren(ctx, key)
 	}
 	if err != nil {
@@ -89,13 +88,13 @@ func (c *Controller) syncMcpServer(ctx context.Context, key cache.ObjectName) (k
 			st.deployed(s, live)
 		}
 	} else {
-		st.blocked(block, c.deploymentOf(s))
+		st.blocked(block)
 	}
 	if s.Spec.Remote != nil {
 		c.checkRemote(s, st)
 	}
 	c.blocked.setState(s.Name, st.stateOf())
-	c.metrics.refreshStates(c.blocked)
+	c.metrics.refresh(c.blocked)
 	return result, c.applyStatus(ctx, s, st)
 }
 
@@ -320,7 +319,6 @@ func bindingCovers(b *clerumv1alpha1.EgressBinding, host string, port int32) boo
 // another reason) and one when it is released, and keeps the gauges.
 func (c *Controller) reportBlock(s *clerumv1alpha1.McpServer, block string, st *status) {
 	was, changed := c.blocked.set(s.Name, block)
-	c.metrics.refreshBlocked(c.blocked)
 	if !changed {
 		return
 	}

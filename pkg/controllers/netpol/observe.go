@@ -135,10 +135,7 @@ func (p *createdPolicies) settled(now time.Time) bool {
 // signal nothing.
 func (c *Controller) policyHandlers() cache.ResourceEventHandler {
 	ours := func(obj any) bool {
-		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			obj = t.Obj
-		}
-		p, ok := obj.(*networkingv1.NetworkPolicy)
+		p, ok := kit.Unwrap(obj).(*networkingv1.NetworkPolicy)
 		return !ok || owned(p) // an unreadable tombstone signals, to be safe
 	}
 	return cache.ResourceEventHandlerFuncs{
@@ -178,8 +175,8 @@ func (c *Controller) serverHandlers() cache.ResourceEventHandler {
 			}
 		},
 		DeleteFunc: func(obj any) {
-			if name, ok := deletedName(obj); ok {
-				c.observed.serverDeleted(name)
+			if key, ok := kit.KeyOf(obj); ok {
+				c.observed.serverDeleted(key.Name)
 			}
 			c.Signal()
 		},
@@ -202,25 +199,12 @@ func (c *Controller) contextHandlers() cache.ResourceEventHandler {
 			}
 		},
 		DeleteFunc: func(obj any) {
-			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = t.Obj
-			}
 			// A tombstone without the object cannot say which contextId
 			// went; its allows then count against the caps.
-			if ctx, ok := obj.(*clerumv1alpha1.Context); ok {
+			if ctx, ok := kit.Unwrap(obj).(*clerumv1alpha1.Context); ok {
 				c.observed.contextIDRetired(ctx.Spec.ContextID)
 			}
 			c.Signal()
 		},
 	}
-}
-
-// deletedName returns the name of a deleted object or of its tombstone.
-func deletedName(obj any) (string, bool) {
-	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
-	if err != nil {
-		return "", false
-	}
-	_, name, err := cache.SplitMetaNamespaceKey(key)
-	return name, err == nil
 }

@@ -12,7 +12,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
@@ -129,8 +128,12 @@ func (c *Controller) syncFull(ctx context.Context) (time.Duration, error) {
 		c.observed.settle(seq)
 	}
 	c.egress.Applied(version, EgressReport{Failed: out.failed, Rejected: egressRejections(plan.Rejections), Blocked: blocked})
-	c.reportRejections(inv.Servers, plan.Rejections)
-	c.reportUnmanaged(out.conflicts, ch.servers)
+	byName := make(map[string]*clerumv1alpha1.McpServer, len(inv.Servers))
+	for _, s := range inv.Servers {
+		byName[s.Name] = s
+	}
+	c.reportRejections(byName, plan.Rejections)
+	c.reportUnmanaged(byName, out.conflicts, ch.servers)
 	c.reportMissing(out.missing)
 	if out.skipped > 0 {
 		c.log.Warn().Int("skipped", out.skipped).Int("failed", out.createFailures).
@@ -217,15 +220,9 @@ func (c *Controller) reportMissing(missing sets.Set[string]) {
 // reportUnmanaged reports every name HCC needs that an object it does not
 // own holds: a Warning event on that object (and on the server the policy
 // is for) the first time, and a gauge. The object is never written.
-func (c *Controller) reportUnmanaged(conflicts []*networkingv1.NetworkPolicy, servers map[policyKey]string) {
+func (c *Controller) reportUnmanaged(byName map[string]*clerumv1alpha1.McpServer, conflicts []*networkingv1.NetworkPolicy, servers map[policyKey]string) {
 	c.metrics.UnmanagedConflicts.Set(float64(len(conflicts)))
 	current := sets.New[policyKey]()
-	byName := map[string]*clerumv1alpha1.McpServer{}
-	if list, err := c.serverLister.McpServers(c.opts.Plan.McpServerNamespace).List(labels.Everything()); err == nil {
-		for _, s := range list {
-			byName[s.Name] = s
-		}
-	}
 	for _, p := range conflicts {
 		k := keyOf(p)
 		current.Insert(k)
@@ -245,11 +242,7 @@ func (c *Controller) reportUnmanaged(conflicts []*networkingv1.NetworkPolicy, se
 // reportRejections emits one Warning event on the McpServer for each new
 // rejected recipe binding or colliding Context allow. Egress binding
 // rejections are the external-egress coordinator's to report, with status.
-func (c *Controller) reportRejections(servers []*clerumv1alpha1.McpServer, rejections []netpol.Rejection) {
-	byName := make(map[string]*clerumv1alpha1.McpServer, len(servers))
-	for _, s := range servers {
-		byName[s.Name] = s
-	}
+func (c *Controller) reportRejections(byName map[string]*clerumv1alpha1.McpServer, rejections []netpol.Rejection) {
 	current := sets.New[string]()
 	for _, r := range rejections {
 		if r.Kind == netpol.RejectedEgressBinding {
