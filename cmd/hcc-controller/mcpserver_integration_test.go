@@ -4,6 +4,10 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"net/http"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -16,6 +20,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/clerum/hcc/internal/testing/apitest"
+	"github.com/clerum/hcc/internal/testing/controlplane"
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	clientset "github.com/clerum/hcc/pkg/generated/clientset/versioned"
 	"github.com/clerum/hcc/pkg/names"
@@ -27,6 +33,7 @@ import (
 // and its children go with it. No controller-manager runs here, so the
 // test writes the Deployment's status itself.
 func TestMcpServerOperator(t *testing.T) {
+	apiBinary := apitest.Build(t)
 	c := startCluster(t)
 	kube := c.kube
 	hcc := clientset.NewForConfigOrDie(c.cp.Config())
@@ -87,6 +94,37 @@ func TestMcpServerOperator(t *testing.T) {
 		cond := meta.FindStatusCondition(s.Status.Conditions, clerumv1alpha1.ConditionReady)
 		return s.Status.Ready && cond != nil && cond.Status == metav1.ConditionTrue
 	})
+
+	// From status to the hcc-api inventory: a Host whose Context grants the
+	// server is told it is deployed and ready, authoritatively (the field
+	// "authoritative" is present only as false, docs/http-api.md).
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	require.NoError(t, err)
+	_, err = controlplane.ApplyRBAC(ctx, kube, filepath.Join("..", "..", "deploy", "api", "rbac.yaml"))
+	require.NoError(t, err)
+	_, err = hcc.ClerumV1alpha1().Contexts("mcp-server").Create(ctx, &clerumv1alpha1.Context{
+		ObjectMeta: metav1.ObjectMeta{Name: "tenant"},
+		Spec:       clerumv1alpha1.ContextSpec{ContextID: "tenant", McpServers: []string{"mongodb"}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	host, err := hcc.ClerumV1alpha1().Hosts("mcp-host").Create(ctx, &clerumv1alpha1.Host{
+		ObjectMeta: metav1.ObjectMeta{Name: "h1"}, Spec: clerumv1alpha1.HostSpec{ContextRef: "tenant"},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	api := apitest.Start(t, apiBinary, c.cp.ImpersonatingKubeconfig("system:serviceaccount:control-plane:hcc-api",
+		"system:serviceaccounts", "system:serviceaccounts:control-plane"), apitest.PublicKeyPEM(t, key))
+	api.WaitReady(t)
+	token := apitest.HostToken(t, key, "h1", host.UID)
+	var inventory apitest.Inventory
+	waitUntil("the hcc-api inventory reports the server ready", func() bool {
+		code, body := api.Do(t, http.MethodGet, "/api/v2/hosts/self/mcpservers", token, "")
+		if code != http.StatusOK {
+			return false
+		}
+		inventory = apitest.DecodeInventory(t, body)
+		return len(inventory.Servers) == 1 && inventory.Servers[0]["status"].(map[string]any)["ready"] == true
+	})
+	assert.Equal(t, map[string]any{"deployed": true, "ready": true}, inventory.Servers[0]["status"])
 
 	// A converged server is left alone: its Deployment is not written again.
 	rv := deployment.ResourceVersion

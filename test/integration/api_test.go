@@ -4,24 +4,10 @@ package integration
 
 import (
 	"context"
-	"crypto"
 	"crypto/rand"
 	"crypto/rsa"
-	"crypto/sha256"
-	"crypto/x509"
-	"encoding/base64"
-	"encoding/json"
-	"encoding/pem"
-	"fmt"
-	"io"
 	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"slices"
-	"strconv"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -30,12 +16,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/clerum/hcc/internal/testing/apitest"
 	"github.com/clerum/hcc/internal/testing/controlplane"
-	"github.com/clerum/hcc/internal/testing/testenv"
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/logging"
 )
@@ -89,22 +74,22 @@ func TestAPIServesHostScopedInventoryAndCredentials(t *testing.T) {
 	host, err := hcc.Hosts(hostNS).Create(ctx, newHost("api-host", "api-ctx"), metav1.CreateOptions{})
 	require.NoError(t, err)
 
-	bin := buildAPIBinary(t)
+	bin := apitest.Build(t)
 	kubeconfig := e.cp.ImpersonatingKubeconfig(apiServiceAccount, "system:serviceaccounts", "system:serviceaccounts:control-plane")
-	replicas := []*apiReplica{
-		startAPIReplica(t, bin, kubeconfig, publicKeyPEM(t, key)),
-		startAPIReplica(t, bin, kubeconfig, publicKeyPEM(t, key)+publicKeyPEM(t, nextKey)),
+	replicas := []*apitest.Replica{
+		apitest.Start(t, bin, kubeconfig, apitest.PublicKeyPEM(t, key)),
+		apitest.Start(t, bin, kubeconfig, apitest.PublicKeyPEM(t, key)+apitest.PublicKeyPEM(t, nextKey)),
 	}
 	for _, r := range replicas {
-		require.Equal(t, http.StatusOK, testenv.WaitHTTP(r.base+"/ready", http.StatusOK, time.Minute), "replica %s never became ready:\n%s", r.base, r.logTail())
+		r.WaitReady(t)
 	}
 	a, b := replicas[0], replicas[1]
-	token := hostToken(t, key, "api-host", host.UID)
+	token := apitest.HostToken(t, key, "api-host", host.UID)
 
 	t.Run("inventory lists exactly the granted servers, identically on every replica", func(t *testing.T) {
-		status, body := a.do(t, http.MethodGet, "/api/v2/hosts/self/mcpservers", token, "")
+		status, body := a.Do(t, http.MethodGet, "/api/v2/hosts/self/mcpservers", token, "")
 		require.Equal(t, http.StatusOK, status, body)
-		inv := decodeInventory(t, body)
+		inv := apitest.DecodeInventory(t, body)
 		require.Len(t, inv.Servers, 2)
 		assert.Equal(t, "api-alpha", inv.Servers[0]["name"])
 		assert.Equal(t, map[string]any{"type": "sse", "url": "http://api-alpha.mcp-server.svc.cluster.local:3000/sse"}, inv.Servers[0]["transport"])
@@ -116,39 +101,39 @@ func TestAPIServesHostScopedInventoryAndCredentials(t *testing.T) {
 		// Never reconciled (no controller runs here): not authoritative.
 		assert.Equal(t, map[string]any{"deployed": false, "ready": false, "authoritative": false}, inv.Servers[0]["status"])
 
-		_, bodyB := b.do(t, http.MethodGet, "/api/v2/hosts/self/mcpservers", token, "")
-		assert.Equal(t, inv.Servers, decodeInventory(t, bodyB).Servers)
+		_, bodyB := b.Do(t, http.MethodGet, "/api/v2/hosts/self/mcpservers", token, "")
+		assert.Equal(t, inv.Servers, apitest.DecodeInventory(t, bodyB).Servers)
 	})
 
 	t.Run("a replica holding two keys accepts tokens of either", func(t *testing.T) {
-		next := hostToken(t, nextKey, "api-host", host.UID)
-		status, _ := b.do(t, http.MethodGet, "/api/v2/hosts/self/mcpservers", next, "")
+		next := apitest.HostToken(t, nextKey, "api-host", host.UID)
+		status, _ := b.Do(t, http.MethodGet, "/api/v2/hosts/self/mcpservers", next, "")
 		assert.Equal(t, http.StatusOK, status)
-		status, body := a.do(t, http.MethodGet, "/api/v2/hosts/self/mcpservers", next, "")
+		status, body := a.Do(t, http.MethodGet, "/api/v2/hosts/self/mcpservers", next, "")
 		assert.Equal(t, http.StatusUnauthorized, status, "the first replica does not hold the next key yet")
 		assert.Equal(t, `{"error":"unauthorized"}`, body)
-		status, _ = b.do(t, http.MethodGet, "/api/v2/hosts/self/mcpservers", token, "")
+		status, _ = b.Do(t, http.MethodGet, "/api/v2/hosts/self/mcpservers", token, "")
 		assert.Equal(t, http.StatusOK, status)
 	})
 
-	revision := func(r *apiReplica) string {
-		_, body := r.do(t, http.MethodGet, "/api/v2/hosts/self/mcpservers", token, "")
-		return decodeInventory(t, body).Servers[0]["credentialRevision"].(string)
+	revision := func(r *apitest.Replica) string {
+		_, body := r.Do(t, http.MethodGet, "/api/v2/hosts/self/mcpservers", token, "")
+		return apitest.DecodeInventory(t, body).Servers[0]["credentialRevision"].(string)
 	}
 
 	t.Run("credential is handed out for a granted server only", func(t *testing.T) {
-		status, body := a.do(t, http.MethodPost, "/api/v2/hosts/self/mcpservers/credential", token, `{"serverName":"api-alpha"}`)
+		status, body := a.Do(t, http.MethodPost, "/api/v2/hosts/self/mcpservers/credential", token, `{"serverName":"api-alpha"}`)
 		require.Equal(t, http.StatusOK, status, body)
 		assert.JSONEq(t, `{"token":"s3cret-1","credentialRevision":"`+revision(a)+`"}`, body)
-		_, bodyB := b.do(t, http.MethodPost, "/api/v2/hosts/self/mcpservers/credential", token, `{"serverName":"api-alpha"}`)
+		_, bodyB := b.Do(t, http.MethodPost, "/api/v2/hosts/self/mcpservers/credential", token, `{"serverName":"api-alpha"}`)
 		assert.Equal(t, body, bodyB)
 
 		for _, name := range []string{"api-gamma", "api-missing", "nothing"} {
-			status, body = a.do(t, http.MethodPost, "/api/v2/hosts/self/mcpservers/credential", token, `{"serverName":"`+name+`"}`)
+			status, body = a.Do(t, http.MethodPost, "/api/v2/hosts/self/mcpservers/credential", token, `{"serverName":"`+name+`"}`)
 			assert.Equal(t, http.StatusNotFound, status, name)
 			assert.Equal(t, `{"error":"not_found"}`, body, name)
 		}
-		status, body = a.do(t, http.MethodPost, "/api/v2/hosts/self/mcpservers/credential", token, `{"serverName":"api-beta"}`)
+		status, body = a.Do(t, http.MethodPost, "/api/v2/hosts/self/mcpservers/credential", token, `{"serverName":"api-beta"}`)
 		assert.Equal(t, http.StatusOK, status)
 		assert.Contains(t, body, `"token":null`)
 	})
@@ -162,12 +147,12 @@ func TestAPIServesHostScopedInventoryAndCredentials(t *testing.T) {
 		require.NoError(t, err)
 		waitFor(t, ctx, func() bool { return revision(a) != before && revision(b) != before })
 		assert.Equal(t, revision(a), revision(b))
-		_, body := a.do(t, http.MethodPost, "/api/v2/hosts/self/mcpservers/credential", token, `{"serverName":"api-alpha"}`)
+		_, body := a.Do(t, http.MethodPost, "/api/v2/hosts/self/mcpservers/credential", token, `{"serverName":"api-alpha"}`)
 		assert.Contains(t, body, `"token":"s3cret-2"`)
 	})
 
 	t.Run("the anonymous v1 inventory is metadata only", func(t *testing.T) {
-		status, body := a.do(t, http.MethodGet, "/api/v1/mcpservers", "", "")
+		status, body := a.Do(t, http.MethodGet, "/api/v1/mcpservers", "", "")
 		require.Equal(t, http.StatusOK, status)
 		for _, name := range []string{"api-alpha", "api-beta", "api-gamma"} {
 			assert.Contains(t, body, `"name":"`+name+`"`)
@@ -179,35 +164,35 @@ func TestAPIServesHostScopedInventoryAndCredentials(t *testing.T) {
 	t.Run("a Host recreated with a new UID is refused its old token", func(t *testing.T) {
 		require.NoError(t, hcc.Hosts(hostNS).Delete(ctx, "api-host", metav1.DeleteOptions{}))
 		waitFor(t, ctx, func() bool {
-			status, _ := a.do(t, http.MethodGet, "/api/v2/hosts/self/mcpservers", token, "")
+			status, _ := a.Do(t, http.MethodGet, "/api/v2/hosts/self/mcpservers", token, "")
 			return status == http.StatusUnauthorized
 		})
 		recreated, err := hcc.Hosts(hostNS).Create(ctx, newHost("api-host", "api-ctx"), metav1.CreateOptions{})
 		require.NoError(t, err)
 		require.NotEqual(t, host.UID, recreated.UID)
-		fresh := hostToken(t, key, "api-host", recreated.UID)
+		fresh := apitest.HostToken(t, key, "api-host", recreated.UID)
 		for _, r := range replicas {
 			waitFor(t, ctx, func() bool {
-				status, _ := r.do(t, http.MethodGet, "/api/v2/hosts/self/mcpservers", fresh, "")
+				status, _ := r.Do(t, http.MethodGet, "/api/v2/hosts/self/mcpservers", fresh, "")
 				return status == http.StatusOK
 			})
-			status, body := r.do(t, http.MethodGet, "/api/v2/hosts/self/mcpservers", token, "")
+			status, body := r.Do(t, http.MethodGet, "/api/v2/hosts/self/mcpservers", token, "")
 			assert.Equal(t, http.StatusUnauthorized, status)
 			assert.Equal(t, `{"error":"unauthorized"}`, body)
-			status, _ = r.do(t, http.MethodPost, "/api/v2/hosts/self/mcpservers/credential", token, `{"serverName":"api-alpha"}`)
+			status, _ = r.Do(t, http.MethodPost, "/api/v2/hosts/self/mcpservers/credential", token, `{"serverName":"api-alpha"}`)
 			assert.Equal(t, http.StatusUnauthorized, status)
 		}
 	})
 
 	t.Run("metrics report synced caches", func(t *testing.T) {
-		_, body := a.do(t, http.MethodGet, "/metrics", "", "")
+		_, body := a.Do(t, http.MethodGet, "/metrics", "", "")
 		for _, informer := range []string{"mcpservers", "contexts", "hosts", "secrets"} {
 			assert.Contains(t, body, `clerum_hcc_api_informer_synced{informer="`+informer+`"} 1`)
 		}
 	})
 
 	for _, r := range replicas {
-		assert.Equal(t, 0, r.stop(t), "exit code after SIGTERM; log:\n%s", r.logTail())
+		assert.Equal(t, 0, r.Stop(t), "exit code after SIGTERM; log:\n%s", r.LogTail())
 	}
 }
 
@@ -234,132 +219,4 @@ func applyAPIRBAC(t *testing.T, ctx context.Context, kube kubernetes.Interface) 
 			assert.Subset(t, []string{"get", "list", "watch"}, rule.Verbs, "rbac.yaml grants a write verb")
 		}
 	}
-}
-
-// buildAPIBinary builds cmd/hcc-api with the race detector.
-func buildAPIBinary(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "hcc-api")
-	cmd := exec.Command("go", "build", "-race", "-o", bin, "github.com/clerum/hcc/cmd/hcc-api")
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "building hcc-api: %s", out)
-	return bin
-}
-
-type apiReplica struct {
-	cmd  *exec.Cmd
-	base string
-	log  *os.File
-	done chan struct{}
-}
-
-func startAPIReplica(t *testing.T, bin, kubeconfig, publicKey string) *apiReplica {
-	t.Helper()
-	port := testenv.FreePort(t)
-	log, err := os.Create(filepath.Join(t.TempDir(), "hcc-api.log"))
-	require.NoError(t, err)
-	cmd := exec.Command(bin, "--kubeconfig", kubeconfig)
-	cmd.Env = append(os.Environ(),
-		"HCC_MCP_HOST_JWT_PUBLIC_KEY="+publicKey,
-		"CONTEXT_MAPPER_PORT="+strconv.Itoa(port),
-		"CLERUM_DEV_MODE=false",
-		"LOG_LEVEL=info",
-	)
-	cmd.Stdout, cmd.Stderr = log, log
-	require.NoError(t, cmd.Start())
-	r := &apiReplica{cmd: cmd, base: fmt.Sprintf("http://127.0.0.1:%d", port), log: log, done: make(chan struct{})}
-	go func() {
-		_ = cmd.Wait()
-		close(r.done)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-r.done:
-		default:
-			_ = cmd.Process.Kill()
-			<-r.done
-		}
-		if t.Failed() {
-			t.Logf("hcc-api %s log:\n%s", r.base, r.logTail())
-		}
-	})
-	return r
-}
-
-// stop sends SIGTERM and returns the exit code once the replica drained.
-func (r *apiReplica) stop(t *testing.T) int {
-	t.Helper()
-	require.NoError(t, r.cmd.Process.Signal(syscall.SIGTERM))
-	select {
-	case <-r.done:
-		return r.cmd.ProcessState.ExitCode()
-	case <-time.After(30 * time.Second):
-		t.Fatalf("hcc-api %s did not stop after SIGTERM", r.base)
-		return -1
-	}
-}
-
-func (r *apiReplica) logTail() string {
-	raw, _ := os.ReadFile(r.log.Name())
-	lines := strings.Split(strings.TrimSpace(string(raw)), "\n")
-	return strings.Join(lines[max(0, len(lines)-40):], "\n")
-}
-
-func (r *apiReplica) do(t *testing.T, method, path, token, body string) (int, string) {
-	t.Helper()
-	req, err := http.NewRequest(method, r.base+path, strings.NewReader(body))
-	require.NoError(t, err)
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return resp.StatusCode, string(raw)
-}
-
-type inventoryBody struct {
-	Servers []map[string]any `json:"servers"`
-}
-
-func decodeInventory(t *testing.T, body string) inventoryBody {
-	t.Helper()
-	var inv inventoryBody
-	require.NoError(t, json.Unmarshal([]byte(body), &inv), body)
-	slices.SortFunc(inv.Servers, func(x, y map[string]any) int { return strings.Compare(x["name"].(string), y["name"].(string)) })
-	return inv
-}
-
-func publicKeyPEM(t *testing.T, key *rsa.PrivateKey) string {
-	t.Helper()
-	der, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
-	require.NoError(t, err)
-	return string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}))
-}
-
-// hostToken is what the Control API issues to a Host's mcp-host: a compact
-// RS256 JWS with the claims of docs/http-api.md.
-func hostToken(t *testing.T, key *rsa.PrivateKey, host string, uid types.UID) string {
-	t.Helper()
-	now := time.Now()
-	enc := func(v any) string {
-		raw, err := json.Marshal(v)
-		require.NoError(t, err)
-		return base64.RawURLEncoding.EncodeToString(raw)
-	}
-	input := enc(map[string]any{"alg": "RS256", "typ": "JWT"}) + "." + enc(map[string]any{
-		"iss":          "control-api",
-		"aud":          []string{"host-context-controller", "workflow-controller"},
-		"iat":          now.Unix(),
-		"exp":          now.Add(5 * time.Minute).Unix(),
-		"hostRefs":     []string{host},
-		"host_uid":     string(uid),
-		"capabilities": []string{"mcp:credential:read"},
-	})
-	digest := sha256.Sum256([]byte(input))
-	sig, err := rsa.SignPKCS1v15(rand.Reader, key, crypto.SHA256, digest[:])
-	require.NoError(t, err)
-	return input + "." + base64.RawURLEncoding.EncodeToString(sig)
 }

@@ -74,4 +74,6 @@ const (
 	// EventRemoteUnreachable: a remote server's bindings do not cover its
 	// URL's host, so its proxy cannot reach the upstream.
 	EventRemoteUnreachable = "RemoteUnreachable"
+	// EventRemoteInsecure: a remote server's URL is plain http.
+	EventRemoteInsecure = "RemoteInsecure"
 )

@@ -2,7 +2,10 @@ package mcpserver
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"sort"
 	"strings"
 	"testing"
@@ -15,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -227,7 +231,7 @@ func TestReadinessFlowsBackFromTheDeployment(t *testing.T) {
 	f.syncCaches()
 	f.showStatus()
 	d := f.deployment()
-	d.Generation, d.Status.ObservedGeneration, d.Status.AvailableReplicas = 1, 1, 1
+	d.Generation, d.Status.ObservedGeneration, d.Status.AvailableReplicas, d.Status.UpdatedReplicas = 1, 1, 1, 1
 	f.index(d)
 	f.sync()
 	assert.Equal(t, metav1.ConditionTrue, f.condition(clerumv1alpha1.ConditionReady).Status)
@@ -294,6 +298,35 @@ func TestTheSecretCacheHoldsNoValue(t *testing.T) {
 	s := obj.(*corev1.Secret)
 	assert.NotContains(t, string(s.Data["uri"]), "secret")
 	assert.Len(t, s.Data["uri"], 64)
+}
+
+// The pod-template digest is keyed: a reader of Deployments cannot test
+// guesses of a Secret value against it without the controller's key.
+func TestTheSecretDigestIsKeyed(t *testing.T) {
+	lookup := func(value string) func(string) (*corev1.Secret, error) {
+		return func(string) (*corev1.Secret, error) {
+			return DigestSecret(secret("atlas", map[string]string{"uri": value})), nil
+		}
+	}
+	digest := func(key []byte, value string) string {
+		check, err := CheckSecrets(mongodb(), key, lookup(value))
+		require.NoError(t, err)
+		return check.digest
+	}
+	a, b := DigestKey("one"), DigestKey("two")
+	assert.NotEqual(t, a, b)
+	assert.Regexp(t, `^hmac-sha256:[0-9a-f]{64}$`, digest(a, "1234"))
+	assert.Equal(t, digest(a, "1234"), digest(a, "1234"), "stable for one key: no roll without a rotation")
+	assert.NotEqual(t, digest(a, "1234"), digest(a, "1235"), "a rotated value rolls the pods")
+	assert.NotEqual(t, digest(a, "1234"), digest(b, "1234"), "another key, another digest")
+	// What a guesser could compute without the key: the same construction
+	// unkeyed, and the plain SHA-256 of the value.
+	unkeyed := sha256.New()
+	fmt.Fprintf(unkeyed, "uri=%s\n", digestOf([]byte("1234")))
+	plain := sha256.Sum256([]byte("1234"))
+	for _, guess := range []string{hex.EncodeToString(unkeyed.Sum(nil)), hex.EncodeToString(plain[:])} {
+		assert.NotContains(t, digest(a, "1234"), guess)
+	}
 }
 
 func TestTheImageAllowlist(t *testing.T) {
@@ -415,7 +448,7 @@ func TestABlockedServerIsNotReady(t *testing.T) {
 	f.syncCaches()
 	f.showStatus()
 	d := f.deployment()
-	d.Generation, d.Status.ObservedGeneration, d.Status.AvailableReplicas = 1, 1, 1
+	d.Generation, d.Status.ObservedGeneration, d.Status.AvailableReplicas, d.Status.UpdatedReplicas = 1, 1, 1, 1
 	f.index(d)
 	require.NoError(t, f.deps.Informers.Kube("mcp-server", kit.AllObjects, "secrets").Core().V1().Secrets().Informer().GetIndexer().Delete(
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "mcp-server", Name: "atlas"}}))
@@ -467,6 +500,19 @@ func TestStdioAndRemoteServers(t *testing.T) {
 		assert.Contains(t, f.events(), "Warning RemoteUnreachable no egress binding of this server covers mcp.atlassian.com:443: its proxy cannot reach the upstream")
 		assert.Equal(t, kit.ReasonPlatformImage, f.condition(clerumv1alpha1.ConditionImageAllowed).Reason, "spec.image is not judged")
 	})
+	t.Run("a plain-http remote is warned about once per generation", func(t *testing.T) {
+		f := newFixture(t, false, newServer("legacy", clerumv1alpha1.TransportSSE, func(s *clerumv1alpha1.McpServer) {
+			s.Spec.Image, s.Spec.Remote = "", &clerumv1alpha1.Remote{URL: "http://mcp.legacy.example:8080/sse"}
+			s.Spec.EgressBindings = []clerumv1alpha1.EgressBinding{{Name: "api", Host: "mcp.legacy.example", Port: ptr.To[int32](8080)}}
+		}))
+		f.sync()
+		assert.Equal(t, metav1.ConditionTrue, f.condition(clerumv1alpha1.ConditionRemoteReachable).Status)
+		assert.Equal(t, []string{"Warning RemoteInsecure spec.remote.url is plain http: traffic to mcp.legacy.example:8080, credentials included, is not encrypted"}, f.events())
+		f.syncCaches()
+		f.showStatus()
+		f.sync()
+		assert.Empty(t, f.events(), "not again on a resync")
+	})
 	t.Run("a covering binding makes it reachable", func(t *testing.T) {
 		f := newFixture(t, false, newServer("atlassian", clerumv1alpha1.TransportSSE, func(s *clerumv1alpha1.McpServer) {
 			s.Spec.Image, s.Spec.Remote = "", &clerumv1alpha1.Remote{URL: "https://mcp.atlassian.com/v1/sse"}
@@ -511,4 +557,62 @@ func TestTheGaugesFollowBlocksAndDeletions(t *testing.T) {
 	require.NoError(t, f.deps.Informers.HCC("mcp-server").Clerum().V1alpha1().McpServers().Informer().GetIndexer().Delete(f.server))
 	f.sync()
 	assert.Zero(t, gauge(f.c.metrics.Servers, "deployed"), "a deleted server leaves the gauges")
+}
+
+func TestReadyNeedsTheCurrentTemplateAvailable(t *testing.T) {
+	cases := []struct {
+		name                 string
+		replicas             int32
+		generation, observed int64
+		available, updated   int32
+		want                 bool
+	}{
+		{"rolled out", 1, 2, 2, 1, 1, true},
+		{"generation not observed yet", 1, 3, 2, 1, 1, false},
+		{"mid-rollout: the old pod is available, the new one is not", 1, 2, 2, 1, 0, false},
+		{"mid-rollout of two: one new pod", 2, 2, 2, 2, 1, false},
+		{"new pods created, not available yet", 2, 2, 2, 1, 2, false},
+		{"scaled to zero is never ready", 0, 2, 2, 0, 0, false},
+		{"surge: more available than desired", 2, 2, 2, 3, 2, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Generation: tc.generation},
+				Spec:   appsv1.DeploymentSpec{Replicas: ptr.To(tc.replicas)},
+				Status: appsv1.DeploymentStatus{ObservedGeneration: tc.observed, AvailableReplicas: tc.available, UpdatedReplicas: tc.updated}}
+			assert.Equal(t, tc.want, available(d))
+		})
+	}
+}
+
+// A delete that fails half-way leaves the rest attempted and the sync
+// failed, so the loop retries it; the retry finishes the job.
+func TestADeleteThatFailsHalfWayIsFinishedByTheRetry(t *testing.T) {
+	f := newFixture(t, false, mongodb(func(s *clerumv1alpha1.McpServer) { s.Spec.EnvSecret = nil }))
+	f.sync()
+	f.syncCaches()
+	require.NoError(t, f.deps.Informers.HCC("mcp-server").Clerum().V1alpha1().McpServers().Informer().GetIndexer().Delete(f.server))
+	failing := true
+	f.kube.PrependReactor("delete", "deployments", func(core.Action) (bool, runtime.Object, error) {
+		if failing {
+			return true, nil, apierrors.NewServiceUnavailable("etcd leader changed")
+		}
+		return false, nil, nil
+	})
+	_, err := f.c.syncMcpServer(context.Background(), cache.ObjectName{Namespace: "mcp-server", Name: "mongodb"})
+	require.Error(t, err, "the failed delete fails the sync, so it is retried")
+	assert.Equal(t, []string{"delete deployments/mongodb", "delete services/mongodb"}, f.writes(),
+		"the Service is deleted although the Deployment's delete failed")
+	_, err = f.kube.AppsV1().Deployments("mcp-server").Get(context.Background(), "mongodb", metav1.GetOptions{})
+	require.NoError(t, err, "the Deployment is still there")
+
+	// The retry: the Service is gone from the cache, the Deployment is not.
+	require.NoError(t, f.deps.Informers.Kube("mcp-server", kit.ManagedObjects, "services").Core().V1().Services().Informer().GetIndexer().Delete(
+		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "mcp-server", Name: "mongodb"}}))
+	f.kube.ClearActions()
+	failing = false
+	f.sync()
+	assert.Equal(t, []string{"delete deployments/mongodb"}, f.writes())
+	_, err = f.kube.AppsV1().Deployments("mcp-server").Get(context.Background(), "mongodb", metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err))
 }

@@ -80,6 +80,8 @@ type Options struct {
 	StdioBridgeImage     string            // CONTEXT_MAPPER_STDIO_BRIDGE_IMAGE
 	StdioBridgeResources corev1.ResourceRequirements
 	EgressProxyImage     string // CONTEXT_MAPPER_EGRESS_PROXY_IMAGE
+	// DigestKey keys the pod template's secret digest (DigestKey).
+	DigestKey []byte
 }
 
 // Errors that keep a server from being built; the sync reports them as a
@@ -251,6 +253,9 @@ func nginxConfig(s *clerumv1alpha1.McpServer) (string, error) {
 	}
 	_, served := ServedTransport(s)
 	origin := u.Scheme + "://" + u.Host
+	// The Host header names the port unless it is the scheme's default
+	// (RFC 9110 §7.2); remoteURL always spelled the port out.
+	host := strings.TrimSuffix(u.Host, map[string]string{"https": ":443", "http": ":80"}[u.Scheme])
 	var b strings.Builder
 	fmt.Fprintf(&b, `# Written by host-context-controller for McpServer %s; do not edit.
 worker_processes 1;
@@ -272,7 +277,7 @@ http {
     proxy_buffering off;
     proxy_cache off;
     proxy_read_timeout 1h;
-`, s.Name, s.Spec.Transport.EffectivePort(), u.Hostname())
+`, s.Name, s.Spec.Transport.EffectivePort(), host)
 	if u.Scheme == "https" {
 		fmt.Fprintf(&b, `    proxy_ssl_server_name on;
     proxy_ssl_name %s;

@@ -28,6 +28,7 @@ var testOptions = Options{
 		Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Mi"), corev1.ResourceCPU: resource.MustParse("200m")},
 	},
 	EgressProxyImage: "clerum/nginx-egress-proxy:0.1.0",
+	DigestKey:        DigestKey("test-hmac-secret"),
 }
 
 func newServer(name string, typ clerumv1alpha1.TransportType, opts ...func(*clerumv1alpha1.McpServer)) *clerumv1alpha1.McpServer {
@@ -215,6 +216,20 @@ func TestRemoteServers(t *testing.T) {
 		require.NoError(t, err)
 		assert.Contains(t, cm.Data[ProxyConfigKey], "proxy_pass https://mcp.example.com:443/%7Bx%7D;")
 		assert.Contains(t, cm.Data[ProxyConfigKey], "location = /mcp {", "the served path maps to the remote URL")
+	})
+	t.Run("the Host header names a port that is not the scheme's default", func(t *testing.T) {
+		for url, header := range map[string]string{
+			"https://mcp.example.com/mcp":      "proxy_set_header Host mcp.example.com;",
+			"https://mcp.example.com:443/mcp":  "proxy_set_header Host mcp.example.com;",
+			"https://mcp.example.com:8443/mcp": "proxy_set_header Host mcp.example.com:8443;",
+			"http://mcp.example.com:8080/":     "proxy_set_header Host mcp.example.com:8080;",
+			"http://mcp.example.com:443/":      "proxy_set_header Host mcp.example.com:443;",
+			"https://[2001:db8::1]/mcp":        "proxy_set_header Host [2001:db8::1];",
+		} {
+			cm, err := BuildProxyConfig(remote(url), "mcp-server")
+			require.NoError(t, err, url)
+			assert.Contains(t, cm.Data[ProxyConfigKey], header, url)
+		}
 	})
 	t.Run("a remote server with an image of its own is refused", func(t *testing.T) {
 		s := remote("https://mcp.example.com/mcp")

@@ -1,6 +1,7 @@
 package mcpserver
 
 import (
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -82,13 +83,26 @@ type secretCheck struct {
 // checkSecrets validates s's envSecret and auth references against the
 // digest cache: each Secret must exist and hold every key named.
 func (c *Controller) checkSecrets(s *clerumv1alpha1.McpServer) (secretCheck, error) {
-	return CheckSecrets(s, func(name string) (*corev1.Secret, error) { return c.secrets.Secrets(s.Namespace).Get(name) })
+	return CheckSecrets(s, c.cfg.Build.DigestKey, func(name string) (*corev1.Secret, error) { return c.secrets.Secrets(s.Namespace).Get(name) })
+}
+
+// DigestKey derives the key of the pod template's secret digest from the
+// controller's InternalControl HMAC secret, so the annotation, which
+// whoever may read Deployments can read, is no unkeyed hash of Secret
+// values that a low-entropy value could be guessed from. The derivation
+// makes the key independent of the JWT signing key it comes from;
+// rotating that secret rolls every McpServer's pods once.
+func DigestKey(secret string) []byte {
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write([]byte("clerum.io/secret-digest v1"))
+	return m.Sum(nil)
 }
 
 // CheckSecrets validates s's envSecret and auth references with lookup,
 // which returns a Secret whose values are digests (digestSecret), or a
-// NotFound. The controller and render share it.
-func CheckSecrets(s *clerumv1alpha1.McpServer, lookup func(name string) (*corev1.Secret, error)) (secretCheck, error) {
+// NotFound; the pod-template digest is keyed with key (DigestKey). The
+// controller and render share it.
+func CheckSecrets(s *clerumv1alpha1.McpServer, key []byte, lookup func(name string) (*corev1.Secret, error)) (secretCheck, error) {
 	var check secretCheck
 	get := func(name string) (*corev1.Secret, error) {
 		secret, err := lookup(name)
@@ -104,7 +118,7 @@ func CheckSecrets(s *clerumv1alpha1.McpServer, lookup func(name string) (*corev1
 			return check, err
 		}
 		if secret != nil {
-			h := sha256.New()
+			h := hmac.New(sha256.New, key)
 			keys := make([]string, 0, len(es.Keys))
 			for _, k := range es.Keys {
 				keys = append(keys, k.SecretKey)
@@ -119,7 +133,7 @@ func CheckSecrets(s *clerumv1alpha1.McpServer, lookup func(name string) (*corev1
 				fmt.Fprintf(h, "%s=%s\n", k, d)
 			}
 			if len(keys) > 0 {
-				check.digest = "sha256:" + hex.EncodeToString(h.Sum(nil))
+				check.digest = "hmac-sha256:" + hex.EncodeToString(h.Sum(nil))
 			}
 		}
 	}

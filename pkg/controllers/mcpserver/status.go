@@ -134,10 +134,14 @@ func (st *status) deployed(s *clerumv1alpha1.McpServer, live *appsv1.Deployment)
 }
 
 // available reports whether d has observed its current generation and has
-// at least its desired replicas available, desired being more than zero.
+// at least its desired replicas available, desired being more than zero,
+// and at least that many of them run the current pod template. Available
+// replicas alone count the old pods of a rollout too: a server whose
+// rotated Secret has not reached a single pod yet is not ready.
 func available(d *appsv1.Deployment) bool {
 	desired := ptr.Deref(d.Spec.Replicas, 1)
-	return desired > 0 && d.Status.ObservedGeneration >= d.Generation && d.Status.AvailableReplicas >= desired
+	return desired > 0 && d.Status.ObservedGeneration >= d.Generation &&
+		d.Status.AvailableReplicas >= desired && d.Status.UpdatedReplicas >= desired
 }
 
 // build returns the status to apply and whether it differs from the

@@ -120,7 +120,7 @@ func blockReason(s *clerumv1alpha1.McpServer, secrets secretCheck, image imageVe
 // or why it gets none. secrets looks up Secrets with digested values.
 func Plan(s *clerumv1alpha1.McpServer, opts Options, images *imagepolicy.Policy, enforce bool,
 	secrets func(name string) (*corev1.Secret, error), gateOpen bool) (children []runtime.Object, block, why string, err error) {
-	check, err := CheckSecrets(s, secrets)
+	check, err := CheckSecrets(s, opts.DigestKey, secrets)
 	if err != nil {
 		return nil, "", "", err
 	}
@@ -293,9 +293,20 @@ func (c *Controller) checkRemote(s *clerumv1alpha1.McpServer, st *status) {
 		}
 	}
 	st.remote(covered, host, port)
-	if !covered && c.blocked.remoteWarned(s.Name, s.Generation) {
+	// Both warnings are given once per generation, not on every resync.
+	insecure := strings.HasPrefix(strings.ToLower(s.Spec.Remote.URL), "http:")
+	if (covered && !insecure) || !c.blocked.remoteWarned(s.Name, s.Generation) {
+		return
+	}
+	if !covered {
 		c.recorder.Eventf(s, corev1.EventTypeWarning, kit.EventRemoteUnreachable,
 			"no egress binding of this server covers %s:%d: its proxy cannot reach the upstream", host, port)
+	}
+	if insecure {
+		c.log.Warn().Str("namespace", s.Namespace).Str("name", s.Name).Str("host", host).
+			Msg("remote server reached over plain http: its traffic and credentials cross the network unencrypted")
+		c.recorder.Eventf(s, corev1.EventTypeWarning, kit.EventRemoteInsecure,
+			"spec.remote.url is plain http: traffic to %s:%d, credentials included, is not encrypted", host, port)
 	}
 }
 
