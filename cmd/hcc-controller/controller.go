@@ -26,7 +26,9 @@ import (
 
 	"github.com/clerum/hcc/internal/startup"
 	"github.com/clerum/hcc/pkg/config"
+	"github.com/clerum/hcc/pkg/controlapi"
 	"github.com/clerum/hcc/pkg/controllers/egress"
+	"github.com/clerum/hcc/pkg/controllers/host"
 	"github.com/clerum/hcc/pkg/controllers/kit"
 	"github.com/clerum/hcc/pkg/controllers/mcpserver"
 	netpolcontroller "github.com/clerum/hcc/pkg/controllers/netpol"
@@ -180,7 +182,26 @@ func newReconcilers(deps kit.Deps, resolver egress.Resolver) ([]kit.Reconciler, 
 		Enforce: cfg.ImagePolicy.Enforce,
 		Workers: cfg.Core.McpServerWorkers,
 	})
-	return []kit.Reconciler{coordinator, policies, servers}, nil
+	issuer, err := controlapi.New(controlapi.Options{
+		BaseURL:     cfg.ControlAPI.BaseURL,
+		HMACSecret:  []byte(cfg.ControlAPI.HMACSecret),
+		Clock:       deps.Clock,
+		MinLifetime: cfg.Host.BootstrapRefreshBefore,
+		Observe:     controlapi.NewMetrics(deps.Registry).Observe,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("the Control API client: %w", err)
+	}
+	hosts := host.New(deps, issuer, host.Config{
+		ContextNamespace: cfg.Namespaces.McpServer,
+		TargetNamespace:  cfg.Namespaces.Target,
+		Build:            host.OptionsFrom(cfg),
+		RefreshBefore:    cfg.Host.BootstrapRefreshBefore,
+		Resync:           cfg.Host.Resync,
+		Caps:             kit.Caps{Absolute: cfg.NetPol.HostOrphanDeleteCap, Percent: cfg.NetPol.HostOrphanDeleteCapPercent},
+		Workers:          cfg.Core.HostWorkers,
+	})
+	return []kit.Reconciler{coordinator, policies, servers, hosts}, nil
 }
 
 // eventScheme knows the clerum.io kinds, so events can reference them.
@@ -195,7 +216,11 @@ func eventScheme() *runtime.Scheme {
 // lease ends the process: another replica has taken over, and continuing would
 // make two writers.
 func runLeaderElected(ctx context.Context, log zerolog.Logger, restCfg *rest.Config, cfg *config.Config, lead func(context.Context) error) error {
-	leClient, err := kubernetes.NewForConfig(rest.AddUserAgent(restCfg, "leader-election"))
+	// Lease renewals have a limiter of their own: queued behind a busy
+	// reconciler's requests they would miss the renew deadline.
+	leCfg := rest.AddUserAgent(restCfg, "leader-election")
+	leCfg.RateLimiter = nil
+	leClient, err := kubernetes.NewForConfig(leCfg)
 	if err != nil {
 		return fmt.Errorf("building the leader-election client: %w", err)
 	}

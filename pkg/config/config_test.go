@@ -678,6 +678,14 @@ func TestValidValues(t *testing.T) {
 			assert.Empty(t, c.Warnings)
 		},
 	}, {
+		name:      "a legacy Host service account is parsed and warned about",
+		component: Controller,
+		env:       env{"CONTEXT_MAPPER_HOST_SERVICE_ACCOUNT": "shared-host"},
+		check: func(t *testing.T, c *Config) {
+			assert.Equal(t, "shared-host", c.Host.ServiceAccount)
+			assert.Contains(t, c.Warnings, "CONTEXT_MAPPER_HOST_SERVICE_ACCOUNT: no longer decides the identity of Host pods, which run as their own host-<host> ServiceAccount; the value is ignored")
+		},
+	}, {
 		name:      "the controller does not hold the desktop token",
 		component: Controller,
 		env:       env{"CONTEXT_MAPPER_DESKTOP_API_TOKEN": "desktop-token"},

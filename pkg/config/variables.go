@@ -75,11 +75,11 @@ var groups = []group{{
 		readBy: only(Controller),
 	}, {
 		name: "HCC_KUBE_API_QPS", def: "50",
-		desc:  "Sustained request rate of the Kubernetes client.",
+		desc:  "Sustained request rate to the Kubernetes API server, of all of the binary's clients together (hcc-controller's leader election has a budget of its own).",
 		field: qps(func(c *Config) *float32 { return &c.Core.KubeAPIQPS }),
 	}, {
 		name: "HCC_KUBE_API_BURST", def: "100",
-		desc:  "Request burst of the Kubernetes client.",
+		desc:  "Request burst to the Kubernetes API server, of all of the binary's clients together.",
 		field: integer(func(c *Config) *int { return &c.Core.KubeAPIBurst }, 1, math.MaxInt64),
 	}, {
 		name: "CONTEXT_MAPPER_CLUSTER_DOMAIN", def: "cluster.local",
@@ -187,8 +187,14 @@ var groups = []group{{
 		field: text(func(c *Config) *string { return &c.Host.ConfigMapName }),
 	}, {
 		name: "CONTEXT_MAPPER_HOST_SERVICE_ACCOUNT", def: "mcp-host",
-		desc:  "ServiceAccount of Host Deployments.",
+		desc:  "The legacy shared ServiceAccount of Host pods. Parsed, but no longer their identity: each Host's pod runs as its own `host-<host>` account, whose Role reads only that Host and its Secrets (docs/host.md). Set to anything but the default, it is warned about at startup.",
 		field: text(func(c *Config) *string { return &c.Host.ServiceAccount }),
+		warn: &warning{shownBy: only(Controller), text: func(c *Config) string {
+			if c.Host.ServiceAccount == "mcp-host" {
+				return ""
+			}
+			return "no longer decides the identity of Host pods, which run as their own host-<host> ServiceAccount; the value is ignored"
+		}},
 	}, {
 		name: "CONTEXT_MAPPER_HOST_WORKSPACE_STORAGE_CLASS", def: "do-block-storage-retain",
 		desc:  "StorageClass of per-Host workspace claims.",

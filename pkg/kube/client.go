@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/flowcontrol"
 )
 
 // RESTConfig returns the client configuration, looked up in the documented
@@ -40,6 +41,11 @@ func RESTConfig(kubeconfigFlag, userAgent string, qps float32, burst int) (*rest
 	cfg.UserAgent = userAgent
 	cfg.QPS = qps
 	cfg.Burst = burst
+	// One budget for the process: every client built from cfg (the
+	// Kubernetes and the clerum.io clientsets) draws on this limiter, so
+	// HCC_KUBE_API_QPS bounds the binary, not each clientset. A client that
+	// must not queue behind reconciliation (leader election) sets its own.
+	cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(qps, burst)
 	return cfg, nil
 }
 

@@ -89,3 +89,18 @@ func contextHostPods(contextID string) metav1.LabelSelector {
 func serverPods(server string, opts Options) networkingv1.NetworkPolicyPeer {
 	return podsInNamespace(opts.McpServerNamespace, matchLabels(names.LabelMcpServer, server))
 }
+
+// ContextIDHolder returns the Context among contexts that holds contextID by
+// the planner's own rule (claimContextIDs: the oldest wins), or nil when
+// none does. The Host operator calls it at every sync, so a Host's pods
+// never carry a contextId its Context does not hold, whatever the planner
+// has or has not written yet. contexts may be only those with contextID.
+func ContextIDHolder(contexts []*clerumv1alpha1.Context, contextID string) *clerumv1alpha1.Context {
+	claimed, _ := claimContextIDs(contexts)
+	for _, c := range claimed {
+		if c.Spec.ContextID == contextID {
+			return c
+		}
+	}
+	return nil
+}

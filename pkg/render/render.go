@@ -22,6 +22,8 @@ import (
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/config"
 	"github.com/clerum/hcc/pkg/controllers/egress"
+	"github.com/clerum/hcc/pkg/controllers/host"
+	"github.com/clerum/hcc/pkg/controllers/kit"
 	"github.com/clerum/hcc/pkg/controllers/mcpserver"
 	netpolcontroller "github.com/clerum/hcc/pkg/controllers/netpol"
 	"github.com/clerum/hcc/pkg/imagepolicy"
@@ -115,7 +117,54 @@ func Render(ctx context.Context, opts Options) ([]byte, error) {
 		return nil, err
 	}
 	objects = append(objects, workloads...)
+	hosts, err := planHosts(watched(in.hosts, cfg.Namespaces.Host, opts.Warn), contexts,
+		watched(in.secrets, cfg.Namespaces.Host, opts.Warn), cfg, opts.Warn)
+	if err != nil {
+		return nil, err
+	}
+	objects = append(objects, hosts...)
 	return encode(objects)
+}
+
+// planHosts plans each Host's objects with the Host operator's own
+// admission: a Host whose Context is missing or does not hold its
+// contextId, or whose spec.secretRef is missing, gets none, with a warning.
+func planHosts(hosts []*clerumv1alpha1.Host, contexts []*clerumv1alpha1.Context, secrets []*corev1.Secret,
+	cfg *config.Config, warn func(string, ...any)) ([]runtime.Object, error) {
+	opts := host.OptionsFrom(cfg)
+	byName := map[string]*clerumv1alpha1.Context{}
+	byID := map[string][]*clerumv1alpha1.Context{}
+	for _, c := range contexts {
+		byName[c.Name] = c
+		byID[c.Spec.ContextID] = append(byID[c.Spec.ContextID], c)
+	}
+	secretNames := map[string]bool{}
+	for _, s := range secrets {
+		secretNames[s.Name] = true
+	}
+	var out []runtime.Object
+	for _, h := range hosts {
+		ctx := byName[h.Spec.ContextRef]
+		var sameID []*clerumv1alpha1.Context
+		if ctx != nil {
+			sameID = byID[ctx.Spec.ContextID]
+		}
+		a := host.Admit(h, ctx, sameID, func(name string) bool { return secretNames[name] }, cfg.Namespaces.McpServer, opts)
+		if a.Block != "" {
+			msg := a.ContextMessage
+			if a.SecretsChecked {
+				msg = a.SecretsMessage
+			}
+			warn("Host %s gets no objects (%s): %s", h.Name, a.Block, msg)
+			continue
+		}
+		children, err := host.Plan(h, a, opts)
+		if err != nil {
+			return nil, fmt.Errorf("planning host %s: %w", h.Name, err)
+		}
+		out = append(out, children...)
+	}
+	return out, nil
 }
 
 // planServers plans each McpServer's children with the McpServer operator's
@@ -130,7 +179,8 @@ func planServers(servers []*clerumv1alpha1.McpServer, secrets []*corev1.Secret, 
 	}
 	byName := map[string]*corev1.Secret{}
 	for _, s := range secrets {
-		byName[s.Name] = mcpserver.DigestSecret(s)
+		d, _ := kit.DigestSecret(s)
+		byName[s.Name] = d.(*corev1.Secret)
 	}
 	lookup := func(name string) (*corev1.Secret, error) {
 		if s, ok := byName[name]; ok {

@@ -259,3 +259,62 @@ func TestRenderPlansMcpServersAsTheControllerDecides(t *testing.T) {
 		})
 	}
 }
+
+func TestRenderPlansHostsAsTheControllerDecides(t *testing.T) {
+	hostDoc := func(name, ctx, extra string) string {
+		return "apiVersion: clerum.io/v1alpha1\nkind: Host\nmetadata: {name: " + name + "}\nspec:\n  contextRef: " + ctx + "\n" + extra
+	}
+	ctxDoc := func(name, id, created string) string {
+		return "apiVersion: clerum.io/v1alpha1\nkind: Context\nmetadata: {name: " + name + ", creationTimestamp: \"" + created + "\"}\nspec:\n  contextId: " + id + "\n  mcpServers: []\n"
+	}
+	objects := func(out string) []string {
+		var keys []string
+		for _, doc := range strings.Split(out, "---\n")[1:] {
+			var o struct {
+				Kind     string
+				Metadata struct{ Namespace, Name string }
+			}
+			require.NoError(t, utilyaml.Unmarshal([]byte(doc), &o))
+			if o.Kind != "NetworkPolicy" || strings.Contains(o.Metadata.Name, "desktop") || strings.HasPrefix(o.Metadata.Name, "channel-reader") {
+				keys = append(keys, o.Kind+" "+o.Metadata.Namespace+"/"+o.Metadata.Name)
+			}
+		}
+		return keys
+	}
+	t.Run("a Host whose Context holds its contextId gets every per-Host object", func(t *testing.T) {
+		r := run(t, []string{write(t, map[string]string{"all.yaml": hostDoc("h1", "tenant", "  desktop: {enabled: true}\n") +
+			"---\n" + ctxDoc("tenant", "tenant", "2026-01-01T00:00:00Z")})}, nil)
+		require.NoError(t, r.err)
+		got := objects(r.out)
+		for _, want := range []string{
+			"Deployment mcp-host/h1", "Service mcp-host/h1", "PersistentVolumeClaim mcp-host/h1-workspace",
+			"Secret mcp-host/host-h1-mcp-host-runtime-tokens", "ServiceAccount mcp-host/host-h1", "Role mcp-host/host-h1",
+			"RoleBinding mcp-host/host-h1", "NetworkPolicy mcp-host/allow-rpc-proxy-desktop-h1",
+			"Deployment channels/channel-reader-h1", "Service channels/channel-reader-h1", "NetworkPolicy channels/channel-reader-h1-egress",
+		} {
+			assert.Contains(t, got, want)
+		}
+		assert.Contains(t, r.out, "clerum.io/context: tenant")
+		assert.NotContains(t, r.out, "bootstrap-credential", "the runtime-token Secret is printed without data")
+	})
+	t.Run("a missing Context gets nothing", func(t *testing.T) {
+		r := run(t, []string{write(t, map[string]string{"all.yaml": hostDoc("h1", "nowhere", "")})}, nil)
+		require.NoError(t, r.err)
+		assert.Empty(t, objects(r.out))
+		assert.Contains(t, r.warnings, "Host h1 gets no objects (ContextMissing): Context nowhere does not exist in mcp-server")
+	})
+	t.Run("a Context whose contextId an older one holds gets nothing", func(t *testing.T) {
+		r := run(t, []string{write(t, map[string]string{"all.yaml": hostDoc("h1", "young", "") + "---\n" +
+			ctxDoc("young", "shared", "2026-06-01T00:00:00Z") + "---\n" + ctxDoc("old", "shared", "2026-01-01T00:00:00Z")})}, nil)
+		require.NoError(t, r.err)
+		assert.Empty(t, objects(r.out))
+		assert.Contains(t, r.warnings, "Host h1 gets no objects (ContextConflict): contextId shared of Context young is held by the older Context old")
+	})
+	t.Run("a missing secretRef gets nothing", func(t *testing.T) {
+		r := run(t, []string{write(t, map[string]string{"all.yaml": hostDoc("h1", "tenant", "  secretRef: {name: creds}\n") +
+			"---\n" + ctxDoc("tenant", "tenant", "2026-01-01T00:00:00Z")})}, nil)
+		require.NoError(t, r.err)
+		assert.Empty(t, objects(r.out))
+		assert.Contains(t, r.warnings, "Host h1 gets no objects (SecretsMissing): Secret creds does not exist")
+	})
+}

@@ -403,7 +403,8 @@ func (e *env) testPrinterColumns(t *testing.T) {
 		return names
 	}
 	assert.Equal(t, []string{"Name", "Transport", "Deployed", "Ready", "Age"}, columns("mcpservers", serverNS))
-	assert.Equal(t, []string{"Name", "Context", "Ready", "Age"}, columns("hosts", hostNS))
+	// Image and Credential-Expires are priority 1: kubectl get -o wide.
+	assert.Equal(t, []string{"Name", "Context", "Ready", "Image", "Credential-Expires", "Age"}, columns("hosts", hostNS))
 	assert.Equal(t, []string{"Name", "ContextID", "Servers", "Age"}, columns("contexts", serverNS))
 
 	kubectl, err := exec.LookPath("kubectl")

@@ -39,8 +39,9 @@ const (
 	// picked port was taken before the process could bind it.
 	startAttempts = 3
 	// serviceClusterIPRange is required by kube-apiserver; nothing routes
-	// to it in tests.
-	serviceClusterIPRange = "10.0.0.0/24"
+	// to it in tests. A /16 holds the thousands of Services the convergence
+	// benchmarks create (a /24 runs out at 254).
+	serviceClusterIPRange = "10.0.0.0/16"
 )
 
 // Options configures Start.

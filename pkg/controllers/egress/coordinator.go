@@ -57,6 +57,10 @@ const (
 	// resolved by then starts unproven (no allow, runtime blocked) and is
 	// resolved by the workers.
 	DefaultPrimeDeadline = time.Minute
+	// DefaultSettleDeadline bounds how long, after the startup round, the
+	// coordinator waits for the first NetworkPolicy pass before it
+	// publishes egress state anyway (see Settled).
+	DefaultSettleDeadline = time.Minute
 	// Workers is how many servers the coordinator syncs at once.
 	Workers = 4
 )
@@ -70,6 +74,9 @@ type Options struct {
 	Rules *netpol.EgressRules
 	// PrimeDeadline bounds Prime; 0 means DefaultPrimeDeadline.
 	PrimeDeadline time.Duration
+	// SettleDeadline bounds the wait for Settled; 0 means
+	// DefaultSettleDeadline.
+	SettleDeadline time.Duration
 }
 
 // Metrics are the coordinator's Prometheus series.
@@ -111,6 +118,10 @@ type Coordinator struct {
 	log        zerolog.Logger
 	// primed is closed when the startup resolution round is done.
 	primed chan struct{}
+	// settled is closed by the first NetworkPolicy pass's report, or the
+	// settle deadline.
+	settled    chan struct{}
+	settleOnce sync.Once
 	// handlers are the McpServer informer's event handlers.
 	handlers cache.ResourceEventHandler
 
@@ -129,6 +140,9 @@ type Coordinator struct {
 func New(d kit.Deps, resolver Resolver, opts Options) *Coordinator {
 	if opts.PrimeDeadline <= 0 {
 		opts.PrimeDeadline = DefaultPrimeDeadline
+	}
+	if opts.SettleDeadline <= 0 {
+		opts.SettleDeadline = DefaultSettleDeadline
 	}
 	if opts.Rules == nil {
 		// Permissive defaults (no API-server or cluster ranges, no cluster
@@ -155,6 +169,7 @@ func New(d kit.Deps, resolver Resolver, opts Options) *Coordinator {
 		clock:      clk,
 		log:        d.Log.With().Str("controller", "external-egress").Logger(),
 		primed:     make(chan struct{}),
+		settled:    make(chan struct{}),
 		onChange:   func() {},
 		onGate:     func(string) {},
 		states:     map[string]*serverState{},
@@ -175,6 +190,30 @@ func (c *Coordinator) Name() string { return "external-egress" }
 // Primed is closed once the startup resolution round is done: the first
 // NetworkPolicy pass waits for it.
 func (c *Coordinator) Primed() <-chan struct{} { return c.primed }
+
+// Settled is closed once the first NetworkPolicy pass has reported
+// (Applied), or SettleDeadline after the startup round if none has. Until
+// then every gate is closed for want of a pass, which says nothing about a
+// server: the coordinator publishes no status, and the McpServer operator
+// waits for it before its first syncs, so a restart does not mark every
+// server pending and then ready again — two status writes and two events
+// per server for nothing.
+func (c *Coordinator) Settled() <-chan struct{} { return c.settled }
+
+// settle closes Settled once and queues every server, whose status was
+// held back until now.
+func (c *Coordinator) settle() {
+	c.settleOnce.Do(func() {
+		close(c.settled)
+		servers, err := c.lister.McpServers(c.opts.Namespace).List(labels.Everything())
+		if err != nil {
+			return // a lister does not fail; the servers' next events queue them
+		}
+		for _, s := range servers {
+			c.queue.Add(s.Name)
+		}
+	})
+}
 
 // OnChange registers the function that asks for a NetworkPolicy pass.
 func (c *Coordinator) OnChange(f func()) { c.onChange = f }
@@ -237,8 +276,29 @@ func (c *Coordinator) Run(ctx context.Context) error {
 		c.queue.ShutDown()
 		return err
 	}
+	var wg sync.WaitGroup
+	wg.Go(func() { c.settleAfter(ctx, c.opts.SettleDeadline) })
 	c.loop.Run(ctx, Workers)
+	wg.Wait()
 	return nil
+}
+
+// settleAfter settles the coordinator after d unless a pass did first.
+func (c *Coordinator) settleAfter(ctx context.Context, d time.Duration) {
+	deadline := c.clock.NewTimer(d)
+	defer deadline.Stop()
+	select {
+	case <-deadline.C():
+		select {
+		case <-c.settled:
+		default:
+			c.log.Warn().Dur("deadline", d).
+				Msg("no NetworkPolicy pass has reported yet; publishing egress state with every gate closed")
+			c.settle()
+		}
+	case <-c.settled:
+	case <-ctx.Done():
+	}
 }
 
 // sync adapts syncServer to the kit's loop. A failing lookup is not an
@@ -265,6 +325,12 @@ func (c *Coordinator) syncServer(ctx context.Context, name string) (time.Duratio
 		c.refresh(ctx, server)
 	}
 	st, ready := c.view(server)
+	select {
+	case <-c.settled:
+	default:
+		// No pass has reported: settle queues every server again.
+		return c.nextAttention(st), nil
+	}
 	if err := c.writeStatus(ctx, server, st, ready); err != nil {
 		return 0, err
 	}

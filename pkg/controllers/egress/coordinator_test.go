@@ -139,6 +139,13 @@ func newFixture(t *testing.T, bindings ...clerumv1alpha1.EgressBinding) *fixture
 	f.indexer = deps.Informers.HCC("mcp-server").Clerum().V1alpha1().McpServers().Informer().GetIndexer()
 	require.NoError(t, f.indexer.Add(server))
 	f.c.OnChange(func() { f.changes++ })
+	// As after the first NetworkPolicy pass; TestStatusWaitsForTheFirstPass
+	// covers the time before it.
+	f.c.settle()
+	for f.c.queue.Len() > 0 { // settle queued every server; start empty
+		k, _ := f.c.queue.Get()
+		f.c.queue.Done(k)
+	}
 	return f
 }
 
@@ -302,4 +309,47 @@ func TestDeletedServerIsForgotten(t *testing.T) {
 	snap, _ := f.c.Snapshot()
 	assert.Empty(t, snap)
 	assert.Equal(t, 2, f.changes)
+}
+
+// Before the first NetworkPolicy pass reports, every gate is closed for want
+// of a pass: no status is published (a restart must not mark every server
+// pending, then ready again). The first report settles the coordinator and
+// queues every server; so does the deadline when no pass reports.
+func TestStatusWaitsForTheFirstPass(t *testing.T) {
+	t.Run("the first report settles", func(t *testing.T) {
+		f := newFixture(t)
+		f.c.settled, f.c.settleOnce = make(chan struct{}), sync.Once{}
+		f.sync(t)
+		assert.Empty(t, f.applied, "nothing published before a pass")
+		_, version := f.c.Snapshot()
+		f.c.Applied(version, netpolcontroller.EgressReport{})
+		select {
+		case <-f.c.Settled():
+		default:
+			t.Fatal("the first report did not settle the coordinator")
+		}
+		assert.Equal(t, 1, f.c.queue.Len(), "every server is queued again")
+		f.sync(t)
+		cond, _ := f.status(t)
+		assert.Equal(t, kit.ReasonNoBindings, cond.Reason)
+		assert.Len(t, f.applied, 1, "one status write, not pending then ready")
+	})
+	t.Run("the deadline settles when no pass reports", func(t *testing.T) {
+		f := newFixture(t)
+		f.c.settled, f.c.settleOnce = make(chan struct{}), sync.Once{}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { f.c.settleAfter(ctx, DefaultSettleDeadline); close(done) }()
+		defer func() { cancel(); <-done }()
+		require.Eventually(t, func() bool {
+			f.clock.Step(DefaultSettleDeadline)
+			select {
+			case <-f.c.Settled():
+				return true
+			default:
+				return false
+			}
+		}, 10*time.Second, 10*time.Millisecond)
+		assert.Equal(t, 1, f.c.queue.Len(), "every server is queued again")
+	})
 }

@@ -280,6 +280,7 @@ func (c *Coordinator) Applied(version uint64, report netpolcontroller.EgressRepo
 		c.queue.Add(name)
 		c.onGate(name)
 	}
+	c.settle()
 }
 
 // Ready is the runtime gate: true when every binding of server's current

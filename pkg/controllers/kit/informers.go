@@ -51,6 +51,9 @@ type Informers struct {
 	kubeBy  map[kubeKey]kubeinformers.SharedInformerFactory
 	hccBy   map[string]informers.SharedInformerFactory
 	claimed map[claimKey]Selection
+	// digested records the namespaces whose Secret informer has
+	// DigestSecret installed.
+	digested map[string]bool
 }
 
 type kubeKey struct {

@@ -77,3 +77,25 @@ const (
 	// EventRemoteInsecure: a remote server's URL is plain http.
 	EventRemoteInsecure = "RemoteInsecure"
 )
+
+// Host status (field manager hcc-host). Ready also uses ReasonAvailable,
+// ReasonProgressing, ReasonSecretsMissing, ReasonInvalidSpec and
+// ReasonNotOwned; SecretsResolved uses ReasonSecretsFound and
+// ReasonSecretsMissing; Blocked and Released are its events too.
+const (
+	ReasonContextMissing  = "ContextMissing"  // Ready False: the Host's Context does not exist
+	ReasonContextConflict = "ContextConflict" // Ready False: another Context holds the contextId
+	// ReasonCredentialPending: Ready False, no bootstrap credential yet.
+	ReasonCredentialPending = "CredentialPending"
+	// AuthReady.
+	ReasonCredentialIssued      = "CredentialIssued"      // True: a credential for this Host, not due
+	ReasonControlAPIUnavailable = "ControlAPIUnavailable" // the Control API could not be reached, timed out or failed (5xx, 429)
+	ReasonCredentialRefused     = "CredentialRefused"     // the Control API refused, answered unusably, or the Secret could not be written
+)
+
+// Host events.
+const (
+	// EventCredentialFailed: obtaining or refreshing a Host's bootstrap
+	// credential failed (the message never holds a credential or token).
+	EventCredentialFailed = "CredentialFailed"
+)

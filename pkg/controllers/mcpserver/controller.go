@@ -34,6 +34,11 @@ type Gate interface {
 	// OnGate registers the function told when a server's gate may have
 	// changed.
 	OnGate(func(server string))
+	// Settled is closed once the gates say something about the servers
+	// (the first NetworkPolicy pass has reported): the operator's first
+	// syncs wait for it, so a restart does not block and release every
+	// server on its way up.
+	Settled() <-chan struct{}
 }
 
 // Config is what the operator reads of the configuration.
@@ -91,9 +96,8 @@ func New(d kit.Deps, gate Gate, cfg Config) *Controller {
 	deployments := d.Informers.Kube(ns, kit.ManagedObjects, "deployments").Apps().V1().Deployments()
 	services := d.Informers.Kube(ns, kit.ManagedObjects, "services").Core().V1().Services()
 	configMaps := d.Informers.Kube(ns, kit.ManagedObjects, "configmaps").Core().V1().ConfigMaps()
-	secrets := d.Informers.Kube(ns, kit.AllObjects, "secrets").Core().V1().Secrets()
 	// The cache holds key names and value digests, never a value.
-	_ = secrets.Informer().SetTransform(digestSecret)
+	secrets := d.Informers.Secrets(ns)
 	_ = servers.Informer().AddIndexers(cache.Indexers{secretIndex: referencedSecrets})
 
 	c := &Controller{
@@ -142,6 +146,12 @@ func (c *Controller) Run(ctx context.Context) error {
 	if err := kit.WaitForSync("mcpserver", ctx.Done(), c.synced...); err != nil {
 		c.queue.ShutDown()
 		return err
+	}
+	select {
+	case <-c.gate.Settled():
+	case <-ctx.Done():
+		c.queue.ShutDown()
+		return nil
 	}
 	workers := c.cfg.Workers
 	if workers < 1 {

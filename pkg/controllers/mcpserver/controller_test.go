@@ -45,6 +45,11 @@ type fakeGate struct {
 
 func (g *fakeGate) Ready(s *clerumv1alpha1.McpServer) bool { return !g.closed[s.Name] }
 func (g *fakeGate) OnGate(f func(string))                  { g.onGate = f }
+func (g *fakeGate) Settled() <-chan struct{} {
+	settled := make(chan struct{})
+	close(settled)
+	return settled
+}
 
 // fixture is the operator over fake clientsets whose caches are seeded by
 // hand; syncMcpServer is called directly and the exact writes asserted.
@@ -99,8 +104,8 @@ func (f *fixture) index(obj runtime.Object) {
 	case *clerumv1alpha1.McpServer:
 		require.NoError(f.t, f.deps.Informers.HCC("mcp-server").Clerum().V1alpha1().McpServers().Informer().GetIndexer().Add(o))
 	case *corev1.Secret:
-		d, _ := digestSecret(o)
-		require.NoError(f.t, f.deps.Informers.Kube("mcp-server", kit.AllObjects, "secrets").Core().V1().Secrets().Informer().GetIndexer().Add(d))
+		d, _ := kit.DigestSecret(o)
+		require.NoError(f.t, f.deps.Informers.Secrets("mcp-server").Informer().GetIndexer().Add(d))
 	case *appsv1.Deployment:
 		require.NoError(f.t, f.deps.Informers.Kube("mcp-server", kit.ManagedObjects, "deployments").Apps().V1().Deployments().Informer().GetIndexer().Add(o))
 	case *corev1.Service:
@@ -293,7 +298,7 @@ func TestARotatedSecretRollsThePodsAndAnUnrelatedOneDoesNot(t *testing.T) {
 }
 
 func TestTheSecretCacheHoldsNoValue(t *testing.T) {
-	obj, err := digestSecret(secret("atlas", map[string]string{"uri": "mongodb+srv://secret"}))
+	obj, err := kit.DigestSecret(secret("atlas", map[string]string{"uri": "mongodb+srv://secret"}))
 	require.NoError(t, err)
 	s := obj.(*corev1.Secret)
 	assert.NotContains(t, string(s.Data["uri"]), "secret")
@@ -305,7 +310,8 @@ func TestTheSecretCacheHoldsNoValue(t *testing.T) {
 func TestTheSecretDigestIsKeyed(t *testing.T) {
 	lookup := func(value string) func(string) (*corev1.Secret, error) {
 		return func(string) (*corev1.Secret, error) {
-			return DigestSecret(secret("atlas", map[string]string{"uri": value})), nil
+			d, _ := kit.DigestSecret(secret("atlas", map[string]string{"uri": value}))
+			return d.(*corev1.Secret), nil
 		}
 	}
 	digest := func(key []byte, value string) string {
@@ -322,7 +328,7 @@ func TestTheSecretDigestIsKeyed(t *testing.T) {
 	// What a guesser could compute without the key: the same construction
 	// unkeyed, and the plain SHA-256 of the value.
 	unkeyed := sha256.New()
-	fmt.Fprintf(unkeyed, "uri=%s\n", digestOf([]byte("1234")))
+	fmt.Fprintf(unkeyed, "uri=%s\n", kit.ValueDigest([]byte("1234")))
 	plain := sha256.Sum256([]byte("1234"))
 	for _, guess := range []string{hex.EncodeToString(unkeyed.Sum(nil)), hex.EncodeToString(plain[:])} {
 		assert.NotContains(t, digest(a, "1234"), guess)
@@ -580,7 +586,7 @@ func TestReadyNeedsTheCurrentTemplateAvailable(t *testing.T) {
 			d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Generation: tc.generation},
 				Spec:   appsv1.DeploymentSpec{Replicas: ptr.To(tc.replicas)},
 				Status: appsv1.DeploymentStatus{ObservedGeneration: tc.observed, AvailableReplicas: tc.available, UpdatedReplicas: tc.updated}}
-			assert.Equal(t, tc.want, available(d))
+			assert.Equal(t, tc.want, kit.DeploymentAvailable(d))
 		})
 	}
 }

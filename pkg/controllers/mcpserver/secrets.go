@@ -10,7 +10,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 )
@@ -32,43 +31,6 @@ func referencedSecrets(obj any) ([]string, error) {
 		out = append(out, s.Spec.Auth.SecretRef.Name)
 	}
 	return out, nil
-}
-
-// DigestSecret is digestSecret for callers outside the informer (render).
-func DigestSecret(s *corev1.Secret) *corev1.Secret {
-	out, _ := digestSecret(s)
-	return out.(*corev1.Secret)
-}
-
-// digestSecret is the Secret informer's transform: the cache keeps each
-// key with a digest of its value, never the value, so no Secret value is
-// held by hcc-controller.
-func digestSecret(obj any) (any, error) {
-	s, ok := obj.(*corev1.Secret)
-	if !ok {
-		return obj, nil // a tombstone
-	}
-	out := &corev1.Secret{
-		TypeMeta: s.TypeMeta,
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: s.Namespace, Name: s.Name, UID: s.UID, ResourceVersion: s.ResourceVersion,
-			Labels: s.Labels, DeletionTimestamp: s.DeletionTimestamp,
-		},
-		Type: s.Type,
-		Data: make(map[string][]byte, len(s.Data)+len(s.StringData)),
-	}
-	for k, v := range s.Data {
-		out.Data[k] = digestOf(v)
-	}
-	for k, v := range s.StringData {
-		out.Data[k] = digestOf([]byte(v))
-	}
-	return out, nil
-}
-
-func digestOf(v []byte) []byte {
-	sum := sha256.Sum256(v)
-	return []byte(hex.EncodeToString(sum[:]))
 }
 
 // secretCheck is what the Secrets a server names say.

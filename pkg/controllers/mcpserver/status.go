@@ -119,7 +119,7 @@ func (st *status) notOwned(err error) {
 // deployed records the children written for the current generation.
 func (st *status) deployed(s *clerumv1alpha1.McpServer, live *appsv1.Deployment) {
 	st.deployedNow = live != nil && s.Spec.IsEnabled()
-	st.readyNow = live != nil && available(live)
+	st.readyNow = live != nil && kit.DeploymentAvailable(live)
 	switch {
 	case !s.Spec.IsEnabled():
 		st.ready = kit.Condition{Type: clerumv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: kit.ReasonDisabled,
@@ -131,17 +131,6 @@ func (st *status) deployed(s *clerumv1alpha1.McpServer, live *appsv1.Deployment)
 		st.ready = kit.Condition{Type: clerumv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: kit.ReasonProgressing,
 			Message: "waiting for the Deployment's replicas to be available"}
 	}
-}
-
-// available reports whether d has observed its current generation and has
-// at least its desired replicas available, desired being more than zero,
-// and at least that many of them run the current pod template. Available
-// replicas alone count the old pods of a rollout too: a server whose
-// rotated Secret has not reached a single pod yet is not ready.
-func available(d *appsv1.Deployment) bool {
-	desired := ptr.Deref(d.Spec.Replicas, 1)
-	return desired > 0 && d.Status.ObservedGeneration >= d.Generation &&
-		d.Status.AvailableReplicas >= desired && d.Status.UpdatedReplicas >= desired
 }
 
 // build returns the status to apply and whether it differs from the

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/clerum/hcc/pkg/controllers/kit"
 	"github.com/clerum/hcc/pkg/names"
 	"github.com/clerum/hcc/pkg/netpol"
 )
@@ -62,32 +63,9 @@ func isDefault(p *networkingv1.NetworkPolicy) bool {
 	return defaultTypes[typ]
 }
 
-// Caps bound how many orphans one pass may delete.
-type Caps struct {
-	// Absolute refuses every orphan delete when the orphans number more
-	// than this; checked first.
-	Absolute int
-	// Percent refuses every orphan delete when the orphans number strictly
-	// more than this percentage of the listed managed fleet; inert while
-	// that percentage of the fleet is below one policy.
-	Percent int
-}
-
-// capped reports whether deleting orphans out of a listed fleet is refused,
-// and by which rule.
-func (c Caps) capped(orphans, listed int) (bool, string) {
-	if orphans == 0 {
-		return false, ""
-	}
-	if orphans > c.Absolute {
-		return true, "absolute"
-	}
-	limit := float64(listed) * float64(c.Percent) / 100
-	if limit >= 1 && float64(orphans) > limit {
-		return true, "percent"
-	}
-	return false, ""
-}
+// Caps are the orphan caps (CONTEXT_MAPPER_NETPOL_ORPHAN_DELETE_CAP, …_PERCENT);
+// the rule is the kit's, shared with the Host operator.
+type Caps = kit.Caps
 
 // changes is the difference between the desired and the live policy sets.
 type changes struct {
@@ -200,7 +178,7 @@ func diff(desired []*networkingv1.NetworkPolicy, desiredServers []string, live [
 	sortPolicies(c.revokes)
 	sortPolicies(c.orphans)
 	sortPolicies(c.kept)
-	if capped, rule := caps.capped(len(c.orphans), listed); capped {
+	if capped, rule := caps.Capped(len(c.orphans), listed); capped {
 		c.capped = rule
 	} else {
 		c.deletes = c.orphans

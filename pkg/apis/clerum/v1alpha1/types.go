@@ -38,6 +38,9 @@ const (
 	// ConditionRemoteReachable reports whether a remote McpServer's own
 	// egress bindings cover the host of spec.remote.url.
 	ConditionRemoteReachable = "RemoteReachable"
+	// ConditionAuthReady reports whether a Host's runtime-token Secret holds
+	// a bootstrap credential issued by the Control API for this Host.
+	ConditionAuthReady = "AuthReady"
 )
 
 // Field managers for server-side apply of McpServer status; each owns a
@@ -45,7 +48,14 @@ const (
 const (
 	FieldManagerMcpServer = "hcc-mcpserver"
 	FieldManagerNetPol    = "hcc-netpol"
+	// FieldManagerHost writes Host status and the Host operator's children.
+	FieldManagerHost = "hcc-host"
 )
+
+// FinalizerHostCleanup holds a Host until HCC has deleted its children in
+// the channels namespace, which no owner reference can reach, and its
+// workspace claim (docs/host.md).
+const FinalizerHostCleanup = "clerum.io/host-cleanup"
 
 // TransportType is how mcp-host talks to an MCP server.
 // +kubebuilder:validation:Enum=sse;streamable-http;stdio
@@ -392,6 +402,8 @@ type ContextList struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="Context",type=string,JSONPath=`.spec.contextRef`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Image",type=string,JSONPath=`.status.image`,priority=1
+// +kubebuilder:printcolumn:name="Credential-Expires",type=date,JSONPath=`.status.credentialExpiresAt`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 63 && self.metadata.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be a DNS label: at most 63 lowercase alphanumerics or '-', starting and ending with an alphanumeric"
 
@@ -429,10 +441,28 @@ type DesktopSpec struct {
 	Enabled bool `json:"enabled,omitempty"`
 }
 
-// HostStatus is the observed state of a Host.
+// HostStatus is the observed state of a Host, written by server-side apply
+// as field manager hcc-host (docs/host.md).
 type HostStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// ContextID is the contextId stamped on the Host's pods
+	// (clerum.io/context); empty while the Host is not deployed.
+	// +optional
+	ContextID string `json:"contextId,omitempty"`
+
+	// Image is the mcp-host image of the Host's current pod template, so an
+	// in-place release (a new CONTEXT_MAPPER_HOST_IMAGE) can be followed Host
+	// by Host.
+	// +optional
+	Image string `json:"image,omitempty"`
+
+	// CredentialExpiresAt is when the bootstrap credential in the Host's
+	// runtime-token Secret expires; HCC replaces it
+	// HCC_MCP_HOST_RUNTIME_BOOTSTRAP_REFRESH_BEFORE_SEC before.
+	// +optional
+	CredentialExpiresAt *metav1.Time `json:"credentialExpiresAt,omitempty"`
 
 	// +optional
 	// +listType=map

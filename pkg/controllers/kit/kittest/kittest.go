@@ -31,7 +31,8 @@ import (
 // CountWrites. It is safe for concurrent use.
 type Writes struct {
 	mu       sync.Mutex
-	requests []string
+	requests []string // "METHOD path"
+	managers []string // each request's fieldManager parameter, "" for none
 }
 
 // CountWrites returns a copy of config whose clients count their writes in
@@ -50,6 +51,7 @@ func CountWrites(config *rest.Config) (*rest.Config, *Writes) {
 			default:
 				w.mu.Lock()
 				w.requests = append(w.requests, req.Method+" "+req.URL.Path)
+				w.managers = append(w.managers, req.URL.Query().Get("fieldManager"))
 				w.mu.Unlock()
 			}
 			return rt.RoundTrip(req)
@@ -69,6 +71,20 @@ func (w *Writes) Count() int {
 	return len(w.requests)
 }
 
+// CountBy returns how many writes since the last Reset match: request is
+// "METHOD path", manager the request's fieldManager ("" for none).
+func (w *Writes) CountBy(match func(request, manager string) bool) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := 0
+	for i, r := range w.requests {
+		if match(r, w.managers[i]) {
+			n++
+		}
+	}
+	return n
+}
+
 // String lists the writes since the last Reset, as "METHOD path", for
 // failure messages.
 func (w *Writes) String() string {
@@ -81,7 +97,7 @@ func (w *Writes) String() string {
 func (w *Writes) Reset() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.requests = nil
+	w.requests, w.managers = nil, nil
 }
 
 // RoundTrip creates desired on the API server behind config through

@@ -19,16 +19,29 @@ limitations under the License.
 package v1alpha1
 
 import (
-	v1 "k8s.io/client-go/applyconfigurations/meta/v1"
+	v1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1 "k8s.io/client-go/applyconfigurations/meta/v1"
 )
 
 // HostStatusApplyConfiguration represents a declarative configuration of the HostStatus type for use
 // with apply.
 //
-// HostStatus is the observed state of a Host.
+// HostStatus is the observed state of a Host, written by server-side apply
+// as field manager hcc-host (docs/host.md).
 type HostStatusApplyConfiguration struct {
-	ObservedGeneration *int64                           `json:"observedGeneration,omitempty"`
-	Conditions         []v1.ConditionApplyConfiguration `json:"conditions,omitempty"`
+	ObservedGeneration *int64 `json:"observedGeneration,omitempty"`
+	// ContextID is the contextId stamped on the Host's pods
+	// (clerum.io/context); empty while the Host is not deployed.
+	ContextID *string `json:"contextId,omitempty"`
+	// Image is the mcp-host image of the Host's current pod template, so an
+	// in-place release (a new CONTEXT_MAPPER_HOST_IMAGE) can be followed Host
+	// by Host.
+	Image *string `json:"image,omitempty"`
+	// CredentialExpiresAt is when the bootstrap credential in the Host's
+	// runtime-token Secret expires; HCC replaces it
+	// HCC_MCP_HOST_RUNTIME_BOOTSTRAP_REFRESH_BEFORE_SEC before.
+	CredentialExpiresAt *v1.Time                             `json:"credentialExpiresAt,omitempty"`
+	Conditions          []metav1.ConditionApplyConfiguration `json:"conditions,omitempty"`
 }
 
 // HostStatusApplyConfiguration constructs a declarative configuration of the HostStatus type for use with
@@ -45,10 +58,34 @@ func (b *HostStatusApplyConfiguration) WithObservedGeneration(value int64) *Host
 	return b
 }
 
+// WithContextID sets the ContextID field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the ContextID field is set to the value of the last call.
+func (b *HostStatusApplyConfiguration) WithContextID(value string) *HostStatusApplyConfiguration {
+	b.ContextID = &value
+	return b
+}
+
+// WithImage sets the Image field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Image field is set to the value of the last call.
+func (b *HostStatusApplyConfiguration) WithImage(value string) *HostStatusApplyConfiguration {
+	b.Image = &value
+	return b
+}
+
+// WithCredentialExpiresAt sets the CredentialExpiresAt field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the CredentialExpiresAt field is set to the value of the last call.
+func (b *HostStatusApplyConfiguration) WithCredentialExpiresAt(value v1.Time) *HostStatusApplyConfiguration {
+	b.CredentialExpiresAt = &value
+	return b
+}
+
 // WithConditions adds the given value to the Conditions field in the declarative configuration
 // and returns the receiver, so that objects can be build by chaining "With" function invocations.
 // If called multiple times, values provided by each call will be appended to the Conditions field.
-func (b *HostStatusApplyConfiguration) WithConditions(values ...*v1.ConditionApplyConfiguration) *HostStatusApplyConfiguration {
+func (b *HostStatusApplyConfiguration) WithConditions(values ...*metav1.ConditionApplyConfiguration) *HostStatusApplyConfiguration {
 	for i := range values {
 		if values[i] == nil {
 			panic("nil value passed to WithConditions")

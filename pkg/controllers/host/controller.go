@@ -1,0 +1,480 @@
+package host
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	appslisters "k8s.io/client-go/listers/apps/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	networkinglisters "k8s.io/client-go/listers/networking/v1"
+	rbaclisters "k8s.io/client-go/listers/rbac/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
+
+	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
+	"github.com/clerum/hcc/pkg/controlapi"
+	"github.com/clerum/hcc/pkg/controllers/kit"
+	clientset "github.com/clerum/hcc/pkg/generated/clientset/versioned"
+	clerumlisters "github.com/clerum/hcc/pkg/generated/listers/clerum/v1alpha1"
+	"github.com/clerum/hcc/pkg/names"
+)
+
+// Config is what the Host operator needs besides its Deps.
+type Config struct {
+	// ContextNamespace is where Contexts live (CONTEXT_MAPPER_NAMESPACE).
+	ContextNamespace string
+	// TargetNamespace is the namespace named to the Control API
+	// (HCC_TARGET_NAMESPACE).
+	TargetNamespace string
+	Build           Options
+	// RefreshBefore is how long before expiry a credential is replaced
+	// (HCC_MCP_HOST_RUNTIME_BOOTSTRAP_REFRESH_BEFORE_SEC).
+	RefreshBefore time.Duration
+	// Resync is the interval of the full reconcile and orphan sweep
+	// (CONTEXT_MAPPER_HOST_RESYNC_SEC); 0 sweeps once, at startup.
+	Resync time.Duration
+	// Caps bound the sweep's unexplained deletes (HCC_HOST_ORPHAN_DELETE_CAP,
+	// …_PERCENT).
+	Caps    kit.Caps
+	Workers int // HCC_HOST_WORKERS
+}
+
+// gvk is the owners' kind, for controller references.
+var gvk = schema.GroupVersion(clerumv1alpha1.GroupVersion).WithKind("Host")
+
+// Index names on shared informers; prefixed so no other reconciler's
+// indexer on the same informer clashes.
+const (
+	hostsByContext = "host.contextRef"
+	hostsBySecret  = "host.secretRef"
+	contextsByID   = "host.contextId"
+	// sweepKey is the one key of the sweep queue.
+	sweepKey = "sweep"
+	// refusedRetry is how soon a Host some of whose names an object HCC
+	// does not own holds is looked at again: the holder may be removed by
+	// hand, and no event of HCC's informers (which watch managed objects)
+	// would say so.
+	refusedRetry = 5 * time.Minute
+)
+
+// Controller is the Host operator (docs/host.md).
+type Controller struct {
+	kube   kubernetes.Interface
+	hcc    clientset.Interface
+	cfg    Config
+	issuer controlapi.CredentialIssuer
+
+	hosts       clerumlisters.HostLister
+	hostIndex   cache.Indexer
+	contexts    clerumlisters.ContextLister
+	contextIdx  cache.Indexer
+	secrets     corelisters.SecretLister
+	deployments appslisters.DeploymentLister
+	services    corelisters.ServiceLister
+	claims      corelisters.PersistentVolumeClaimLister
+	accounts    corelisters.ServiceAccountLister
+	roles       rbaclisters.RoleLister
+	bindings    rbaclisters.RoleBindingLister
+	policies    networkinglisters.NetworkPolicyLister
+	// The channels namespace's children.
+	readerDeployments appslisters.DeploymentLister
+	readerServices    corelisters.ServiceLister
+	readerPolicies    networkinglisters.NetworkPolicyLister
+	synced            []cache.InformerSynced
+
+	queue     workqueue.TypedRateLimitingInterface[cache.ObjectName]
+	loop      *kit.Loop[cache.ObjectName]
+	sweeps    workqueue.TypedRateLimitingInterface[string]
+	sweepLoop *kit.Loop[string]
+	children  *kit.Children
+	recorder  record.EventRecorder
+	metrics   *Metrics
+	clock     clock.Clock
+	log       zerolog.Logger
+
+	state *hostState
+}
+
+// New returns the Host operator over the Hosts of cfg.Build.HostNamespace
+// and their children there and in cfg.Build.ChannelsNamespace, from
+// d.Informers; issuer obtains bootstrap credentials from the Control API.
+func New(d kit.Deps, issuer controlapi.CredentialIssuer, cfg Config) *Controller {
+	clk := clock.Clock(d.Clock)
+	if d.Clock == nil {
+		clk = clock.RealClock{}
+	}
+	hostNS, readerNS := cfg.Build.HostNamespace, cfg.Build.ChannelsNamespace
+	hosts := d.Informers.HCC(hostNS).Clerum().V1alpha1().Hosts()
+	contexts := d.Informers.HCC(cfg.ContextNamespace).Clerum().V1alpha1().Contexts()
+	secrets := d.Informers.Secrets(hostNS)
+	deployments := d.Informers.Kube(hostNS, kit.ManagedObjects, "deployments").Apps().V1().Deployments()
+	services := d.Informers.Kube(hostNS, kit.ManagedObjects, "services").Core().V1().Services()
+	claims := d.Informers.Kube(hostNS, kit.ManagedObjects, "persistentvolumeclaims").Core().V1().PersistentVolumeClaims()
+	accounts := d.Informers.Kube(hostNS, kit.ManagedObjects, "serviceaccounts").Core().V1().ServiceAccounts()
+	roles := d.Informers.Kube(hostNS, kit.ManagedObjects, "roles").Rbac().V1().Roles()
+	bindings := d.Informers.Kube(hostNS, kit.ManagedObjects, "rolebindings").Rbac().V1().RoleBindings()
+	policies := d.Informers.Kube(hostNS, kit.ManagedObjects, "networkpolicies").Networking().V1().NetworkPolicies()
+	readerDeployments := d.Informers.Kube(readerNS, kit.ManagedObjects, "deployments").Apps().V1().Deployments()
+	readerServices := d.Informers.Kube(readerNS, kit.ManagedObjects, "services").Core().V1().Services()
+	readerPolicies := d.Informers.Kube(readerNS, kit.ManagedObjects, "networkpolicies").Networking().V1().NetworkPolicies()
+
+	_ = hosts.Informer().AddIndexers(cache.Indexers{
+		hostsByContext: func(obj any) ([]string, error) {
+			if h, ok := obj.(*clerumv1alpha1.Host); ok {
+				return []string{h.Spec.ContextRef}, nil
+			}
+			return nil, nil
+		},
+		hostsBySecret: func(obj any) ([]string, error) {
+			if h, ok := obj.(*clerumv1alpha1.Host); ok && h.Spec.SecretRef != nil && h.Spec.SecretRef.Name != "" {
+				return []string{h.Spec.SecretRef.Name}, nil
+			}
+			return nil, nil
+		},
+	})
+	_ = contexts.Informer().AddIndexers(cache.Indexers{contextsByID: func(obj any) ([]string, error) {
+		if c, ok := obj.(*clerumv1alpha1.Context); ok {
+			return []string{c.Spec.ContextID}, nil
+		}
+		return nil, nil
+	}})
+
+	c := &Controller{
+		kube:              d.Kube,
+		hcc:               d.HCC,
+		cfg:               cfg,
+		issuer:            issuer,
+		hosts:             hosts.Lister(),
+		hostIndex:         hosts.Informer().GetIndexer(),
+		contexts:          contexts.Lister(),
+		contextIdx:        contexts.Informer().GetIndexer(),
+		secrets:           secrets.Lister(),
+		deployments:       deployments.Lister(),
+		services:          services.Lister(),
+		claims:            claims.Lister(),
+		accounts:          accounts.Lister(),
+		roles:             roles.Lister(),
+		bindings:          bindings.Lister(),
+		policies:          policies.Lister(),
+		readerDeployments: readerDeployments.Lister(),
+		readerServices:    readerServices.Lister(),
+		readerPolicies:    readerPolicies.Lister(),
+		// A failed sync retries after 1 s, doubling to at most 5 min: a
+		// Control API outage costs each Host one call per backoff step.
+		queue:    kit.New(d.Queues, "host", kit.Backoff[cache.ObjectName](time.Second, 5*time.Minute)),
+		sweeps:   kit.New(d.Queues, "host-sweep", kit.Backoff[string](time.Second, 5*time.Minute)),
+		recorder: d.Recorder,
+		metrics:  NewMetrics(d.Registry),
+		clock:    clk,
+		log:      d.Log.With().Str("controller", "host").Logger(),
+		state:    newHostState(),
+	}
+	c.children = kit.NewChildren(d.Kube, clerumv1alpha1.FieldManagerHost, d.Recorder, func(kind string, cause kit.Cause) {
+		c.metrics.Refused.WithLabelValues(kind, string(cause)).Inc()
+	})
+	c.loop = &kit.Loop[cache.ObjectName]{Name: "host", Queue: c.queue, Sync: c.syncHost, Log: d.Log,
+		Resource: clerumv1alpha1.Resource("hosts"), Errors: c.metrics.SyncErrors}
+	c.sweepLoop = &kit.Loop[string]{Name: "host-sweep", Queue: c.sweeps, Sync: c.sweep, Log: d.Log, Errors: c.metrics.SyncErrors}
+
+	enqueue := func(k cache.ObjectName) { c.queue.Add(k) }
+	_, _ = hosts.Informer().AddEventHandler(c.hostHandlers(enqueue))
+	owner := kit.OwnerByRefOrLabel(gvk.GroupVersion().String(), gvk.Kind, hostNS, names.LabelHost)
+	for _, inf := range []cache.SharedIndexInformer{deployments.Informer(), services.Informer(), claims.Informer(),
+		accounts.Informer(), roles.Informer(), bindings.Informer(), policies.Informer(),
+		readerDeployments.Informer(), readerServices.Informer(), readerPolicies.Informer()} {
+		_, _ = inf.AddEventHandler(kit.ChildHandlers(owner, enqueue))
+	}
+	_, _ = secrets.Informer().AddEventHandler(c.secretHandlers(owner))
+	_, _ = contexts.Informer().AddEventHandler(c.contextHandlers())
+	c.synced = []cache.InformerSynced{hosts.Informer().HasSynced, contexts.Informer().HasSynced, secrets.Informer().HasSynced,
+		deployments.Informer().HasSynced, services.Informer().HasSynced, claims.Informer().HasSynced,
+		accounts.Informer().HasSynced, roles.Informer().HasSynced, bindings.Informer().HasSynced,
+		policies.Informer().HasSynced, readerDeployments.Informer().HasSynced, readerServices.Informer().HasSynced,
+		readerPolicies.Informer().HasSynced}
+	return c
+}
+
+// Name implements kit.Reconciler.
+func (c *Controller) Name() string { return "host" }
+
+// Run implements kit.Reconciler: it waits for the caches, sweeps orphans
+// once at startup and every Resync (each sweep also queues every Host: the
+// periodic full reconcile), and serves the queue with cfg.Workers workers.
+func (c *Controller) Run(ctx context.Context) error {
+	if err := kit.WaitForSync("host", ctx.Done(), c.synced...); err != nil {
+		c.queue.ShutDown()
+		c.sweeps.ShutDown()
+		return err
+	}
+	c.sweeps.Add(sweepKey)
+	workers := max(c.cfg.Workers, 1)
+	var wg sync.WaitGroup
+	wg.Go(func() { c.sweepLoop.Run(ctx, 1) })
+	c.loop.Run(ctx, workers)
+	wg.Wait()
+	return nil
+}
+
+// hostHandlers queue a Host on every change but a status-only one (its own
+// status write must not queue it again), and on deletion.
+func (c *Controller) hostHandlers(enqueue func(cache.ObjectName)) cache.ResourceEventHandler {
+	own := kit.OwnHandlers(enqueue)
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { own.OnAdd(obj, false) },
+		UpdateFunc: own.OnUpdate,
+		DeleteFunc: func(obj any) {
+			if h, ok := kit.Unwrap(obj).(*clerumv1alpha1.Host); ok {
+				// Observed: its leftovers are cleaned up whatever the caps.
+				c.state.observeDeletion(h.Name, h.UID)
+			}
+			own.OnDelete(obj)
+		},
+	}
+}
+
+// secretHandlers queue the Host whose runtime-token Secret changed and the
+// Hosts whose spec.secretRef names a changed Secret.
+func (c *Controller) secretHandlers(owner func(metav1.Object) (cache.ObjectName, bool)) cache.ResourceEventHandler {
+	requeue := func(obj any) {
+		s, ok := kit.Unwrap(obj).(*corev1.Secret)
+		if !ok {
+			return
+		}
+		if key, ok := owner(s); ok {
+			c.queue.Add(key)
+		}
+		dependents, _ := c.hostIndex.ByIndex(hostsBySecret, s.Name)
+		for _, o := range dependents {
+			if k, ok := kit.KeyOf(o); ok {
+				c.queue.Add(k)
+			}
+		}
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: requeue,
+		UpdateFunc: func(old, cur any) {
+			if old.(*corev1.Secret).ResourceVersion != cur.(*corev1.Secret).ResourceVersion {
+				requeue(cur)
+			}
+		},
+		DeleteFunc: requeue,
+	}
+}
+
+// contextHandlers queue every Host whose Context is changed, and every Host
+// of a Context that shares an old or new contextId with it: a Context
+// created, deleted or re-labelled can move who holds a contextId.
+func (c *Controller) contextHandlers() cache.ResourceEventHandler {
+	affected := func(objs ...any) {
+		contexts := map[string]bool{}
+		for _, obj := range objs {
+			ctx, ok := kit.Unwrap(obj).(*clerumv1alpha1.Context)
+			if !ok {
+				continue
+			}
+			contexts[ctx.Name] = true
+			same, _ := c.contextIdx.ByIndex(contextsByID, ctx.Spec.ContextID)
+			for _, o := range same {
+				contexts[o.(*clerumv1alpha1.Context).Name] = true
+			}
+		}
+		for name := range contexts {
+			dependents, _ := c.hostIndex.ByIndex(hostsByContext, name)
+			for _, o := range dependents {
+				if k, ok := kit.KeyOf(o); ok {
+					c.queue.Add(k)
+				}
+			}
+		}
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) { affected(obj) },
+		UpdateFunc: func(old, cur any) {
+			o, n := old.(*clerumv1alpha1.Context), cur.(*clerumv1alpha1.Context)
+			// A status-only change (the ContextIDConflict condition) moves
+			// nothing a Host reads.
+			if o.Spec.ContextID != n.Spec.ContextID || !o.CreationTimestamp.Equal(&n.CreationTimestamp) || o.UID != n.UID {
+				affected(old, cur)
+			}
+		},
+		DeleteFunc: func(obj any) { affected(obj) },
+	}
+}
+
+// hostState is what the operator remembers between syncs: the Hosts it
+// saw deleted (their leftovers are explained, so no cap holds them back),
+// each Host's block reason and state, for events and gauges, and each
+// credential's expiry.
+type hostState struct {
+	mu       sync.Mutex
+	deleted  map[string]types.UID
+	reason   map[string]string
+	state    map[string]string
+	expiry   map[string]time.Time
+	byReason map[string]int
+	byState  map[string]int
+	// issuances are the credentials stored by this process, so a sync that
+	// reads a cache not yet showing one never asks for another.
+	issuances map[string]issuance
+}
+
+func newHostState() *hostState {
+	return &hostState{deleted: map[string]types.UID{}, reason: map[string]string{}, state: map[string]string{},
+		expiry: map[string]time.Time{}, byReason: map[string]int{}, byState: map[string]int{}}
+}
+
+func (s *hostState) observeDeletion(name string, uid types.UID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.deleted[name] = uid
+}
+
+// wasDeleted reports whether this process saw a Host of that name deleted
+// and no Host of that name has been synced since.
+func (s *hostState) wasDeleted(name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.deleted[name]
+	return ok
+}
+
+// settle forgets an observed deletion once nothing of it is left.
+func (s *hostState) settle(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.deleted, name)
+}
+
+// setBlock records h's block reason ("" for none) and reports the previous
+// one, so a block and its release are each one event.
+func (s *hostState) setBlock(host, reason string) (previous string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	previous = s.reason[host]
+	if previous != "" {
+		s.byReason[previous]--
+	}
+	if reason == "" {
+		delete(s.reason, host)
+	} else {
+		s.reason[host] = reason
+		s.byReason[reason]++
+	}
+	return previous
+}
+
+func (s *hostState) setState(host, state string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if prev, ok := s.state[host]; ok {
+		s.byState[prev]--
+	}
+	s.state[host] = state
+	s.byState[state]++
+}
+
+func (s *hostState) setExpiry(host string, at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if at.IsZero() {
+		delete(s.expiry, host)
+		return
+	}
+	s.expiry[host] = at
+}
+
+// forget drops a Host that is gone from the gauges.
+func (s *hostState) forget(host string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r, ok := s.reason[host]; ok {
+		s.byReason[r]--
+	}
+	if st, ok := s.state[host]; ok {
+		s.byState[st]--
+	}
+	delete(s.reason, host)
+	delete(s.state, host)
+	delete(s.expiry, host)
+	delete(s.issuances, host)
+}
+
+// Metrics are the operator's series, all named clerum_hcc_host_*.
+type Metrics struct {
+	Hosts      *prometheus.GaugeVec
+	Blocked    *prometheus.GaugeVec
+	Expiry     prometheus.Gauge
+	SyncErrors *prometheus.CounterVec
+	Refused    *prometheus.CounterVec
+	CapTrips   prometheus.Counter
+	Orphans    *prometheus.CounterVec
+}
+
+// NewMetrics registers the operator's metrics with reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		Hosts: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "clerum_hcc_host_hosts",
+			Help: "Hosts by state (ready, deployed, blocked, not-owned).",
+		}, []string{"state"}),
+		Blocked: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "clerum_hcc_host_blocked",
+			Help: "Hosts kept from deploying, by reason.",
+		}, []string{"reason"}),
+		Expiry: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "clerum_hcc_host_credential_expiry_seconds",
+			Help: "Seconds until the soonest bootstrap credential of any Host expires (negative: expired); absent with no credential.",
+		}),
+		SyncErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "clerum_hcc_host_reconcile_errors_total",
+			Help: "Failed Host syncs and orphan sweeps.",
+		}, []string{"controller"}),
+		Refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "clerum_hcc_host_children_refused_total",
+			Help: "Per-Host objects not written because an object HCC does not own holds their name, by kind and cause.",
+		}, []string{"kind", "cause"}),
+		CapTrips: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "clerum_hcc_host_orphan_cap_trips_total",
+			Help: "Orphan sweeps whose unexplained deletes a cap held back.",
+		}),
+		Orphans: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "clerum_hcc_host_orphans_deleted_total",
+			Help: "Per-Host objects deleted by the orphan sweep, by whether their Host's deletion was observed (explained) or not (unexplained).",
+		}, []string{"class"}),
+	}
+	reg.MustRegister(m.Hosts, m.Blocked, m.Expiry, m.SyncErrors, m.Refused, m.CapTrips, m.Orphans)
+	return m
+}
+
+// refresh sets the gauges from st.
+func (m *Metrics) refresh(st *hostState, now time.Time) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for _, s := range hostStates {
+		m.Hosts.WithLabelValues(s).Set(float64(st.byState[s]))
+	}
+	for _, r := range blockReasons {
+		m.Blocked.WithLabelValues(r).Set(float64(st.byReason[r]))
+	}
+	var soonest time.Time
+	for _, at := range st.expiry {
+		if soonest.IsZero() || at.Before(soonest) {
+			soonest = at
+		}
+	}
+	if soonest.IsZero() {
+		m.Expiry.Set(0)
+		return
+	}
+	m.Expiry.Set(soonest.Sub(now).Seconds())
+}

@@ -1,0 +1,1223 @@
+package host
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	core "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
+	"github.com/clerum/hcc/pkg/controlapi"
+	"github.com/clerum/hcc/pkg/controllers/kit"
+	hccfake "github.com/clerum/hcc/pkg/generated/clientset/versioned/fake"
+	"github.com/clerum/hcc/pkg/names"
+)
+
+// The namespaces of the fixture: Hosts and their children in testOptions'
+// HostNamespace, channel-reader objects in its ChannelsNamespace, Contexts
+// in contextNS.
+const (
+	hostNS    = "mcp-host"
+	readerNS  = "channels"
+	contextNS = "mcp-server"
+	targetNS  = "clerum-prod"
+
+	// credentialValue is what the fake Control API issues; it must never
+	// reach a log line, an event or a status.
+	credentialValue = "s3cr3t-credential"
+	lifetime        = time.Hour
+	refreshBefore   = 15 * time.Minute
+)
+
+var t0 = time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+
+// fakeIssuer is the Control API: it counts calls, records requests and
+// issues credentialValue valid for lifetime from the fixture's clock, or
+// fails with err.
+type fakeIssuer struct {
+	mu       sync.Mutex
+	clock    clock.Clock
+	requests []controlapi.BootstrapRequest
+	value    string
+	lifetime time.Duration
+	err      error
+}
+
+func (i *fakeIssuer) BootstrapCredential(_ context.Context, req controlapi.BootstrapRequest) (controlapi.Credential, error) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	i.requests = append(i.requests, req)
+	if i.err != nil {
+		return controlapi.Credential{}, i.err
+	}
+	return controlapi.Credential{Value: i.value, ExpiresAt: i.clock.Now().Add(i.lifetime)}, nil
+}
+
+func (i *fakeIssuer) calls() int {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return len(i.requests)
+}
+
+func (i *fakeIssuer) fail(err error) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	i.err = err
+}
+
+// fixture is the Host operator over fake clientsets whose caches are
+// seeded by hand; syncHost and sweep are called directly and the exact
+// writes asserted.
+type fixture struct {
+	t        *testing.T
+	kube     *kubefake.Clientset
+	hcc      *hccfake.Clientset
+	c        *Controller
+	deps     kit.Deps
+	reg      *prometheus.Registry
+	clock    *clocktesting.FakeClock
+	recorder *record.FakeRecorder
+	issuer   *fakeIssuer
+	logs     *bytes.Buffer
+
+	mu      sync.Mutex
+	applied map[string][]clerumv1alpha1.HostStatus
+}
+
+func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
+	t.Helper()
+	clk := clocktesting.NewFakeClock(t0)
+	f := &fixture{
+		t: t, clock: clk, recorder: record.NewFakeRecorder(1000), logs: &bytes.Buffer{},
+		issuer:  &fakeIssuer{clock: clk, value: credentialValue, lifetime: lifetime},
+		applied: map[string][]clerumv1alpha1.HostStatus{},
+	}
+	var kubeObjs []runtime.Object
+	for _, o := range objs {
+		switch o.(type) {
+		case *clerumv1alpha1.Host, *clerumv1alpha1.Context:
+		default:
+			kubeObjs = append(kubeObjs, o)
+		}
+	}
+	f.kube = kubefake.NewClientset(kubeObjs...)
+	// The API server copies a pod's serviceAccountName into the deprecated
+	// serviceAccount; the fake does not default, so it is done here (the
+	// kit's Deployment kind expects it, and would rewrite the Deployment
+	// on every sync otherwise).
+	defaultSA := func(a core.Action) (bool, runtime.Object, error) {
+		if o, ok := a.(interface{ GetObject() runtime.Object }); ok {
+			if d, ok := o.GetObject().(*appsv1.Deployment); ok {
+				pod := &d.Spec.Template.Spec
+				if pod.DeprecatedServiceAccount == "" {
+					pod.DeprecatedServiceAccount = pod.ServiceAccountName
+				}
+			}
+		}
+		return false, nil, nil
+	}
+	f.kube.PrependReactor("create", "deployments", defaultSA)
+	f.kube.PrependReactor("update", "deployments", defaultSA)
+	f.hcc = hccfake.NewClientset()
+	// The fake clientset cannot apply a CRD's status: capture it.
+	f.hcc.PrependReactor("patch", "hosts", func(a core.Action) (bool, runtime.Object, error) {
+		p := a.(core.PatchAction)
+		if p.GetSubresource() != "status" {
+			return false, nil, nil // the finalizer merge patch: the tracker's
+		}
+		require.Equal(t, types.ApplyPatchType, p.GetPatchType())
+		var applied clerumv1alpha1.Host
+		require.NoError(t, json.Unmarshal(p.GetPatch(), &applied))
+		f.mu.Lock()
+		f.applied[p.GetName()] = append(f.applied[p.GetName()], applied.Status)
+		f.mu.Unlock()
+		return true, &clerumv1alpha1.Host{}, nil
+	})
+	f.reg = prometheus.NewRegistry()
+	f.deps = kit.Deps{Kube: f.kube, HCC: f.hcc, Informers: kit.NewInformers(f.kube, f.hcc), Recorder: f.recorder,
+		Registry: f.reg, Queues: kit.NewQueues(f.reg, clk), Clock: clk, Log: zerolog.New(f.logs)}
+	f.c = New(f.deps, f.issuer, Config{
+		ContextNamespace: contextNS, TargetNamespace: targetNS, Build: testOptions,
+		RefreshBefore: refreshBefore, Resync: 10 * time.Minute, Caps: kit.Caps{Absolute: 10, Percent: 20}, Workers: 1,
+	})
+	for _, o := range objs {
+		switch h := o.(type) {
+		case *clerumv1alpha1.Host:
+			f.addHost(h)
+		case *clerumv1alpha1.Context:
+			f.index(h)
+		default:
+			// The informers of managed objects never see an unmanaged one;
+			// the Secret informer sees every Secret.
+			if _, secret := o.(*corev1.Secret); secret || isManaged(o) {
+				f.index(o)
+			}
+		}
+	}
+	return f
+}
+
+func isManaged(o runtime.Object) bool {
+	m, err := meta.Accessor(o)
+	return err == nil && m.GetLabels()[names.LabelManagedBy] == names.ManagedByValue
+}
+
+// indexer returns the cache obj's informer fills.
+func (f *fixture) indexer(obj runtime.Object) cache.Indexer {
+	m, err := meta.Accessor(obj)
+	require.NoError(f.t, err)
+	ns, inf := m.GetNamespace(), f.deps.Informers
+	switch obj.(type) {
+	case *clerumv1alpha1.Host:
+		return inf.HCC(ns).Clerum().V1alpha1().Hosts().Informer().GetIndexer()
+	case *clerumv1alpha1.Context:
+		return inf.HCC(ns).Clerum().V1alpha1().Contexts().Informer().GetIndexer()
+	case *corev1.Secret:
+		return inf.Secrets(ns).Informer().GetIndexer()
+	case *appsv1.Deployment:
+		return inf.Kube(ns, kit.ManagedObjects, "deployments").Apps().V1().Deployments().Informer().GetIndexer()
+	case *corev1.Service:
+		return inf.Kube(ns, kit.ManagedObjects, "services").Core().V1().Services().Informer().GetIndexer()
+	case *corev1.PersistentVolumeClaim:
+		return inf.Kube(ns, kit.ManagedObjects, "persistentvolumeclaims").Core().V1().PersistentVolumeClaims().Informer().GetIndexer()
+	case *corev1.ServiceAccount:
+		return inf.Kube(ns, kit.ManagedObjects, "serviceaccounts").Core().V1().ServiceAccounts().Informer().GetIndexer()
+	case *rbacv1.Role:
+		return inf.Kube(ns, kit.ManagedObjects, "roles").Rbac().V1().Roles().Informer().GetIndexer()
+	case *rbacv1.RoleBinding:
+		return inf.Kube(ns, kit.ManagedObjects, "rolebindings").Rbac().V1().RoleBindings().Informer().GetIndexer()
+	case *networkingv1.NetworkPolicy:
+		return inf.Kube(ns, kit.ManagedObjects, "networkpolicies").Networking().V1().NetworkPolicies().Informer().GetIndexer()
+	}
+	f.t.Fatalf("no informer for %T", obj)
+	return nil
+}
+
+// cached turns obj into what its informer caches: no managedFields, and a
+// Secret digested.
+func cached(obj runtime.Object) runtime.Object {
+	obj = obj.DeepCopyObject()
+	_, _ = kit.StripManagedFields(obj)
+	if s, ok := obj.(*corev1.Secret); ok {
+		d, _ := kit.DigestSecret(s)
+		return d.(*corev1.Secret)
+	}
+	return obj
+}
+
+// index puts obj in its informer's cache, through the informer's
+// transform as the real informer would.
+func (f *fixture) index(obj runtime.Object) {
+	require.NoError(f.t, f.indexer(obj).Update(cached(obj)))
+}
+
+// unindex removes obj from its informer's cache.
+func (f *fixture) unindex(obj runtime.Object) {
+	require.NoError(f.t, f.indexer(obj).Delete(obj))
+}
+
+// addHost stores h in the fake API server and the cache.
+func (f *fixture) addHost(h *clerumv1alpha1.Host) {
+	require.NoError(f.t, f.hcc.Tracker().Add(h.DeepCopy()))
+	f.index(h)
+}
+
+// setHost replaces h in the fake API server and the cache.
+func (f *fixture) setHost(h *clerumv1alpha1.Host) {
+	require.NoError(f.t, f.hcc.Tracker().Update(clerumv1alpha1.Resource("hosts").WithVersion("v1alpha1"), h.DeepCopy(), h.Namespace))
+	f.index(h)
+}
+
+// removeHost deletes h from the fake API server and the cache, as a
+// deletion this process did not see.
+func (f *fixture) removeHost(name string) {
+	h := f.host(name)
+	require.NoError(f.t, f.hcc.Tracker().Delete(clerumv1alpha1.Resource("hosts").WithVersion("v1alpha1"), hostNS, name))
+	f.unindex(h)
+}
+
+// host returns the Host as the fake API server holds it.
+func (f *fixture) host(name string) *clerumv1alpha1.Host {
+	h, err := f.hcc.ClerumV1alpha1().Hosts(hostNS).Get(context.Background(), name, metav1.GetOptions{})
+	require.NoError(f.t, err)
+	return h
+}
+
+func objects[T any, P interface {
+	*T
+	runtime.Object
+}](items []T) []runtime.Object {
+	out := make([]runtime.Object, 0, len(items))
+	for i := range items {
+		out = append(out, P(&items[i]))
+	}
+	return out
+}
+
+// syncCaches makes every cache show what the fake API server holds, as
+// the informers would after the writes (the Hosts with the status last
+// applied), and forgets the actions so far.
+func (f *fixture) syncCaches() {
+	f.t.Helper()
+	ctx := context.Background()
+	replace := func(all []runtime.Object, sample runtime.Object, managedOnly bool) {
+		var items []any
+		for _, o := range all {
+			if !managedOnly || isManaged(o) {
+				items = append(items, cached(o))
+			}
+		}
+		require.NoError(f.t, f.indexer(sample).Replace(items, ""))
+	}
+	for _, ns := range []string{hostNS, readerNS} {
+		meta := metav1.ObjectMeta{Namespace: ns}
+		ds, err := f.kube.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{})
+		require.NoError(f.t, err)
+		replace(objects(ds.Items), &appsv1.Deployment{ObjectMeta: meta}, true)
+		ss, err := f.kube.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
+		require.NoError(f.t, err)
+		replace(objects(ss.Items), &corev1.Service{ObjectMeta: meta}, true)
+		ps, err := f.kube.NetworkingV1().NetworkPolicies(ns).List(ctx, metav1.ListOptions{})
+		require.NoError(f.t, err)
+		replace(objects(ps.Items), &networkingv1.NetworkPolicy{ObjectMeta: meta}, true)
+	}
+	meta := metav1.ObjectMeta{Namespace: hostNS}
+	cs, err := f.kube.CoreV1().PersistentVolumeClaims(hostNS).List(ctx, metav1.ListOptions{})
+	require.NoError(f.t, err)
+	replace(objects(cs.Items), &corev1.PersistentVolumeClaim{ObjectMeta: meta}, true)
+	sas, err := f.kube.CoreV1().ServiceAccounts(hostNS).List(ctx, metav1.ListOptions{})
+	require.NoError(f.t, err)
+	replace(objects(sas.Items), &corev1.ServiceAccount{ObjectMeta: meta}, true)
+	rs, err := f.kube.RbacV1().Roles(hostNS).List(ctx, metav1.ListOptions{})
+	require.NoError(f.t, err)
+	replace(objects(rs.Items), &rbacv1.Role{ObjectMeta: meta}, true)
+	rbs, err := f.kube.RbacV1().RoleBindings(hostNS).List(ctx, metav1.ListOptions{})
+	require.NoError(f.t, err)
+	replace(objects(rbs.Items), &rbacv1.RoleBinding{ObjectMeta: meta}, true)
+	secs, err := f.kube.CoreV1().Secrets(hostNS).List(ctx, metav1.ListOptions{})
+	require.NoError(f.t, err)
+	replace(objects(secs.Items), &corev1.Secret{ObjectMeta: meta}, false)
+
+	hosts, err := f.hcc.ClerumV1alpha1().Hosts(hostNS).List(ctx, metav1.ListOptions{})
+	require.NoError(f.t, err)
+	var items []runtime.Object
+	for i := range hosts.Items {
+		h := &hosts.Items[i]
+		if st, ok := f.lastStatus(h.Name); ok {
+			h.Status = st
+		}
+		items = append(items, h)
+	}
+	replace(items, &clerumv1alpha1.Host{ObjectMeta: meta}, false)
+	f.kube.ClearActions()
+	f.hcc.ClearActions()
+}
+
+func (f *fixture) sync(name string) (kit.Result, error) {
+	return f.c.syncHost(context.Background(), cache.ObjectName{Namespace: hostNS, Name: name})
+}
+
+func (f *fixture) mustSync(name string) kit.Result {
+	f.t.Helper()
+	res, err := f.sync(name)
+	require.NoError(f.t, err)
+	return res
+}
+
+func (f *fixture) sweep() error {
+	_, err := f.c.sweep(context.Background(), sweepKey)
+	return err
+}
+
+// writes lists the write actions on both clientsets as "verb
+// resource/name" (a status apply as "patch hosts/NAME/status"), sorted. A
+// create that failed (AlreadyExists) is listed: it was sent.
+func (f *fixture) writes() []string {
+	var out []string
+	for _, a := range append(f.kube.Actions(), f.hcc.Actions()...) {
+		switch a.GetVerb() {
+		case "create", "update", "delete", "patch":
+		default:
+			continue
+		}
+		name := ""
+		if o, ok := a.(interface{ GetObject() runtime.Object }); ok && o.GetObject() != nil {
+			name = o.GetObject().(metav1.Object).GetName()
+		} else if n, ok := a.(interface{ GetName() string }); ok {
+			name = n.GetName()
+		}
+		w := a.GetVerb() + " " + a.GetResource().Resource + "/" + name
+		if s := a.GetSubresource(); s != "" {
+			w += "/" + s
+		}
+		out = append(out, w)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (f *fixture) clearActions() {
+	f.kube.ClearActions()
+	f.hcc.ClearActions()
+}
+
+func (f *fixture) lastStatus(host string) (clerumv1alpha1.HostStatus, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s := f.applied[host]
+	if len(s) == 0 {
+		return clerumv1alpha1.HostStatus{}, false
+	}
+	return s[len(s)-1], true
+}
+
+func (f *fixture) statusWrites(host string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.applied[host])
+}
+
+func (f *fixture) status(host string) clerumv1alpha1.HostStatus {
+	f.t.Helper()
+	s, ok := f.lastStatus(host)
+	require.True(f.t, ok, "no status applied for %s", host)
+	return s
+}
+
+// condition returns condition typ of the last status applied to host.
+func (f *fixture) condition(host, typ string) metav1.Condition {
+	f.t.Helper()
+	c := meta.FindStatusCondition(f.status(host).Conditions, typ)
+	require.NotNil(f.t, c, "no %s condition", typ)
+	return *c
+}
+
+func (f *fixture) events() []string {
+	var out []string
+	for len(f.recorder.Events) > 0 {
+		out = append(out, <-f.recorder.Events)
+	}
+	return out
+}
+
+func (f *fixture) deployment(ns, name string) *appsv1.Deployment {
+	f.t.Helper()
+	d, err := f.kube.AppsV1().Deployments(ns).Get(context.Background(), name, metav1.GetOptions{})
+	require.NoError(f.t, err)
+	return d
+}
+
+func (f *fixture) secret(name string) *corev1.Secret {
+	f.t.Helper()
+	s, err := f.kube.CoreV1().Secrets(hostNS).Get(context.Background(), name, metav1.GetOptions{})
+	require.NoError(f.t, err)
+	return s
+}
+
+// exists reports whether the fake API server holds an object of kind in ns.
+func (f *fixture) exists(kind kit.Kind[*appsv1.Deployment], ns, name string) bool {
+	_, err := kind.Client(f.kube, ns).Get(context.Background(), name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return false
+	}
+	require.NoError(f.t, err)
+	return true
+}
+
+func newContext(name, id string, created time.Time) *clerumv1alpha1.Context {
+	return &clerumv1alpha1.Context{
+		ObjectMeta: metav1.ObjectMeta{Namespace: contextNS, Name: name, UID: types.UID("uid-" + name),
+			CreationTimestamp: metav1.NewTime(created), ResourceVersion: "1"},
+		Spec: clerumv1alpha1.ContextSpec{ContextID: id},
+	}
+}
+
+// context1 is the Context newHost's Hosts refer to.
+func context1() *clerumv1alpha1.Context { return newContext("context1", "ctx-1", t0.Add(-time.Hour)) }
+
+// created lists the writes of a first sync of Host h without desktop.
+func created(h string) []string {
+	w := []string{
+		"create deployments/" + h,
+		"create services/" + h,
+		"create serviceaccounts/host-" + h,
+		"create roles/host-" + h,
+		"create rolebindings/host-" + h,
+		"create persistentvolumeclaims/" + h + "-workspace",
+		"create secrets/host-" + h + "-mcp-host-runtime-tokens",
+		"create deployments/channel-reader-" + h,
+		"create services/channel-reader-" + h,
+		"create networkpolicies/channel-reader-" + h + "-egress",
+		"patch hosts/" + h,
+		"patch hosts/" + h + "/status",
+	}
+	sort.Strings(w)
+	return w
+}
+
+// deleted lists the deletes of every child of Host h without desktop.
+func deleted(h string) []string {
+	w := []string{
+		"delete deployments/" + h,
+		"delete services/" + h,
+		"delete serviceaccounts/host-" + h,
+		"delete roles/host-" + h,
+		"delete rolebindings/host-" + h,
+		"delete persistentvolumeclaims/" + h + "-workspace",
+		"delete secrets/host-" + h + "-mcp-host-runtime-tokens",
+		"delete deployments/channel-reader-" + h,
+		"delete services/channel-reader-" + h,
+		"delete networkpolicies/channel-reader-" + h + "-egress",
+	}
+	sort.Strings(w)
+	return w
+}
+
+func without(list []string, drop ...string) []string {
+	return slices.DeleteFunc(slices.Clone(list), func(s string) bool { return slices.Contains(drop, s) })
+}
+
+func with(list []string, add ...string) []string {
+	out := append(slices.Clone(list), add...)
+	sort.Strings(out)
+	return out
+}
+
+// deployed returns a fixture whose Host h1 has been created and whose
+// caches show everything, status included.
+func deployed(t *testing.T, opts ...func(*clerumv1alpha1.Host)) *fixture {
+	f := newFixture(t, newHost("h1", opts...), context1())
+	f.mustSync("h1")
+	f.syncCaches()
+	f.events()
+	return f
+}
+
+// 1. create.
+func TestCreate(t *testing.T) {
+	f := newFixture(t, newHost("h1"), context1())
+	res := f.mustSync("h1")
+	assert.Equal(t, created("h1"), f.writes())
+	assert.Equal(t, 45*time.Minute, res.RequeueAfter, "looked at again when the credential is due")
+
+	assert.Equal(t, []string{clerumv1alpha1.FinalizerHostCleanup}, f.host("h1").Finalizers)
+
+	require.Equal(t, 1, f.issuer.calls())
+	assert.Equal(t, controlapi.BootstrapRequest{Namespace: targetNS, HostRef: "h1", HostUID: "uid-h1"}, f.issuer.requests[0])
+
+	s := f.secret("host-h1-mcp-host-runtime-tokens")
+	expiry := t0.Add(lifetime).Format(time.RFC3339)
+	assert.Equal(t, credentialValue, string(s.Data[KeyBootstrapCredential]))
+	assert.Equal(t, expiry, string(s.Data[KeyExpiresAt]))
+	assert.Equal(t, "uid-h1", s.Annotations[AnnotationIssuedForUID])
+	assert.Equal(t, expiry, s.Annotations[AnnotationExpiresAt])
+
+	d := f.deployment(hostNS, "h1")
+	require.Len(t, d.OwnerReferences, 1)
+	assert.Equal(t, types.UID("uid-h1"), d.OwnerReferences[0].UID)
+	assert.Equal(t, "ctx-1", d.Spec.Template.Labels[names.LabelContext])
+	assert.Equal(t, "host-h1", d.Spec.Template.Spec.ServiceAccountName)
+	assert.Equal(t, []string{ContainerMcpHost}, containerNames(d))
+	reader := f.deployment(readerNS, "channel-reader-h1")
+	assert.Empty(t, reader.OwnerReferences, "no owner reference crosses namespaces")
+
+	st := f.status("h1")
+	assert.Equal(t, int64(1), st.ObservedGeneration)
+	assert.Equal(t, "ctx-1", st.ContextID)
+	assert.Equal(t, testOptions.Image, st.Image)
+	require.NotNil(t, st.CredentialExpiresAt)
+	assert.True(t, st.CredentialExpiresAt.Time.Equal(t0.Add(lifetime)))
+	auth := f.condition("h1", clerumv1alpha1.ConditionAuthReady)
+	assert.Equal(t, metav1.ConditionTrue, auth.Status)
+	assert.Equal(t, kit.ReasonCredentialIssued, auth.Reason)
+	assert.Equal(t, metav1.ConditionTrue, f.condition("h1", clerumv1alpha1.ConditionSecretsResolved).Status)
+	ready := f.condition("h1", clerumv1alpha1.ConditionReady)
+	assert.Equal(t, metav1.ConditionFalse, ready.Status, "no pod is available yet")
+	assert.Equal(t, kit.ReasonProgressing, ready.Reason)
+	assert.Empty(t, f.events())
+}
+
+func containerNames(d *appsv1.Deployment) []string {
+	var out []string
+	for _, c := range d.Spec.Template.Spec.Containers {
+		out = append(out, c.Name)
+	}
+	return out
+}
+
+// 2. no-op resync.
+func TestResyncWritesNothing(t *testing.T) {
+	f := deployed(t)
+	applied := f.statusWrites("h1")
+	res := f.mustSync("h1")
+	assert.Empty(t, f.writes())
+	assert.Equal(t, 1, f.issuer.calls())
+	assert.Equal(t, applied, f.statusWrites("h1"), "no status write")
+	assert.Equal(t, 45*time.Minute, res.RequeueAfter)
+
+	// A periodic resync later, the credential not due yet: still nothing.
+	f.clock.Step(10 * time.Minute)
+	res = f.mustSync("h1")
+	assert.Empty(t, f.writes())
+	assert.Equal(t, 1, f.issuer.calls())
+	assert.Equal(t, applied, f.statusWrites("h1"))
+	assert.Equal(t, 35*time.Minute, res.RequeueAfter)
+	assert.Empty(t, f.events())
+}
+
+// The pod becoming available flows back into Ready.
+func TestReadyFollowsTheDeployment(t *testing.T) {
+	f := deployed(t)
+	d := f.deployment(hostNS, "h1")
+	d.Generation, d.Status.ObservedGeneration, d.Status.AvailableReplicas, d.Status.UpdatedReplicas = 1, 1, 1, 1
+	f.index(d)
+	f.mustSync("h1")
+	assert.Equal(t, []string{"patch hosts/h1/status"}, f.writes())
+	ready := f.condition("h1", clerumv1alpha1.ConditionReady)
+	assert.Equal(t, metav1.ConditionTrue, ready.Status)
+	assert.Equal(t, kit.ReasonAvailable, ready.Reason)
+}
+
+// 3. desktop on, off and on again.
+func TestDesktopOnAndOff(t *testing.T) {
+	f := newFixture(t, newHost("h1", withDesktop), context1())
+	f.mustSync("h1")
+	assert.Equal(t, with(created("h1"), "create networkpolicies/allow-rpc-proxy-desktop-h1"), f.writes())
+	assert.Equal(t, []string{ContainerMcpHost, ContainerDesktop}, containerNames(f.deployment(hostNS, "h1")))
+	f.syncCaches()
+	f.mustSync("h1")
+	assert.Empty(t, f.writes())
+
+	off := f.host("h1")
+	off.Spec.Desktop, off.Generation = nil, 2
+	f.setHost(off)
+	f.mustSync("h1")
+	assert.Equal(t, []string{"delete networkpolicies/allow-rpc-proxy-desktop-h1", "patch hosts/h1/status",
+		"update deployments/h1", "update services/h1"}, f.writes())
+	assert.Equal(t, []string{ContainerMcpHost}, containerNames(f.deployment(hostNS, "h1")))
+	assert.Equal(t, int64(2), f.status("h1").ObservedGeneration)
+	f.syncCaches()
+	f.mustSync("h1")
+	assert.Empty(t, f.writes())
+
+	on := f.host("h1")
+	on.Spec.Desktop, on.Generation = &clerumv1alpha1.DesktopSpec{Enabled: true}, 3
+	f.setHost(on)
+	f.mustSync("h1")
+	assert.Equal(t, []string{"create networkpolicies/allow-rpc-proxy-desktop-h1", "patch hosts/h1/status",
+		"update deployments/h1", "update services/h1"}, f.writes())
+	assert.Equal(t, 1, f.issuer.calls(), "a spec change is no reason for a new credential")
+}
+
+// 4. a contextId change replaces the pods.
+func TestAContextIDChangeUpdatesThePodLabel(t *testing.T) {
+	f := deployed(t)
+	selector := f.deployment(hostNS, "h1").Spec.Selector.DeepCopy()
+	relabelled := context1()
+	relabelled.Spec.ContextID, relabelled.ResourceVersion = "ctx-2", "2"
+	f.index(relabelled)
+	f.mustSync("h1")
+	assert.Equal(t, []string{"patch hosts/h1/status", "update deployments/h1"}, f.writes())
+	d := f.deployment(hostNS, "h1")
+	assert.Equal(t, "ctx-2", d.Spec.Template.Labels[names.LabelContext])
+	assert.Equal(t, selector, d.Spec.Selector, "the selector is immutable and carries no contextId")
+	assert.Equal(t, "ctx-2", f.status("h1").ContextID)
+	assert.Equal(t, 1, f.issuer.calls())
+}
+
+// 5. the Context missing or conflicted: fail closed.
+func TestContextMissing(t *testing.T) {
+	t.Run("nothing is created", func(t *testing.T) {
+		f := newFixture(t, newHost("h1"))
+		f.mustSync("h1")
+		assert.Equal(t, []string{"patch hosts/h1", "patch hosts/h1/status"}, f.writes())
+		ready := f.condition("h1", clerumv1alpha1.ConditionReady)
+		assert.Equal(t, metav1.ConditionFalse, ready.Status)
+		assert.Equal(t, kit.ReasonContextMissing, ready.Reason)
+		assert.Equal(t, []string{"Warning Blocked ContextMissing: Context context1 does not exist in mcp-server; the Host is not deployed and its pods are stopped"}, f.events())
+		assert.Zero(t, f.issuer.calls())
+		assert.Empty(t, f.status("h1").ContextID)
+
+		// No second event for the same block.
+		f.syncCaches()
+		f.mustSync("h1")
+		assert.Empty(t, f.writes())
+		assert.Empty(t, f.events())
+	})
+	t.Run("a running Deployment is scaled to zero, and back once the Context returns", func(t *testing.T) {
+		f := deployed(t)
+		f.unindex(context1())
+		f.mustSync("h1")
+		assert.Equal(t, []string{"patch hosts/h1/status", "update deployments/h1"}, f.writes())
+		d := f.deployment(hostNS, "h1")
+		assert.Equal(t, int32(0), *d.Spec.Replicas)
+		assert.Equal(t, kit.ReasonContextMissing, f.condition("h1", clerumv1alpha1.ConditionReady).Reason)
+		assert.Empty(t, f.status("h1").ContextID, "no pod runs with a contextId")
+		assert.Len(t, f.events(), 1)
+
+		f.syncCaches()
+		f.mustSync("h1")
+		assert.Empty(t, f.writes(), "already stopped")
+
+		f.index(context1())
+		f.mustSync("h1")
+		assert.Equal(t, []string{"patch hosts/h1/status", "update deployments/h1"}, f.writes())
+		assert.Equal(t, int32(1), *f.deployment(hostNS, "h1").Spec.Replicas)
+		assert.Equal(t, []string{"Normal Released no longer blocked (was ContextMissing)"}, f.events())
+		assert.Equal(t, 1, f.issuer.calls())
+	})
+}
+
+func TestContextConflict(t *testing.T) {
+	t.Run("the younger Context's Host is not deployed, the older one's is", func(t *testing.T) {
+		older := newContext("context0", "ctx-1", t0.Add(-2*time.Hour))
+		f := newFixture(t, newHost("h1"), newHost("h0", func(h *clerumv1alpha1.Host) { h.Spec.ContextRef = "context0" }), context1(), older)
+		f.mustSync("h1")
+		assert.Equal(t, []string{"patch hosts/h1", "patch hosts/h1/status"}, f.writes())
+		ready := f.condition("h1", clerumv1alpha1.ConditionReady)
+		assert.Equal(t, kit.ReasonContextConflict, ready.Reason)
+		assert.Contains(t, ready.Message, "held by the older Context context0")
+		ev := f.events()
+		require.Len(t, ev, 1)
+		assert.True(t, strings.HasPrefix(ev[0], "Warning Blocked ContextConflict: "), ev[0])
+		assert.Zero(t, f.issuer.calls())
+
+		f.clearActions()
+		f.mustSync("h0")
+		assert.Equal(t, created("h0"), f.writes())
+		assert.Equal(t, "ctx-1", f.deployment(hostNS, "h0").Spec.Template.Labels[names.LabelContext])
+	})
+	t.Run("a deployed Host whose Context turns to a contextId an older Context holds is stopped", func(t *testing.T) {
+		f := deployed(t)
+		f.index(newContext("context0", "ctx-0", t0.Add(-2*time.Hour)))
+		taken := context1()
+		taken.Spec.ContextID, taken.ResourceVersion = "ctx-0", "2"
+		f.index(taken)
+		f.mustSync("h1")
+		assert.Equal(t, []string{"patch hosts/h1/status", "update deployments/h1"}, f.writes())
+		d := f.deployment(hostNS, "h1")
+		assert.Equal(t, int32(0), *d.Spec.Replicas)
+		assert.NotEqual(t, "ctx-0", d.Spec.Template.Labels[names.LabelContext], "never the other tenant's contextId")
+		assert.Equal(t, kit.ReasonContextConflict, f.condition("h1", clerumv1alpha1.ConditionReady).Reason)
+	})
+}
+
+// 6. spec.secretRef.
+func TestSecretRef(t *testing.T) {
+	t.Run("missing, then created", func(t *testing.T) {
+		f := newFixture(t, newHost("h1", withSecretRef("h1-env")), context1())
+		f.mustSync("h1")
+		assert.Equal(t, []string{"patch hosts/h1", "patch hosts/h1/status"}, f.writes())
+		sr := f.condition("h1", clerumv1alpha1.ConditionSecretsResolved)
+		assert.Equal(t, metav1.ConditionFalse, sr.Status)
+		assert.Equal(t, "Secret h1-env does not exist", sr.Message)
+		assert.Equal(t, kit.ReasonSecretsMissing, f.condition("h1", clerumv1alpha1.ConditionReady).Reason)
+		assert.Equal(t, []string{"Warning Blocked SecretsMissing: Secret h1-env does not exist; the Host is not deployed or rolled"}, f.events())
+		assert.Zero(t, f.issuer.calls())
+
+		f.syncCaches()
+		env := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: hostNS, Name: "h1-env", UID: "uid-h1-env", ResourceVersion: "1"},
+			Data: map[string][]byte{"TOKEN": []byte("x")}}
+		_, err := f.kube.CoreV1().Secrets(hostNS).Create(context.Background(), env, metav1.CreateOptions{})
+		require.NoError(t, err)
+		f.index(env)
+		f.clearActions()
+		f.mustSync("h1")
+		assert.Equal(t, without(created("h1"), "patch hosts/h1"), f.writes())
+		assert.Equal(t, metav1.ConditionTrue, f.condition("h1", clerumv1alpha1.ConditionSecretsResolved).Status)
+		assert.Equal(t, []string{"Normal Released no longer blocked (was SecretsMissing)"}, f.events())
+		role, err := f.kube.RbacV1().Roles(hostNS).Get(context.Background(), "host-h1", metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, []string{"host-h1-mcp-host-runtime-tokens", "h1-env"}, role.Rules[1].ResourceNames)
+	})
+	for _, name := range []string{"host-h2-mcp-host-runtime-tokens", testOptions.ImagePullSecret} {
+		t.Run("a reserved Secret "+name+" is an invalid spec", func(t *testing.T) {
+			reserved := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: hostNS, Name: name, ResourceVersion: "1"}}
+			f := newFixture(t, newHost("h1", withSecretRef(name)), context1(), reserved)
+			f.mustSync("h1")
+			assert.Equal(t, []string{"patch hosts/h1", "patch hosts/h1/status"}, f.writes())
+			assert.Equal(t, kit.ReasonInvalidSpec, f.condition("h1", clerumv1alpha1.ConditionReady).Reason)
+			assert.Equal(t, metav1.ConditionFalse, f.condition("h1", clerumv1alpha1.ConditionSecretsResolved).Status)
+			assert.Zero(t, f.issuer.calls())
+		})
+	}
+}
+
+// 7. deletion in both namespaces.
+func TestDeletion(t *testing.T) {
+	deleting := func(f *fixture) {
+		h := f.host("h1")
+		now := metav1.NewTime(t0)
+		h.DeletionTimestamp = &now
+		f.setHost(h)
+	}
+	t.Run("every child is deleted, the claim included, and the finalizer removed", func(t *testing.T) {
+		f := deployed(t)
+		deleting(f)
+		f.mustSync("h1")
+		// Every delete succeeded, none is left on its way out: the
+		// finalizer goes in the same pass.
+		assert.Equal(t, with(deleted("h1"), "patch hosts/h1"), f.writes())
+		assert.Empty(t, f.host("h1").Finalizers)
+		assert.False(t, f.exists(kit.Deployments, readerNS, "channel-reader-h1"))
+		_, err := f.kube.CoreV1().PersistentVolumeClaims(hostNS).Get(context.Background(), "h1-workspace", metav1.GetOptions{})
+		assert.True(t, apierrors.IsNotFound(err))
+		assert.Equal(t, 1, f.issuer.calls())
+	})
+	t.Run("the finalizer waits for a child on its way out; a protected claim counts as gone", func(t *testing.T) {
+		f := deployed(t)
+		// The claim is held by pvc-protection, the reader by a finalizer of
+		// its own: both already deleted once.
+		ctx := context.Background()
+		now := metav1.NewTime(t0)
+		claim, err := f.kube.CoreV1().PersistentVolumeClaims(hostNS).Get(ctx, "h1-workspace", metav1.GetOptions{})
+		require.NoError(t, err)
+		claim.DeletionTimestamp, claim.Finalizers = &now, []string{"kubernetes.io/pvc-protection"}
+		require.NoError(t, f.kube.Tracker().Update(corev1.SchemeGroupVersion.WithResource("persistentvolumeclaims"), claim, hostNS))
+		reader := f.deployment(readerNS, "channel-reader-h1")
+		reader.DeletionTimestamp, reader.Finalizers = &now, []string{"foregroundDeletion"}
+		require.NoError(t, f.kube.Tracker().Update(appsv1.SchemeGroupVersion.WithResource("deployments"), reader, readerNS))
+		f.syncCaches()
+		deleting(f)
+
+		_, err = f.sync("h1")
+		require.ErrorIs(t, err, kit.ErrBeingDeleted)
+		assert.Equal(t, without(deleted("h1"), "delete persistentvolumeclaims/h1-workspace", "delete deployments/channel-reader-h1"), f.writes())
+		assert.Equal(t, []string{clerumv1alpha1.FinalizerHostCleanup}, f.host("h1").Finalizers, "kept while the reader is on its way out")
+
+		// The reader goes; the claim is still held by pvc-protection.
+		require.NoError(t, f.kube.Tracker().Delete(appsv1.SchemeGroupVersion.WithResource("deployments"), readerNS, "channel-reader-h1"))
+		f.syncCaches()
+		f.mustSync("h1")
+		assert.Equal(t, []string{"patch hosts/h1"}, f.writes())
+		assert.Empty(t, f.host("h1").Finalizers)
+	})
+	t.Run("leftovers of a Host seen going are deleted when it is gone", func(t *testing.T) {
+		f := deployed(t)
+		h := f.host("h1")
+		f.c.hostHandlers(func(cache.ObjectName) {}).OnDelete(h)
+		f.removeHost("h1")
+		f.mustSync("h1")
+		assert.Equal(t, deleted("h1"), f.writes())
+	})
+	t.Run("children of a Host not seen going are left to the sweep", func(t *testing.T) {
+		f := deployed(t)
+		f.removeHost("h1")
+		f.clearActions()
+		f.mustSync("h1")
+		assert.Empty(t, f.writes())
+	})
+}
+
+// 8. the orphan sweep.
+func TestOrphanSweep(t *testing.T) {
+	// fleet returns a fixture with live Hosts and gone Hosts whose
+	// children (10 each, claim included) are left, and a policy of another
+	// writer labelled for the first gone Host.
+	fleet := func(t *testing.T, live, gone []string) *fixture {
+		var objs []runtime.Object
+		for _, h := range append(slices.Clone(live), gone...) {
+			objs = append(objs, newHost(h))
+		}
+		foreign := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: hostNS, Name: "ctx-ctx-1-someserver",
+			ResourceVersion: "1", Labels: map[string]string{names.LabelManagedBy: names.ManagedByValue,
+				names.LabelHost: gone[0], names.LabelPolicyType: names.PolicyTypeContextAllow}}}
+		objs = append(objs, context1(), foreign)
+		f := newFixture(t, objs...)
+		for _, h := range append(slices.Clone(live), gone...) {
+			f.mustSync(h)
+		}
+		f.syncCaches()
+		for _, h := range gone {
+			f.removeHost(h)
+		}
+		f.clearActions()
+		return f
+	}
+	claims := func(gone ...string) []string {
+		var out []string
+		for _, h := range gone {
+			out = append(out, "delete persistentvolumeclaims/"+h+"-workspace")
+		}
+		return out
+	}
+	trips := func(f *fixture) float64 { return counter(t, f.reg, "clerum_hcc_host_orphan_cap_trips_total", nil) }
+
+	t.Run("within the caps: deleted, the claim kept, another writer's policy kept", func(t *testing.T) {
+		// 5 Hosts (50 objects) and the orphans: 9 + the foreign policy =
+		// 10 unexplained of 61, within 10 and 20 %.
+		f := fleet(t, []string{"a1", "a2", "a3", "a4", "a5"}, []string{"gone1"})
+		require.NoError(t, f.sweep())
+		assert.Equal(t, without(deleted("gone1"), claims("gone1")...), f.writes())
+		assert.Zero(t, trips(f))
+		assert.Equal(t, 9.0, counter(t, f.reg, "clerum_hcc_host_orphans_deleted_total", map[string]string{"class": "unexplained"}))
+		assert.Equal(t, 5, f.c.queue.Len(), "every Host is queued")
+	})
+	t.Run("above the absolute cap: none deleted", func(t *testing.T) {
+		f := fleet(t, []string{"a1", "a2", "a3", "a4", "a5"}, []string{"gone1", "gone2"})
+		require.NoError(t, f.sweep())
+		assert.Empty(t, f.writes())
+		assert.Equal(t, 1.0, trips(f))
+	})
+	t.Run("above the percent cap: none deleted", func(t *testing.T) {
+		f := fleet(t, []string{"a1"}, []string{"gone1"}) // 10 of 21 > 20 %
+		require.NoError(t, f.sweep())
+		assert.Empty(t, f.writes())
+		assert.Equal(t, 1.0, trips(f))
+	})
+	t.Run("a Host seen deleted is cleaned up whatever the cap, its claim included", func(t *testing.T) {
+		// gone1 was seen going, gone2 not: gone2's 9 + the foreign policy
+		// are 10 unexplained of 31, above 20 %.
+		f := fleet(t, []string{"a1"}, []string{"gone1", "gone2"})
+		f.c.hostHandlers(func(cache.ObjectName) {}).OnDelete(newHost("gone1"))
+		require.NoError(t, f.sweep())
+		assert.Equal(t, deleted("gone1"), f.writes(), "gone2's are held back, and the foreign policy is never deleted")
+		assert.Equal(t, 1.0, trips(f))
+		_, err := f.kube.NetworkingV1().NetworkPolicies(hostNS).Get(context.Background(), "ctx-ctx-1-someserver", metav1.GetOptions{})
+		assert.NoError(t, err)
+	})
+	t.Run("a Host seen deleted through state.observeDeletion alone", func(t *testing.T) {
+		f := fleet(t, []string{"a1"}, []string{"gone1"})
+		f.c.state.observeDeletion("gone1", "uid-gone1")
+		require.NoError(t, f.sweep())
+		assert.Equal(t, deleted("gone1"), f.writes())
+	})
+}
+
+// counter returns the value of the series name with labels in reg (0 when
+// absent).
+func counter(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
+	t.Helper()
+	m := series(t, reg, name, labels)
+	if m == nil {
+		return 0
+	}
+	if m.Counter != nil {
+		return m.Counter.GetValue()
+	}
+	return m.GetGauge().GetValue()
+}
+
+func series(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) *dto.Metric {
+	t.Helper()
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	for _, fam := range families {
+		if fam.GetName() != name {
+			continue
+		}
+	metrics:
+		for _, m := range fam.Metric {
+			for k, v := range labels {
+				found := false
+				for _, l := range m.Label {
+					if l.GetName() == k && l.GetValue() == v {
+						found = true
+					}
+				}
+				if !found {
+					continue metrics
+				}
+			}
+			return m
+		}
+	}
+	return nil
+}
+
+// 9. an unmanaged object holding a per-Host name is not adopted.
+func TestUnmanagedObjectsAreNotAdopted(t *testing.T) {
+	readerWrites := []string{"create deployments/channel-reader-h1", "create services/channel-reader-h1",
+		"create networkpolicies/channel-reader-h1-egress"}
+	for _, tc := range []struct {
+		name     string
+		obj      runtime.Object
+		kind     string
+		issuance int
+	}{
+		{"ServiceAccount", &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: hostNS, Name: "host-h1", UID: "foreign", ResourceVersion: "1"}},
+			"ServiceAccount mcp-host/host-h1", 1},
+		{"Secret", &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: hostNS, Name: "host-h1-mcp-host-runtime-tokens", UID: "foreign", ResourceVersion: "1"},
+			Data: map[string][]byte{KeyBootstrapCredential: []byte("someone else's")}},
+			"Secret mcp-host/host-h1-mcp-host-runtime-tokens", 0},
+		{"PersistentVolumeClaim", &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: hostNS, Name: "h1-workspace", UID: "foreign", ResourceVersion: "1"}},
+			"PersistentVolumeClaim mcp-host/h1-workspace", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := tc.obj.DeepCopyObject()
+			f := newFixture(t, newHost("h1"), context1(), tc.obj)
+			res, err := f.sync("h1")
+			require.NoError(t, err, "a refusal is reported, not retried")
+			w := f.writes()
+			// The create of the refused name is sent (the managed-objects
+			// cache cannot show an unmanaged object) and fails; the
+			// Secret cache shows every Secret, so none is sent for it.
+			want := without(created("h1"), "create deployments/h1")
+			if tc.name == "Secret" {
+				want = without(want, "create secrets/host-h1-mcp-host-runtime-tokens")
+			}
+			assert.Equal(t, want, w)
+			assert.NotContains(t, w, "create deployments/h1", "no pod runs with someone else's identity, volume or credential")
+			assert.Subset(t, w, readerWrites)
+			for _, x := range w {
+				assert.False(t, strings.HasPrefix(x, "update ") || strings.HasPrefix(x, "delete "), "nothing is adopted or deleted: %s", x)
+			}
+			assert.Equal(t, tc.issuance, f.issuer.calls())
+			ready := f.condition("h1", clerumv1alpha1.ConditionReady)
+			assert.Equal(t, metav1.ConditionFalse, ready.Status)
+			assert.Equal(t, kit.ReasonNotOwned, ready.Reason)
+			assert.Equal(t, refusedRetry, res.RequeueAfter)
+			ev := f.events()
+			require.NotEmpty(t, ev)
+			for _, e := range ev {
+				assert.True(t, strings.HasPrefix(e, "Warning UnmanagedConflict "+tc.kind+" is not written"), e)
+			}
+			// The object is as it was.
+			switch o := tc.obj.(type) {
+			case *corev1.ServiceAccount:
+				got, err := f.kube.CoreV1().ServiceAccounts(hostNS).Get(context.Background(), o.Name, metav1.GetOptions{})
+				require.NoError(t, err)
+				assert.Empty(t, got.Labels)
+			case *corev1.Secret:
+				assert.Equal(t, before.(*corev1.Secret).Data, f.secret(o.Name).Data)
+				assert.Equal(t, metav1.ConditionFalse, f.condition("h1", clerumv1alpha1.ConditionAuthReady).Status)
+			case *corev1.PersistentVolumeClaim:
+				got, err := f.kube.CoreV1().PersistentVolumeClaims(hostNS).Get(context.Background(), o.Name, metav1.GetOptions{})
+				require.NoError(t, err)
+				assert.Empty(t, got.Labels)
+			}
+			assert.Equal(t, 1.0, counter(t, f.reg, "clerum_hcc_host_hosts", map[string]string{"state": "not-owned"}))
+		})
+	}
+}
+
+// 10. Control API failures.
+func TestControlAPIFailures(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		err    error
+		reason string
+	}{
+		{"unavailable", fmt.Errorf("control API POST /bootstrap: HTTP 503 after 3 attempts: %w", controlapi.ErrUnavailable), kit.ReasonControlAPIUnavailable},
+		{"rejected", fmt.Errorf("control API POST /bootstrap: HTTP 401: %w", controlapi.ErrRejected), kit.ReasonCredentialRefused},
+		{"invalid response", fmt.Errorf("malformed body: %w", controlapi.ErrInvalidResponse), kit.ReasonCredentialRefused},
+		{"expires too soon", fmt.Errorf("expiresAt in the past: %w", controlapi.ErrExpiresTooSoon), kit.ReasonCredentialRefused},
+	} {
+		t.Run(tc.name+": no credential yet", func(t *testing.T) {
+			f := newFixture(t, newHost("h1"), context1())
+			f.issuer.fail(tc.err)
+			_, err := f.sync("h1")
+			require.Error(t, err, "retried by the loop")
+			assert.ErrorIs(t, err, tc.err)
+			assert.Equal(t, without(created("h1"), "create deployments/h1", "create secrets/host-h1-mcp-host-runtime-tokens"), f.writes())
+			auth := f.condition("h1", clerumv1alpha1.ConditionAuthReady)
+			assert.Equal(t, metav1.ConditionFalse, auth.Status)
+			assert.Equal(t, tc.reason, auth.Reason)
+			assert.Equal(t, kit.ReasonCredentialPending, f.condition("h1", clerumv1alpha1.ConditionReady).Reason)
+			assert.Nil(t, f.status("h1").CredentialExpiresAt)
+			ev := f.events()
+			require.Len(t, ev, 1)
+			assert.True(t, strings.HasPrefix(ev[0], "Warning CredentialFailed "), ev[0])
+
+			// The Control API recovers: the retry deploys.
+			f.syncCaches()
+			f.issuer.fail(nil)
+			f.mustSync("h1")
+			assert.Equal(t, []string{"create deployments/h1", "create secrets/host-h1-mcp-host-runtime-tokens", "patch hosts/h1/status"}, f.writes())
+			assert.Equal(t, kit.ReasonCredentialIssued, f.condition("h1", clerumv1alpha1.ConditionAuthReady).Reason)
+		})
+		t.Run(tc.name+": a valid credential due for refresh", func(t *testing.T) {
+			f := deployed(t)
+			// The Deployment went meanwhile: the failed refresh must not
+			// keep it from being ensured.
+			require.NoError(t, f.kube.AppsV1().Deployments(hostNS).Delete(context.Background(), "h1", metav1.DeleteOptions{}))
+			f.syncCaches()
+			f.clock.Step(50 * time.Minute) // due at 45, expires at 60
+			f.issuer.fail(tc.err)
+			_, err := f.sync("h1")
+			require.Error(t, err, "retried by the loop")
+			assert.Equal(t, 2, f.issuer.calls())
+			auth := f.condition("h1", clerumv1alpha1.ConditionAuthReady)
+			assert.Equal(t, metav1.ConditionTrue, auth.Status, "degraded, not down: the credential still works")
+			assert.Equal(t, tc.reason, auth.Reason)
+			assert.Contains(t, f.writes(), "create deployments/h1", "the Deployment is still ensured")
+			st := f.status("h1")
+			assert.Equal(t, "ctx-1", st.ContextID, "the status still shows the pods' contextId")
+			assert.Equal(t, testOptions.Image, st.Image)
+			require.NotNil(t, st.CredentialExpiresAt)
+			assert.True(t, st.CredentialExpiresAt.Time.Equal(t0.Add(lifetime)))
+		})
+	}
+}
+
+// 11. refresh timing.
+func TestRefreshTiming(t *testing.T) {
+	f := deployed(t)
+	res := f.mustSync("h1")
+	assert.Equal(t, 45*time.Minute, res.RequeueAfter)
+	assert.Equal(t, 1, f.issuer.calls())
+
+	f.clock.Step(46 * time.Minute)
+	res = f.mustSync("h1")
+	assert.Equal(t, 2, f.issuer.calls())
+	assert.Equal(t, []string{"patch hosts/h1/status", "update secrets/host-h1-mcp-host-runtime-tokens"}, f.writes(),
+		"a refresh never rolls the pods")
+	assert.Equal(t, 45*time.Minute, res.RequeueAfter)
+	expiry := t0.Add(46*time.Minute + lifetime)
+	assert.Equal(t, expiry.Format(time.RFC3339), f.secret("host-h1-mcp-host-runtime-tokens").Annotations[AnnotationExpiresAt])
+	assert.True(t, f.status("h1").CredentialExpiresAt.Time.Equal(expiry))
+
+	f.syncCaches()
+	f.mustSync("h1")
+	assert.Empty(t, f.writes())
+	assert.Equal(t, 2, f.issuer.calls())
+}
+
+// An expired credential is replaced at once.
+func TestAnExpiredCredentialIsReplaced(t *testing.T) {
+	f := deployed(t)
+	f.clock.Step(2 * time.Hour)
+	f.mustSync("h1")
+	assert.Equal(t, 2, f.issuer.calls())
+	assert.Equal(t, []string{"patch hosts/h1/status", "update secrets/host-h1-mcp-host-runtime-tokens"}, f.writes())
+}
+
+// 12. a Host re-created under its name.
+func TestARecreatedHostGetsANewCredentialAtOnce(t *testing.T) {
+	f := deployed(t)
+	f.removeHost("h1")
+	again := newHost("h1", func(h *clerumv1alpha1.Host) { h.UID = "uid-h1-again" })
+	f.addHost(again)
+	f.clearActions()
+	f.mustSync("h1")
+	require.Equal(t, 2, f.issuer.calls())
+	assert.Equal(t, "uid-h1-again", f.issuer.requests[1].HostUID)
+	s := f.secret("host-h1-mcp-host-runtime-tokens")
+	assert.Equal(t, "uid-h1-again", s.Annotations[AnnotationIssuedForUID])
+	assert.Contains(t, f.writes(), "update secrets/host-h1-mcp-host-runtime-tokens")
+	assert.Equal(t, types.UID("uid-h1-again"), s.OwnerReferences[0].UID)
+	assert.Equal(t, types.UID("uid-h1-again"), f.deployment(hostNS, "h1").OwnerReferences[0].UID)
+}
+
+// 13. cache lag never costs a second credential.
+func TestCacheLagCallsTheControlAPIOnce(t *testing.T) {
+	f := newFixture(t, newHost("h1"), context1())
+	f.mustSync("h1")
+	f.clearActions()
+	f.clock.Step(5 * time.Second)
+	f.mustSync("h1") // the caches show nothing written yet
+	assert.Equal(t, 1, f.issuer.calls())
+	for _, w := range f.writes() {
+		assert.False(t, strings.HasPrefix(w, "update "), "nothing is rewritten: %s", w)
+	}
+}
+
+// 14. no credential in logs, events or status.
+func TestNoCredentialIsLoggedOrPosted(t *testing.T) {
+	f := newFixture(t, newHost("h1"), context1())
+	f.mustSync("h1")
+	require.Equal(t, credentialValue, string(f.secret("host-h1-mcp-host-runtime-tokens").Data[KeyBootstrapCredential]))
+	f.syncCaches()
+	f.clock.Step(50 * time.Minute)
+	f.issuer.fail(fmt.Errorf("HTTP 503: %w", controlapi.ErrUnavailable))
+	_, err := f.sync("h1")
+	require.Error(t, err)
+	assert.NotContains(t, err.Error(), credentialValue)
+	// The loop logs the error of a failed sync.
+	f.c.log.Error().Err(err).Msg("sync failed")
+	f.issuer.fail(nil)
+	f.clock.Step(time.Minute)
+	f.mustSync("h1")
+
+	require.NotEmpty(t, f.logs.String(), "the logger is wired")
+	assert.NotContains(t, f.logs.String(), credentialValue)
+	events := f.events()
+	require.NotEmpty(t, events)
+	for _, e := range events {
+		assert.NotContains(t, e, credentialValue)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, s := range f.applied["h1"] {
+		b, err := json.Marshal(s)
+		require.NoError(t, err)
+		assert.NotContains(t, string(b), credentialValue)
+	}
+}
+
+// 15. metrics.
+func TestMetrics(t *testing.T) {
+	f := newFixture(t, newHost("h1"), newHost("h2", withSecretRef("missing")), newHost("h3", func(h *clerumv1alpha1.Host) {
+		h.Spec.ContextRef = "nope"
+	}), context1())
+	gauge := func(name, label, value string) float64 {
+		return counter(t, f.reg, name, map[string]string{label: value})
+	}
+	for _, h := range []string{"h1", "h2", "h3"} {
+		f.mustSync(h)
+	}
+	assert.Equal(t, 1.0, gauge("clerum_hcc_host_hosts", "state", "deployed"))
+	assert.Equal(t, 2.0, gauge("clerum_hcc_host_hosts", "state", "blocked"))
+	assert.Equal(t, 1.0, gauge("clerum_hcc_host_blocked", "reason", kit.ReasonSecretsMissing))
+	assert.Equal(t, 1.0, gauge("clerum_hcc_host_blocked", "reason", kit.ReasonContextMissing))
+	assert.Zero(t, gauge("clerum_hcc_host_blocked", "reason", kit.ReasonContextConflict))
+	assert.Equal(t, 3600.0, counter(t, f.reg, "clerum_hcc_host_credential_expiry_seconds", nil))
+
+	f.syncCaches()
+	f.clock.Step(10 * time.Minute)
+	f.mustSync("h1")
+	assert.Equal(t, 3000.0, counter(t, f.reg, "clerum_hcc_host_credential_expiry_seconds", nil))
+
+	// The pod becomes available: ready.
+	d := f.deployment(hostNS, "h1")
+	d.Generation, d.Status.ObservedGeneration, d.Status.AvailableReplicas, d.Status.UpdatedReplicas = 1, 1, 1, 1
+	f.index(d)
+	f.mustSync("h1")
+	assert.Equal(t, 1.0, gauge("clerum_hcc_host_hosts", "state", "ready"))
+	assert.Zero(t, gauge("clerum_hcc_host_hosts", "state", "deployed"))
+
+	// The Context of h3 appears; h2's Secret stays missing.
+	f.index(newContext("nope", "ctx-3", t0))
+	f.mustSync("h3")
+	assert.Equal(t, 1.0, gauge("clerum_hcc_host_hosts", "state", "blocked"))
+	assert.Zero(t, gauge("clerum_hcc_host_blocked", "reason", kit.ReasonContextMissing))
+	assert.Equal(t, 3000.0, counter(t, f.reg, "clerum_hcc_host_credential_expiry_seconds", nil), "the soonest expiry")
+
+	// h1 goes: it leaves the gauges.
+	f.c.hostHandlers(func(cache.ObjectName) {}).OnDelete(f.host("h1"))
+	f.removeHost("h1")
+	f.mustSync("h1")
+	assert.Zero(t, gauge("clerum_hcc_host_hosts", "state", "ready"))
+	assert.Equal(t, 3600.0, counter(t, f.reg, "clerum_hcc_host_credential_expiry_seconds", nil), "h3's, issued at +10 min")
+	f.removeHost("h2")
+	f.mustSync("h2")
+	assert.Zero(t, gauge("clerum_hcc_host_blocked", "reason", kit.ReasonSecretsMissing))
+	assert.Zero(t, gauge("clerum_hcc_host_hosts", "state", "blocked"))
+}

@@ -1,0 +1,108 @@
+package host
+
+import (
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
+
+	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
+	"github.com/clerum/hcc/pkg/controllers/kit"
+	"github.com/clerum/hcc/pkg/netpol"
+)
+
+// Admission is whether a Host may be deployed, decided from its Context and
+// its spec.secretRef before anything is written. The controller and render
+// share it.
+type Admission struct {
+	// ContextID is what the Host's pods carry; empty when blocked on the
+	// Context.
+	ContextID string
+	// Block is the reason the Host is not deployed (kit.ReasonContextMissing,
+	// ReasonContextConflict, ReasonInvalidSpec, ReasonSecretsMissing), empty
+	// when it may be.
+	Block string
+	// ContextMessage and SecretsMessage say what was found.
+	ContextMessage, SecretsMessage string
+	// SecretsChecked is false when the Context blocked the Host first.
+	SecretsChecked, SecretsOK bool
+}
+
+// Admit decides h's admission. context is h's Context (nil when missing);
+// sameID returns every Context holding context's contextId; secretExists
+// reports whether a Secret of h's namespace exists. The holder of a
+// contextId is computed with the planner's own rule (the oldest Context
+// wins), not read from the ContextIDConflict condition, which comes later:
+// a Host's pods never carry a contextId its Context does not hold.
+func Admit(h *clerumv1alpha1.Host, context *clerumv1alpha1.Context, sameID []*clerumv1alpha1.Context,
+	secretExists func(name string) bool, namespace string, opts Options) Admission {
+	var a Admission
+	switch holder := holderOf(context, sameID); {
+	case context == nil:
+		a.Block, a.ContextMessage = kit.ReasonContextMissing, fmt.Sprintf("Context %s does not exist in %s", h.Spec.ContextRef, namespace)
+		return a
+	case holder == nil:
+		a.Block, a.ContextMessage = kit.ReasonContextConflict, fmt.Sprintf("Context %s holds no valid contextId (%q)", context.Name, context.Spec.ContextID)
+		return a
+	case holder.UID != context.UID || holder.Name != context.Name:
+		a.Block = kit.ReasonContextConflict
+		a.ContextMessage = fmt.Sprintf("contextId %s of Context %s is held by the older Context %s", context.Spec.ContextID, context.Name, holder.Name)
+		return a
+	}
+	a.ContextID = context.Spec.ContextID
+	a.ContextMessage = fmt.Sprintf("Context %s holds contextId %s", context.Name, context.Spec.ContextID)
+	a.SecretsChecked = true
+	if err := ValidateSecretRef(h, opts); err != nil {
+		a.Block, a.SecretsMessage = kit.ReasonInvalidSpec, err.Error()
+		return a
+	}
+	ref := h.Spec.SecretRef
+	switch {
+	case ref == nil || ref.Name == "":
+		a.SecretsOK, a.SecretsMessage = true, "the Host references no Secret"
+	case !secretExists(ref.Name):
+		a.Block, a.SecretsMessage = kit.ReasonSecretsMissing, fmt.Sprintf("Secret %s does not exist", ref.Name)
+	default:
+		a.SecretsOK, a.SecretsMessage = true, fmt.Sprintf("Secret %s exists", ref.Name)
+	}
+	return a
+}
+
+func holderOf(context *clerumv1alpha1.Context, sameID []*clerumv1alpha1.Context) *clerumv1alpha1.Context {
+	if context == nil {
+		return nil
+	}
+	return netpol.ContextIDHolder(sameID, context.Spec.ContextID)
+}
+
+// Plan returns, for render, every per-Host object the controller would
+// write for h in an empty cluster (the runtime-token Secret without data:
+// only the Control API issues credentials), or why it writes none. Owner
+// references name the Host with an empty uid.
+func Plan(h *clerumv1alpha1.Host, a Admission, opts Options) (children []runtime.Object, err error) {
+	if a.Block != "" {
+		return nil, nil
+	}
+	d, err := BuildDeployment(h, a.ContextID, opts)
+	if err != nil {
+		return nil, err
+	}
+	ref := []metav1.OwnerReference{{APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind, Name: h.Name,
+		Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}
+	own := []interface {
+		runtime.Object
+		metav1.Object
+	}{BuildServiceAccount(h, opts), BuildRole(h, opts), BuildRoleBinding(h, opts), BuildWorkspaceClaim(h, opts),
+		BuildEmptyRuntimeTokenSecret(h, opts), d, BuildService(h, opts)}
+	if p := BuildDesktopPolicy(h, opts); p != nil {
+		own = append(own, p)
+	}
+	for _, o := range own {
+		o.SetOwnerReferences(ref)
+		children = append(children, o)
+	}
+	// No owner reference reaches the channels namespace.
+	children = append(children, BuildChannelReaderDeployment(h, opts), BuildChannelReaderService(h, opts), BuildChannelReaderPolicy(h, opts))
+	return children, nil
+}

@@ -1,0 +1,429 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+
+	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
+	"github.com/clerum/hcc/pkg/controlapi"
+	"github.com/clerum/hcc/pkg/controllers/kit"
+	"github.com/clerum/hcc/pkg/names"
+)
+
+// syncHost brings one Host's children and status up to date
+// (docs/host.md):
+//
+//  1. a Host that is going (deletionTimestamp) has its children deleted in
+//     both namespaces, then its finalizer removed; one that is gone and
+//     was seen deleted has its leftovers deleted;
+//  2. otherwise the finalizer is added, its Context resolved (it must hold
+//     its contextId: the oldest Context with it wins) and spec.secretRef
+//     validated; a Host that fails either is not deployed, and a Context
+//     failure also stops its pods (they would carry a contextId another
+//     tenant may hold);
+//  3. the identity (ServiceAccount, Role, RoleBinding), workspace claim and
+//     runtime-token Secret are written, the credential obtained from the
+//     Control API when it is missing, issued for another UID or due;
+//  4. the Deployment is written only once all of those are HCC's; the
+//     Service, desktop policy and channel-reader objects regardless;
+//  5. status is applied when it changed, and the Host is looked at again
+//     when its credential is next due.
+func (c *Controller) syncHost(ctx context.Context, key cache.ObjectName) (kit.Result, error) {
+	h, err := c.hosts.Hosts(key.Namespace).Get(key.Name)
+	switch {
+	case apierrors.IsNotFound(err):
+		return kit.Result{}, c.gone(ctx, key.Name)
+	case err != nil:
+		return kit.Result{}, err
+	case h.DeletionTimestamp != nil:
+		return kit.Result{}, c.finalize(ctx, h)
+	}
+	if err := c.addFinalizer(ctx, h); err != nil {
+		return kit.Result{}, err
+	}
+
+	st := newStatus(h)
+	a := c.admit(h, st)
+	contextID, block := a.ContextID, a.Block
+	c.reportBlock(h, block, st)
+	var errs []error
+	var result kit.Result
+	if block != "" {
+		if block == kit.ReasonContextMissing || block == kit.ReasonContextConflict {
+			// Fail closed: no pod may carry a contextId its Context does
+			// not hold.
+			errs = append(errs, c.stopPods(ctx, h))
+		}
+		st.blocked(block, c.deploymentOf(h))
+	} else {
+		result, errs = c.ensure(ctx, h, contextID, st)
+	}
+	c.state.setState(h.Name, st.stateOf())
+	c.state.setExpiry(h.Name, st.expiresAt)
+	c.metrics.refresh(c.state, c.clock.Now())
+	errs = append(errs, c.applyStatus(ctx, h, st))
+	return result, errors.Join(errs...)
+}
+
+// admit decides h's admission from the listers (Admit) and records it in
+// st.
+func (c *Controller) admit(h *clerumv1alpha1.Host, st *status) Admission {
+	context, err := c.contexts.Contexts(c.cfg.ContextNamespace).Get(h.Spec.ContextRef)
+	if err != nil {
+		context = nil
+	}
+	var sameID []*clerumv1alpha1.Context
+	if context != nil {
+		same, _ := c.contextIdx.ByIndex(contextsByID, context.Spec.ContextID)
+		for _, o := range same {
+			sameID = append(sameID, o.(*clerumv1alpha1.Context))
+		}
+	}
+	a := Admit(h, context, sameID, func(name string) bool {
+		_, err := c.secrets.Secrets(h.Namespace).Get(name)
+		return err == nil
+	}, c.cfg.ContextNamespace, c.cfg.Build)
+	st.contextMessage = a.ContextMessage
+	if a.SecretsChecked {
+		st.secrets(a.SecretsOK, a.SecretsMessage)
+	}
+	return a
+}
+
+// reportBlock posts one event per block and per release.
+func (c *Controller) reportBlock(h *clerumv1alpha1.Host, block string, st *status) {
+	previous := c.state.setBlock(h.Name, block)
+	switch {
+	case block != "" && block != previous:
+		c.log.Info().Str("host", h.Name).Str("reason", block).Msg("host blocked")
+		c.recorder.Eventf(h, corev1.EventTypeWarning, kit.EventBlocked, "%s: %s", block, st.blockMessage(block))
+	case block == "" && previous != "":
+		c.log.Info().Str("host", h.Name).Str("was", previous).Msg("host released")
+		c.recorder.Eventf(h, corev1.EventTypeNormal, kit.EventReleased, "no longer blocked (was %s)", previous)
+	}
+}
+
+// ensure writes h's children and reports what they say in st. It goes on
+// past a failed or refused child: one bad object does not stop the others,
+// except that the Deployment waits for every object its pods depend on.
+func (c *Controller) ensure(ctx context.Context, h *clerumv1alpha1.Host, contextID string, st *status) (kit.Result, []error) {
+	opts := c.cfg.Build
+	owner := kit.Owner{Object: h, GVK: gvk, IdentityLabel: names.LabelHost}
+	var errs []error
+	var refused []string
+	// write records the outcome of one child; it returns whether the child
+	// is HCC's and as the builder wants it.
+	write := func(err error) bool {
+		var r *kit.RefusedError
+		switch {
+		case errors.As(err, &r):
+			refused = append(refused, r.Error())
+			return false
+		case err != nil:
+			errs = append(errs, err)
+			return false
+		}
+		return true
+	}
+
+	// The pod's identity and volumes: the Deployment needs them all.
+	ready := true
+	ready = write(ensure(ctx, c.children, kit.ServiceAccounts, owner, c.accounts.ServiceAccounts(h.Namespace), BuildServiceAccount(h, opts))) && ready
+	ready = write(ensure(ctx, c.children, kit.Roles, owner, c.roles.Roles(h.Namespace), BuildRole(h, opts))) && ready
+	ready = write(ensure(ctx, c.children, kit.RoleBindings, owner, c.bindings.RoleBindings(h.Namespace), BuildRoleBinding(h, opts))) && ready
+	ready = write(ensure(ctx, c.children, kit.PersistentVolumeClaims, owner, c.claims.PersistentVolumeClaims(h.Namespace), BuildWorkspaceClaim(h, opts))) && ready
+	// A failed refresh leaves the credential in place (present): the
+	// Deployment is still ensured, and AuthReady says the refresh failed.
+	cred, err := c.ensureCredential(ctx, h, owner, st)
+	write(err)
+	ready = cred.present && ready
+
+	var live *appsv1.Deployment
+	if ready {
+		d, err := BuildDeployment(h, contextID, opts)
+		if err == nil {
+			live, _, err = kit.Ensure(ctx, c.children, kit.Deployments, owner, c.deploymentOf(h), d)
+		}
+		write(err)
+	}
+	write(ensure(ctx, c.children, kit.Services, owner, c.services.Services(h.Namespace), BuildService(h, opts)))
+	if p := BuildDesktopPolicy(h, opts); p != nil {
+		write(ensure(ctx, c.children, kit.NetworkPolicies, owner, c.policies.NetworkPolicies(h.Namespace), p))
+	} else if p, err := c.policies.NetworkPolicies(h.Namespace).Get(names.HostDesktopPolicy(h.Name)); err == nil {
+		_, err := kit.DeleteChild(ctx, c.children, kit.NetworkPolicies, gvk, h.Name, names.LabelHost, p)
+		write(err)
+	}
+	// The channels namespace: no owner reference reaches it.
+	reader := owner.WithoutReference()
+	write(ensure(ctx, c.children, kit.Deployments, reader, c.readerDeployments.Deployments(opts.ChannelsNamespace), BuildChannelReaderDeployment(h, opts)))
+	write(ensure(ctx, c.children, kit.Services, reader, c.readerServices.Services(opts.ChannelsNamespace), BuildChannelReaderService(h, opts)))
+	write(ensure(ctx, c.children, kit.NetworkPolicies, reader, c.readerPolicies.NetworkPolicies(opts.ChannelsNamespace), BuildChannelReaderPolicy(h, opts)))
+
+	var result kit.Result
+	if cred.refreshIn > 0 {
+		result.RequeueAfter = cred.refreshIn
+	}
+	switch {
+	case len(refused) > 0:
+		slices.Sort(refused)
+		st.notOwned(strings.Join(refused, "; "))
+		if result.RequeueAfter == 0 || result.RequeueAfter > refusedRetry {
+			result.RequeueAfter = refusedRetry
+		}
+	case !cred.present:
+		st.waitingForCredential()
+	default:
+		st.deployed(contextID, live)
+	}
+	return result, errs
+}
+
+// lister is the part of a namespaced lister ensure reads.
+type lister[T kit.Child] interface {
+	Get(name string) (T, error)
+}
+
+// ensure is kit.Ensure with the live object read from l.
+func ensure[T kit.Child](ctx context.Context, c *kit.Children, kind kit.Kind[T], owner kit.Owner, l lister[T], desired T) error {
+	live, err := l.Get(desired.GetName())
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	_, _, err = kit.Ensure(ctx, c, kind, owner, live, desired)
+	return err
+}
+
+// credential is what ensureCredential found or made.
+type credential struct {
+	// present: the Secret holds a credential issued for this Host's UID,
+	// expired or not — what its pods may mount. A credential of an earlier
+	// Host of the same name is never present.
+	present   bool
+	refreshIn time.Duration // when to look again; 0: no credential to wait for
+}
+
+// ensureCredential keeps h's runtime-token Secret holding a bootstrap
+// credential issued for h's UID that is not due for refresh. It calls the
+// Control API only when one is needed: no Secret, one issued for another
+// UID (the Host was re-created under its name), an expiry it cannot read, or
+// one within the refresh window. A failed call leaves a still-valid
+// credential in place and is retried with backoff; AuthReady says which.
+func (c *Controller) ensureCredential(ctx context.Context, h *clerumv1alpha1.Host, owner kit.Owner, st *status) (credential, error) {
+	now := c.clock.Now()
+	live, err := c.secrets.Secrets(h.Namespace).Get(names.HostRuntimeTokens(h.Name))
+	if err != nil && !apierrors.IsNotFound(err) {
+		return credential{}, err
+	}
+	placeholder := BuildEmptyRuntimeTokenSecret(h, c.cfg.Build)
+	if live != nil {
+		if _, _, err := kit.Plan(kit.Secrets, owner, live, placeholder); isOwnership(err) {
+			// Not HCC's: report it (Ensure writes nothing it refuses).
+			_, _, err := kit.Ensure(ctx, c.children, kit.Secrets, owner, live, placeholder)
+			st.auth(metav1.ConditionFalse, kit.ReasonNotOwned, "the runtime-token Secret is not HCC's", time.Time{})
+			return credential{}, err
+		}
+	}
+	uid, expiresAt, ok := CredentialIssuance(live)
+	if ok && uid == h.UID {
+		if pending, ok := c.state.issuedFor(h.Name); ok && pending.expiresAt.After(expiresAt) {
+			expiresAt = pending.expiresAt // written, not yet in the cache
+		}
+	} else if pending, found := c.state.issuedFor(h.Name); found && pending.uid == h.UID && now.Sub(pending.at) < cacheGrace {
+		// Issued moments ago; the cache has not caught up. Never call the
+		// Control API twice for one credential.
+		uid, expiresAt, ok = pending.uid, pending.expiresAt, true
+	}
+	valid := ok && uid == h.UID && now.Before(expiresAt)
+	refreshAt := expiresAt.Add(-c.cfg.RefreshBefore)
+	if valid && now.Before(refreshAt) {
+		st.auth(metav1.ConditionTrue, kit.ReasonCredentialIssued, fmt.Sprintf("bootstrap credential valid until %s", expiresAt.UTC().Format(time.RFC3339)), expiresAt)
+		return credential{present: true, refreshIn: refreshAt.Sub(now)}, nil
+	}
+
+	why := "no credential yet"
+	switch {
+	case live != nil && ok && uid != h.UID:
+		why = "the credential was issued for an earlier Host of this name"
+	case live != nil && !ok:
+		why = "the runtime-token Secret does not say when its credential expires"
+	case valid:
+		why = "the credential is due for refresh"
+	case ok:
+		why = "the credential has expired"
+	}
+	issued, err := c.issuer.BootstrapCredential(ctx, controlapi.BootstrapRequest{
+		Namespace: c.cfg.TargetNamespace, HostRef: h.Name, HostUID: string(h.UID)})
+	if err != nil {
+		reason := kit.ReasonControlAPIUnavailable
+		if !errors.Is(err, controlapi.ErrUnavailable) {
+			reason = kit.ReasonCredentialRefused
+		}
+		c.recorder.Eventf(h, corev1.EventTypeWarning, kit.EventCredentialFailed, "obtaining a bootstrap credential (%s) failed: %v", why, err)
+		if valid {
+			// Degraded, not down: the pod keeps a working credential.
+			st.auth(metav1.ConditionTrue, reason, fmt.Sprintf("bootstrap credential valid until %s; refreshing it failed: %v",
+				expiresAt.UTC().Format(time.RFC3339), err), expiresAt)
+			return credential{present: true}, fmt.Errorf("refreshing the bootstrap credential of Host %s: %w", h.Name, err)
+		}
+		st.auth(metav1.ConditionFalse, reason, fmt.Sprintf("%s; obtaining one failed: %v", why, err), time.Time{})
+		return credential{present: live != nil && ok && uid == h.UID}, fmt.Errorf("obtaining a bootstrap credential for Host %s: %w", h.Name, err)
+	}
+	desired := BuildRuntimeTokenSecret(h, c.cfg.Build, issued.Value, issued.ExpiresAt)
+	if _, _, err := kit.Ensure(ctx, c.children, kit.Secrets, owner, live, desired); err != nil {
+		st.auth(metav1.ConditionFalse, kit.ReasonCredentialRefused, "the credential could not be stored: "+err.Error(), time.Time{})
+		return credential{}, err
+	}
+	// The expiry as the Secret records it (whole seconds, rounded down).
+	_, stored, _ := CredentialIssuance(desired)
+	c.state.issued(h.Name, issuance{uid: h.UID, expiresAt: stored, at: now})
+	c.log.Info().Str("host", h.Name).Str("why", why).Time("expiresAt", stored).Msg("bootstrap credential stored")
+	st.auth(metav1.ConditionTrue, kit.ReasonCredentialIssued, fmt.Sprintf("bootstrap credential valid until %s", stored.UTC().Format(time.RFC3339)), stored)
+	return credential{present: true, refreshIn: max(stored.Add(-c.cfg.RefreshBefore).Sub(now), time.Second)}, nil
+}
+
+// cacheGrace is how long a credential this process stored is trusted over
+// a cache that does not show it yet.
+const cacheGrace = time.Minute
+
+// isOwnership reports whether err refuses a child for who owns it (not for
+// a change it cannot make).
+func isOwnership(err error) bool {
+	var r *kit.RefusedError
+	return errors.As(err, &r) && errors.Is(err, kit.ErrNotOwned)
+}
+
+// stopPods scales h's Deployment to zero, keeping its template: the Host's
+// Context no longer vouches for the contextId its pods carry.
+func (c *Controller) stopPods(ctx context.Context, h *clerumv1alpha1.Host) error {
+	live := c.deploymentOf(h)
+	if live == nil || ptr.Deref(live.Spec.Replicas, 1) == 0 {
+		return nil
+	}
+	desired := live.DeepCopy()
+	desired.Spec.Replicas = ptr.To[int32](0)
+	owner := kit.Owner{Object: h, GVK: gvk, IdentityLabel: names.LabelHost}
+	_, _, err := kit.Ensure(ctx, c.children, kit.Deployments, owner, live, desired)
+	if errors.Is(err, kit.ErrNotOwned) {
+		return nil // reported by Ensure; never written
+	}
+	return err
+}
+
+// deploymentOf returns h's live Deployment, or nil.
+func (c *Controller) deploymentOf(h *clerumv1alpha1.Host) *appsv1.Deployment {
+	d, err := c.deployments.Deployments(h.Namespace).Get(names.HostWorkload(h.Name))
+	if err != nil {
+		return nil
+	}
+	return d
+}
+
+// addFinalizer makes sure h cannot go before HCC has deleted its children
+// in the channels namespace, which no owner reference reaches. The patch
+// carries h's resourceVersion, so it never overwrites a change it did not
+// see.
+func (c *Controller) addFinalizer(ctx context.Context, h *clerumv1alpha1.Host) error {
+	if slices.Contains(h.Finalizers, clerumv1alpha1.FinalizerHostCleanup) {
+		return nil
+	}
+	return c.patchFinalizers(ctx, h, append(slices.Clone(h.Finalizers), clerumv1alpha1.FinalizerHostCleanup))
+}
+
+func (c *Controller) patchFinalizers(ctx context.Context, h *clerumv1alpha1.Host, finalizers []string) error {
+	if finalizers == nil {
+		finalizers = []string{}
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"finalizers": finalizers, "resourceVersion": h.ResourceVersion}})
+	if err != nil {
+		return err
+	}
+	_, err = c.hcc.ClerumV1alpha1().Hosts(h.Namespace).Patch(ctx, h.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: clerumv1alpha1.FieldManagerHost})
+	return err
+}
+
+// finalize deletes the children of h, which is being deleted, in both
+// namespaces — its workspace claim included: the deletion was observed —
+// and removes HCC's finalizer once none is left but those on their way out.
+func (c *Controller) finalize(ctx context.Context, h *clerumv1alpha1.Host) error {
+	c.state.observeDeletion(h.Name, h.UID)
+	remaining, err := c.deleteChildren(ctx, h.Name)
+	if err != nil {
+		return err
+	}
+	if remaining > 0 {
+		return fmt.Errorf("host %s: %d child(ren) still being deleted: %w", h.Name, remaining, kit.ErrBeingDeleted)
+	}
+	c.state.forget(h.Name)
+	c.metrics.refresh(c.state, c.clock.Now())
+	if !slices.Contains(h.Finalizers, clerumv1alpha1.FinalizerHostCleanup) {
+		return nil
+	}
+	kept := slices.DeleteFunc(slices.Clone(h.Finalizers), func(f string) bool { return f == clerumv1alpha1.FinalizerHostCleanup })
+	err = c.patchFinalizers(ctx, h, kept)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// gone handles a Host no longer in the cache. If this process saw it
+// deleted, its leftovers (children the finalizer's pass could not see yet)
+// are deleted, workspace claim included; otherwise nothing is: children of
+// a Host no one saw go are the sweep's, under its caps, and a workspace
+// claim is never deleted that way.
+func (c *Controller) gone(ctx context.Context, host string) error {
+	c.state.forget(host)
+	c.metrics.refresh(c.state, c.clock.Now())
+	if !c.state.wasDeleted(host) {
+		return nil
+	}
+	remaining, err := c.deleteChildren(ctx, host)
+	if err != nil {
+		return err
+	}
+	if remaining == 0 {
+		c.state.settle(host)
+	}
+	return nil
+}
+
+// deleteChildren deletes every child of the Host named host the caches
+// show, in both namespaces, and returns how many are still on their way out
+// (deleted, with a finalizer of their own to run). A claim held only by
+// kubernetes.io/pvc-protection counts as gone: it goes when its pod does.
+func (c *Controller) deleteChildren(ctx context.Context, host string) (remaining int, err error) {
+	var errs []error
+	for _, child := range c.childrenOf(host) {
+		if child.live.GetDeletionTimestamp() != nil {
+			if !pvcProtectedOnly(child.live) {
+				remaining++
+			}
+			continue
+		}
+		if _, err := child.delete(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return remaining, errors.Join(errs...)
+}
+
+// pvcProtectedOnly reports whether o is a claim on its way out that only
+// the claim-protection finalizer holds.
+func pvcProtectedOnly(o metav1.Object) bool {
+	_, claim := o.(*corev1.PersistentVolumeClaim)
+	return claim && slices.Equal(o.GetFinalizers(), []string{"kubernetes.io/pvc-protection"})
+}

@@ -1,0 +1,81 @@
+package kit
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+)
+
+// Secrets returns the Secret informer of namespace. It watches every Secret
+// there (a reconciler validates Secrets it did not write) and caches none of
+// their values: DigestSecret is its transform. Every reconciler that reads
+// Secrets takes them from here, so two of them in one namespace share the
+// one transform instead of racing to install their own.
+func (i *Informers) Secrets(namespace string) coreinformers.SecretInformer {
+	inf := i.Kube(namespace, AllObjects, "secrets").Core().V1().Secrets()
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.digested == nil {
+		i.digested = map[string]bool{}
+	}
+	if !i.digested[namespace] {
+		// Before Start (Kube checked it), so SetTransform cannot fail.
+		_ = inf.Informer().SetTransform(DigestSecret)
+		i.digested[namespace] = true
+	}
+	return inf
+}
+
+// AnnotationPrefix is the prefix of the annotations a digested Secret
+// keeps: HCC's own (e.g. the expiry it records on a credential Secret).
+// Every other annotation is dropped: kubectl's last-applied-configuration
+// holds a Secret's values in plain text.
+const AnnotationPrefix = "clerum.io/"
+
+// DigestSecret is the transform of every Secret informer: the cached copy
+// keeps the Secret's identity, labels, clerum.io/ annotations, owner
+// references, type and key names, and for each value its SHA-256 digest in
+// hex — never the value. It also serves callers that read Secrets outside an
+// informer (render), so they see what the controller sees.
+func DigestSecret(obj any) (any, error) {
+	s, ok := obj.(*corev1.Secret)
+	if !ok {
+		return obj, nil // a tombstone
+	}
+	out := &corev1.Secret{
+		TypeMeta: s.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: s.Namespace, Name: s.Name, UID: s.UID, ResourceVersion: s.ResourceVersion,
+			Generation: s.Generation, CreationTimestamp: s.CreationTimestamp, DeletionTimestamp: s.DeletionTimestamp,
+			Labels: s.Labels, OwnerReferences: s.OwnerReferences, Finalizers: s.Finalizers,
+		},
+		Type:      s.Type,
+		Immutable: s.Immutable,
+		Data:      make(map[string][]byte, len(s.Data)+len(s.StringData)),
+	}
+	for k, v := range s.Annotations {
+		if strings.HasPrefix(k, AnnotationPrefix) {
+			if out.Annotations == nil {
+				out.Annotations = map[string]string{}
+			}
+			out.Annotations[k] = v
+		}
+	}
+	for k, v := range s.Data {
+		out.Data[k] = ValueDigest(v)
+	}
+	for k, v := range s.StringData {
+		out.Data[k] = ValueDigest([]byte(v))
+	}
+	return out, nil
+}
+
+// ValueDigest is the digest DigestSecret stores for a value: SHA-256, hex.
+func ValueDigest(v []byte) []byte {
+	sum := sha256.Sum256(v)
+	return []byte(hex.EncodeToString(sum[:]))
+}
