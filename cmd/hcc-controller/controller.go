@@ -183,10 +183,12 @@ func newReconcilers(deps kit.Deps, resolver egress.Resolver) ([]kit.Reconciler, 
 		Workers: cfg.Core.McpServerWorkers,
 	})
 	issuer, err := controlapi.New(controlapi.Options{
-		BaseURL:     cfg.ControlAPI.BaseURL,
-		HMACSecret:  []byte(cfg.ControlAPI.HMACSecret),
-		Clock:       deps.Clock,
-		MinLifetime: cfg.Host.BootstrapRefreshBefore,
+		BaseURL:    cfg.ControlAPI.BaseURL,
+		HMACSecret: []byte(cfg.ControlAPI.HMACSecret),
+		Clock:      deps.Clock,
+		// A credential must outlive its refresh window by a margin, or
+		// every Host would refresh again seconds after the last.
+		MinLifetime: cfg.Host.BootstrapRefreshBefore + host.MinCredentialMargin,
 		Observe:     controlapi.NewMetrics(deps.Registry).Observe,
 	})
 	if err != nil {

@@ -523,12 +523,12 @@ var groups = []group{{
 		field: integer(func(c *Config) *int { return &c.NetPol.OrphanDeleteCapPercent }, 0, math.MaxInt64),
 	}, {
 		name: "HCC_HOST_ORPHAN_DELETE_CAP", def: "10",
-		desc:   "The Host sweep's absolute cap on unexplained orphan deletes, with the NetworkPolicy cap's rules.",
+		desc:   "The Host sweep's absolute cap, with the NetworkPolicy cap's rules but counted in Hosts: when more Hosts than this left per-Host objects nothing accounts for, none of them is deleted (docs/host.md).",
 		field:  integer(func(c *Config) *int { return &c.NetPol.HostOrphanDeleteCap }, 0, math.MaxInt64),
 		readBy: only(Controller),
 	}, {
 		name: "HCC_HOST_ORPHAN_DELETE_CAP_PERCENT", def: "20",
-		desc:   "The Host sweep's percent cap on unexplained orphan deletes.",
+		desc:   "The Host sweep's percent cap: none is deleted when such Hosts are more than this percentage of the Hosts with per-Host objects.",
 		field:  integer(func(c *Config) *int { return &c.NetPol.HostOrphanDeleteCapPercent }, 0, math.MaxInt64),
 		readBy: only(Controller),
 	}},

@@ -138,9 +138,9 @@ func planHosts(hosts []*clerumv1alpha1.Host, contexts []*clerumv1alpha1.Context,
 		byName[c.Name] = c
 		byID[c.Spec.ContextID] = append(byID[c.Spec.ContextID], c)
 	}
-	secretNames := map[string]bool{}
+	secretsByName := map[string]*corev1.Secret{}
 	for _, s := range secrets {
-		secretNames[s.Name] = true
+		secretsByName[s.Name] = s
 	}
 	var out []runtime.Object
 	for _, h := range hosts {
@@ -149,7 +149,7 @@ func planHosts(hosts []*clerumv1alpha1.Host, contexts []*clerumv1alpha1.Context,
 		if ctx != nil {
 			sameID = byID[ctx.Spec.ContextID]
 		}
-		a := host.Admit(h, ctx, sameID, func(name string) bool { return secretNames[name] }, cfg.Namespaces.McpServer, opts)
+		a := host.Admit(h, ctx, sameID, func(name string) *corev1.Secret { return secretsByName[name] }, cfg.Namespaces.McpServer, opts)
 		if a.Block != "" {
 			msg := a.ContextMessage
 			if a.SecretsChecked {

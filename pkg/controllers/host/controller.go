@@ -2,6 +2,8 @@ package host
 
 import (
 	"context"
+	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -102,7 +104,8 @@ type Controller struct {
 	clock     clock.Clock
 	log       zerolog.Logger
 
-	state *hostState
+	state   *hostState
+	breaker *breaker
 }
 
 // New returns the Host operator over the Hosts of cfg.Build.HostNamespace
@@ -174,11 +177,13 @@ func New(d kit.Deps, issuer controlapi.CredentialIssuer, cfg Config) *Controller
 		queue:    kit.New(d.Queues, "host", kit.Backoff[cache.ObjectName](time.Second, 5*time.Minute)),
 		sweeps:   kit.New(d.Queues, "host-sweep", kit.Backoff[string](time.Second, 5*time.Minute)),
 		recorder: d.Recorder,
-		metrics:  NewMetrics(d.Registry),
+		metrics:  nil, // below: its expiry gauge reads the state
 		clock:    clk,
 		log:      d.Log.With().Str("controller", "host").Logger(),
 		state:    newHostState(),
+		breaker:  &breaker{},
 	}
+	c.metrics = NewMetrics(d.Registry, func() float64 { return c.state.soonestExpiry(c.clock.Now()) })
 	c.children = kit.NewChildren(d.Kube, clerumv1alpha1.FieldManagerHost, d.Recorder, func(kind string, cause kit.Cause) {
 		c.metrics.Refused.WithLabelValues(kind, string(cause)).Inc()
 	})
@@ -230,8 +235,19 @@ func (c *Controller) Run(ctx context.Context) error {
 func (c *Controller) hostHandlers(enqueue func(cache.ObjectName)) cache.ResourceEventHandler {
 	own := kit.OwnHandlers(enqueue)
 	return cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { own.OnAdd(obj, false) },
-		UpdateFunc: own.OnUpdate,
+		AddFunc: func(obj any) { own.OnAdd(obj, false) },
+		UpdateFunc: func(old, cur any) {
+			// Someone removing HCC's finalizer is no spec change, but the
+			// Host must get it back.
+			o, n := old.(*clerumv1alpha1.Host), cur.(*clerumv1alpha1.Host)
+			if !slices.Equal(o.Finalizers, n.Finalizers) {
+				if k, ok := kit.KeyOf(cur); ok {
+					enqueue(k)
+					return
+				}
+			}
+			own.OnUpdate(old, cur)
+		},
 		DeleteFunc: func(obj any) {
 			if h, ok := kit.Unwrap(obj).(*clerumv1alpha1.Host); ok {
 				// Observed: its leftovers are cleaned up whatever the caps.
@@ -250,6 +266,9 @@ func (c *Controller) secretHandlers(owner func(metav1.Object) (cache.ObjectName,
 		if !ok {
 			return
 		}
+		if _, deleted := obj.(cache.DeletedFinalStateUnknown); deleted || s.DeletionTimestamp != nil {
+			c.forgetIssuanceOf(s)
+		}
 		if key, ok := owner(s); ok {
 			c.queue.Add(key)
 		}
@@ -267,7 +286,21 @@ func (c *Controller) secretHandlers(owner func(metav1.Object) (cache.ObjectName,
 				requeue(cur)
 			}
 		},
-		DeleteFunc: requeue,
+		DeleteFunc: func(obj any) {
+			if s, ok := kit.Unwrap(obj).(*corev1.Secret); ok {
+				c.forgetIssuanceOf(s)
+			}
+			requeue(obj)
+		},
+	}
+}
+
+// forgetIssuanceOf forgets the credential this process stored in s, a
+// runtime-token Secret that is gone: it no longer stands in for a cache
+// that does not show it.
+func (c *Controller) forgetIssuanceOf(s *corev1.Secret) {
+	if host := s.Labels[names.LabelHost]; host != "" && s.Name == names.HostRuntimeTokens(host) {
+		c.state.clearIssuance(host)
 	}
 }
 
@@ -326,6 +359,45 @@ type hostState struct {
 	// issuances are the credentials stored by this process, so a sync that
 	// reads a cache not yet showing one never asks for another.
 	issuances map[string]issuance
+	// unstored are credentials issued whose Secret write failed, held in
+	// memory (never logged) so the retry stores them instead of asking
+	// the Control API for another.
+	unstored map[string]unstored
+}
+
+type unstored struct {
+	uid  types.UID
+	cred controlapi.Credential
+}
+
+func (s *hostState) holdUnstored(host string, uid types.UID, cred controlapi.Credential) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.unstored == nil {
+		s.unstored = map[string]unstored{}
+	}
+	s.unstored[host] = unstored{uid: uid, cred: cred}
+}
+
+// unstoredFor returns, and forgets, a held credential of host's uid that is
+// valid past notBefore.
+func (s *hostState) unstoredFor(host string, uid types.UID, notBefore time.Time) (controlapi.Credential, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u, ok := s.unstored[host]
+	delete(s.unstored, host)
+	if !ok || u.uid != uid || !u.cred.ExpiresAt.After(notBefore) {
+		return controlapi.Credential{}, false
+	}
+	return u.cred, true
+}
+
+// clearIssuance forgets what this process stored for host: its Secret is
+// gone, so a remembered issuance must not stand in for it.
+func (s *hostState) clearIssuance(host string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.issuances, host)
 }
 
 func newHostState() *hostState {
@@ -346,6 +418,20 @@ func (s *hostState) wasDeleted(name string) bool {
 	defer s.mu.Unlock()
 	_, ok := s.deleted[name]
 	return ok
+}
+
+// deletedOwner reports whether o is a leftover of a Host this process saw
+// deleted: its Host's name was seen deleted and o's controller reference,
+// if any, names that very Host (UID), not a later one of the same name.
+func (s *hostState) deletedOwner(name string, o metav1.Object) bool {
+	s.mu.Lock()
+	uid, ok := s.deleted[name]
+	s.mu.Unlock()
+	if !ok {
+		return false
+	}
+	ref := metav1.GetControllerOfNoCopy(o)
+	return ref == nil || ref.Kind != gvk.Kind || ref.UID == uid
 }
 
 // settle forgets an observed deletion once nothing of it is left.
@@ -407,21 +493,23 @@ func (s *hostState) forget(host string) {
 	delete(s.state, host)
 	delete(s.expiry, host)
 	delete(s.issuances, host)
+	delete(s.unstored, host)
 }
 
 // Metrics are the operator's series, all named clerum_hcc_host_*.
 type Metrics struct {
 	Hosts      *prometheus.GaugeVec
 	Blocked    *prometheus.GaugeVec
-	Expiry     prometheus.Gauge
+	Expiry     prometheus.GaugeFunc
 	SyncErrors *prometheus.CounterVec
 	Refused    *prometheus.CounterVec
 	CapTrips   prometheus.Counter
 	Orphans    *prometheus.CounterVec
 }
 
-// NewMetrics registers the operator's metrics with reg.
-func NewMetrics(reg prometheus.Registerer) *Metrics {
+// NewMetrics registers the operator's metrics with reg; soonest reports
+// the seconds until the soonest credential expires.
+func NewMetrics(reg prometheus.Registerer, soonest func() float64) *Metrics {
 	m := &Metrics{
 		Hosts: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "clerum_hcc_host_hosts",
@@ -431,10 +519,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "clerum_hcc_host_blocked",
 			Help: "Hosts kept from deploying, by reason.",
 		}, []string{"reason"}),
-		Expiry: prometheus.NewGauge(prometheus.GaugeOpts{
+		Expiry: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "clerum_hcc_host_credential_expiry_seconds",
-			Help: "Seconds until the soonest bootstrap credential of any Host expires (negative: expired); absent with no credential.",
-		}),
+			Help: "Seconds until the soonest bootstrap credential of any Host expires, at scrape time (negative: expired; +Inf with no credential).",
+		}, func() float64 { return soonest() }),
 		SyncErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "clerum_hcc_host_reconcile_errors_total",
 			Help: "Failed Host syncs and orphan sweeps.",
@@ -466,15 +554,21 @@ func (m *Metrics) refresh(st *hostState, now time.Time) {
 	for _, r := range blockReasons {
 		m.Blocked.WithLabelValues(r).Set(float64(st.byReason[r]))
 	}
+}
+
+// soonestExpiry is the seconds from now until the soonest credential
+// expires, +Inf without any.
+func (s *hostState) soonestExpiry(now time.Time) float64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	var soonest time.Time
-	for _, at := range st.expiry {
+	for _, at := range s.expiry {
 		if soonest.IsZero() || at.Before(soonest) {
 			soonest = at
 		}
 	}
 	if soonest.IsZero() {
-		m.Expiry.Set(0)
-		return
+		return math.Inf(1)
 	}
-	m.Expiry.Set(soonest.Sub(now).Seconds())
+	return soonest.Sub(now).Seconds()
 }

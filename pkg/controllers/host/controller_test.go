@@ -743,7 +743,8 @@ func TestSecretRef(t *testing.T) {
 		assert.Zero(t, f.issuer.calls())
 
 		f.syncCaches()
-		env := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: hostNS, Name: "h1-env", UID: "uid-h1-env", ResourceVersion: "1"},
+		env := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: hostNS, Name: "h1-env", UID: "uid-h1-env", ResourceVersion: "1",
+			Labels: map[string]string{LabelSecretForHost: "h1"}},
 			Data: map[string][]byte{"TOKEN": []byte("x")}}
 		_, err := f.kube.CoreV1().Secrets(hostNS).Create(context.Background(), env, metav1.CreateOptions{})
 		require.NoError(t, err)
@@ -757,6 +758,26 @@ func TestSecretRef(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, []string{"host-h1-mcp-host-runtime-tokens", "h1-env"}, role.Rules[1].ResourceNames)
 	})
+	// The pod's Role grants the Secret: a Host may name only one made for it.
+	for name, other := range map[string]*corev1.Secret{
+		"another Host's Secret": {ObjectMeta: metav1.ObjectMeta{Namespace: hostNS, Name: "h2-env", ResourceVersion: "1",
+			Labels: map[string]string{LabelSecretForHost: "h2"}}},
+		"an unlabelled Secret": {ObjectMeta: metav1.ObjectMeta{Namespace: hostNS, Name: "hmac", ResourceVersion: "1"}},
+		"a service-account token, labelled": {ObjectMeta: metav1.ObjectMeta{Namespace: hostNS, Name: "sa-token", ResourceVersion: "1",
+			Labels: map[string]string{LabelSecretForHost: "h1"}}, Type: corev1.SecretTypeServiceAccountToken},
+		"a registry credential, labelled": {ObjectMeta: metav1.ObjectMeta{Namespace: hostNS, Name: "pull", ResourceVersion: "1",
+			Labels: map[string]string{LabelSecretForHost: "h1"}}, Type: corev1.SecretTypeDockerConfigJson},
+		"an HCC-managed Secret, labelled": {ObjectMeta: metav1.ObjectMeta{Namespace: hostNS, Name: "managed", ResourceVersion: "1",
+			Labels: map[string]string{LabelSecretForHost: "h1", names.LabelManagedBy: names.ManagedByValue}}},
+	} {
+		t.Run(name+" is refused", func(t *testing.T) {
+			f := newFixture(t, newHost("h1", withSecretRef(other.Name)), context1(), other)
+			f.mustSync("h1")
+			assert.Equal(t, []string{"patch hosts/h1", "patch hosts/h1/status"}, f.writes(), "nothing is created, no Role grants it")
+			assert.Equal(t, metav1.ConditionFalse, f.condition("h1", clerumv1alpha1.ConditionSecretsResolved).Status)
+			assert.Zero(t, f.issuer.calls())
+		})
+	}
 	for _, name := range []string{"host-h2-mcp-host-runtime-tokens", testOptions.ImagePullSecret} {
 		t.Run("a reserved Secret "+name+" is an invalid spec", func(t *testing.T) {
 			reserved := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: hostNS, Name: name, ResourceVersion: "1"}}
@@ -870,9 +891,10 @@ func TestOrphanSweep(t *testing.T) {
 	}
 	trips := func(f *fixture) float64 { return counter(t, f.reg, "clerum_hcc_host_orphan_cap_trips_total", nil) }
 
+	// The caps count Hosts (HCC_HOST_ORPHAN_DELETE_CAP 10, …_PERCENT 20 of
+	// the Hosts with objects), not objects: one Host leaves ten.
 	t.Run("within the caps: deleted, the claim kept, another writer's policy kept", func(t *testing.T) {
-		// 5 Hosts (50 objects) and the orphans: 9 + the foreign policy =
-		// 10 unexplained of 61, within 10 and 20 %.
+		// 6 Hosts with objects, 1 of them orphaned: within 10 and 20 %.
 		f := fleet(t, []string{"a1", "a2", "a3", "a4", "a5"}, []string{"gone1"})
 		require.NoError(t, f.sweep())
 		assert.Equal(t, without(deleted("gone1"), claims("gone1")...), f.writes())
@@ -882,20 +904,22 @@ func TestOrphanSweep(t *testing.T) {
 	})
 	t.Run("above the absolute cap: none deleted", func(t *testing.T) {
 		f := fleet(t, []string{"a1", "a2", "a3", "a4", "a5"}, []string{"gone1", "gone2"})
+		f.c.cfg.Caps = kit.Caps{Absolute: 1, Percent: 100} // 2 orphaned Hosts > 1
 		require.NoError(t, f.sweep())
 		assert.Empty(t, f.writes())
 		assert.Equal(t, 1.0, trips(f))
 	})
 	t.Run("above the percent cap: none deleted", func(t *testing.T) {
-		f := fleet(t, []string{"a1"}, []string{"gone1"}) // 10 of 21 > 20 %
+		f := fleet(t, []string{"a1", "a2", "a3", "a4"}, []string{"gone1", "gone2"}) // 2 of 6 Hosts > 20 %
 		require.NoError(t, f.sweep())
 		assert.Empty(t, f.writes())
 		assert.Equal(t, 1.0, trips(f))
 	})
 	t.Run("a Host seen deleted is cleaned up whatever the cap, its claim included", func(t *testing.T) {
-		// gone1 was seen going, gone2 not: gone2's 9 + the foreign policy
-		// are 10 unexplained of 31, above 20 %.
+		// gone1 was seen going, gone2 not, and the cap allows no
+		// unexplained delete at all.
 		f := fleet(t, []string{"a1"}, []string{"gone1", "gone2"})
+		f.c.cfg.Caps = kit.Caps{Absolute: 0, Percent: 20}
 		f.c.hostHandlers(func(cache.ObjectName) {}).OnDelete(newHost("gone1"))
 		require.NoError(t, f.sweep())
 		assert.Equal(t, deleted("gone1"), f.writes(), "gone2's are held back, and the foreign policy is never deleted")

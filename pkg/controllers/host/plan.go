@@ -3,12 +3,14 @@ package host
 import (
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/controllers/kit"
+	"github.com/clerum/hcc/pkg/names"
 	"github.com/clerum/hcc/pkg/netpol"
 )
 
@@ -29,14 +31,21 @@ type Admission struct {
 	SecretsChecked, SecretsOK bool
 }
 
+// LabelSecretForHost opts a Secret in to being a Host's spec.secretRef: its
+// value must be the Host's name. The Host's Role grants its pod read access
+// to that Secret, so a Host may name only a Secret made for it — not another
+// tenant's, nor a service-account token, a registry credential or an object
+// HCC manages (docs/host.md).
+const LabelSecretForHost = "clerum.io/secret-for-host"
+
 // Admit decides h's admission. context is h's Context (nil when missing);
-// sameID returns every Context holding context's contextId; secretExists
-// reports whether a Secret of h's namespace exists. The holder of a
+// sameID returns every Context holding context's contextId; secret returns a
+// Secret of h's namespace (values digested or absent), or nil. The holder of a
 // contextId is computed with the planner's own rule (the oldest Context
 // wins), not read from the ContextIDConflict condition, which comes later:
 // a Host's pods never carry a contextId its Context does not hold.
 func Admit(h *clerumv1alpha1.Host, context *clerumv1alpha1.Context, sameID []*clerumv1alpha1.Context,
-	secretExists func(name string) bool, namespace string, opts Options) Admission {
+	secret func(name string) *corev1.Secret, namespace string, opts Options) Admission {
 	var a Admission
 	switch holder := holderOf(context, sameID); {
 	case context == nil:
@@ -58,15 +67,31 @@ func Admit(h *clerumv1alpha1.Host, context *clerumv1alpha1.Context, sameID []*cl
 		return a
 	}
 	ref := h.Spec.SecretRef
-	switch {
-	case ref == nil || ref.Name == "":
+	if ref == nil || ref.Name == "" {
 		a.SecretsOK, a.SecretsMessage = true, "the Host references no Secret"
-	case !secretExists(ref.Name):
+		return a
+	}
+	s := secret(ref.Name)
+	switch {
+	case s == nil:
 		a.Block, a.SecretsMessage = kit.ReasonSecretsMissing, fmt.Sprintf("Secret %s does not exist", ref.Name)
+	case s.Labels[names.LabelManagedBy] != "" || refusedSecretTypes[s.Type]:
+		a.Block = kit.ReasonInvalidSpec
+		a.SecretsMessage = fmt.Sprintf("Secret %s may not be a Host's: it is managed by HCC or is a service-account token or registry credential", ref.Name)
+	case s.Labels[LabelSecretForHost] != h.Name:
+		a.Block = kit.ReasonSecretsMissing
+		a.SecretsMessage = fmt.Sprintf("Secret %s is not labelled %s=%s: a Host may read only a Secret made for it", ref.Name, LabelSecretForHost, h.Name)
 	default:
-		a.SecretsOK, a.SecretsMessage = true, fmt.Sprintf("Secret %s exists", ref.Name)
+		a.SecretsOK, a.SecretsMessage = true, fmt.Sprintf("Secret %s exists and is labelled for this Host", ref.Name)
 	}
 	return a
+}
+
+// refusedSecretTypes are never a Host's spec.secretRef, labelled or not.
+var refusedSecretTypes = map[corev1.SecretType]bool{
+	corev1.SecretTypeServiceAccountToken: true,
+	corev1.SecretTypeDockercfg:           true,
+	corev1.SecretTypeDockerConfigJson:    true,
 }
 
 func holderOf(context *clerumv1alpha1.Context, sameID []*clerumv1alpha1.Context) *clerumv1alpha1.Context {

@@ -58,6 +58,7 @@ const (
 
 	volumeWorkspace     = "workspace"
 	volumeRuntimeTokens = "runtime-tokens"
+	volumeAPIToken      = "kube-api-access"
 	volumeTmp           = "tmp"
 	volumeDesktopTmp    = "desktop-tmp"
 
@@ -65,6 +66,10 @@ const (
 	// keys as files. The kubelet replaces them in place when the Secret
 	// changes, so a refreshed credential needs no restart (contract §9).
 	RuntimeTokensDir = "/var/run/secrets/clerum.io/mcp-host-runtime-tokens"
+	// ServiceAccountDir is where mcp-host, and only mcp-host, finds its
+	// ServiceAccount token, the cluster CA and the namespace: client-go's
+	// in-cluster configuration reads them there.
+	ServiceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount"
 	// TmpDir is the writable scratch directory of every container: their
 	// root filesystems are read-only.
 	TmpDir = "/tmp"
@@ -315,8 +320,11 @@ func hostPodSpec(h *clerumv1alpha1.Host, opts Options) corev1.PodSpec {
 	pod := hardenedPod()
 	// The pod reads its own Host and Secrets with its own account (BuildRole):
 	// the one pod HCC writes with a service account token.
+	// Its token is mounted into mcp-host alone, through a projected volume,
+	// not by automount, which would give it to every container: the
+	// desktop, which rpc-proxy reaches, must not read the credential.
 	pod.ServiceAccountName = names.HostIdentity(h.Name)
-	pod.AutomountServiceAccountToken = ptr.To(true)
+	pod.AutomountServiceAccountToken = ptr.To(false)
 	// The workspace can be large: change its ownership only when its root
 	// does not already belong to PodGroup, not on every start.
 	pod.SecurityContext.FSGroupChangePolicy = ptr.To(corev1.FSGroupChangeOnRootMismatch)
@@ -349,6 +357,7 @@ func hostPodSpec(h *clerumv1alpha1.Host, opts Options) corev1.PodSpec {
 		// whole Secret volumes when the Secret changes.
 		{Name: volumeRuntimeTokens, MountPath: RuntimeTokensDir, ReadOnly: true},
 		{Name: volumeTmp, MountPath: TmpDir},
+		{Name: volumeAPIToken, MountPath: ServiceAccountDir, ReadOnly: true},
 	}
 	pod.Volumes = []corev1.Volume{
 		{Name: volumeWorkspace, VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{
@@ -360,6 +369,7 @@ func hostPodSpec(h *clerumv1alpha1.Host, opts Options) corev1.PodSpec {
 			DefaultMode: ptr.To[int32](0o440),
 		}}},
 		emptyDir(volumeTmp),
+		apiTokenVolume(),
 	}
 	pod.Containers = []corev1.Container{mcpHost}
 	if !h.Spec.DesktopEnabled() {
@@ -385,6 +395,22 @@ func hostPodSpec(h *clerumv1alpha1.Host, opts Options) corev1.PodSpec {
 	pod.Containers = append(pod.Containers, desktop)
 	pod.Volumes = append(pod.Volumes, emptyDir(volumeDesktopTmp))
 	return pod
+}
+
+// apiTokenVolume is what automount would mount — a bound, expiring token
+// of the pod's ServiceAccount, the cluster's CA and the namespace — as a
+// volume only mcp-host mounts, with the API server's defaults spelled out.
+func apiTokenVolume() corev1.Volume {
+	return corev1.Volume{Name: volumeAPIToken, VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+		DefaultMode: ptr.To[int32](0o644),
+		Sources: []corev1.VolumeProjection{
+			{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token", ExpirationSeconds: ptr.To[int64](3607)}},
+			{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "kube-root-ca.crt"},
+				Items: []corev1.KeyToPath{{Key: "ca.crt", Path: "ca.crt"}}}},
+			{DownwardAPI: &corev1.DownwardAPIProjection{Items: []corev1.DownwardAPIVolumeFile{{Path: "namespace",
+				FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.namespace"}}}}},
+		},
+	}}}
 }
 
 // BuildService returns h's Service in the host namespace: mcp-host's port,

@@ -206,10 +206,21 @@ func TestBuildDeployment(t *testing.T) {
 		assert.Equal(t, "h-workspace", v.PersistentVolumeClaim.ClaimName)
 		assert.Equal(t, "/data/ws", envMap(pod.Containers[0])[EnvWorkspacePath])
 	})
-	t.Run("the pod runs as the Host's own account, with its token", func(t *testing.T) {
-		pod := deployment(t, newHost("h"), testOptions).Spec.Template.Spec
+	t.Run("the pod runs as the Host's own account, its token in mcp-host alone", func(t *testing.T) {
+		pod := deployment(t, newHost("h", withDesktop), testOptions).Spec.Template.Spec
 		assert.Equal(t, "host-h", pod.ServiceAccountName)
-		assert.True(t, *pod.AutomountServiceAccountToken)
+		assert.False(t, *pod.AutomountServiceAccountToken, "automount would give the token to every container")
+		mounts := func(c corev1.Container) []string {
+			var out []string
+			for _, m := range c.VolumeMounts {
+				out = append(out, m.MountPath)
+			}
+			return out
+		}
+		require.Len(t, pod.Containers, 2)
+		assert.Contains(t, mounts(pod.Containers[0]), ServiceAccountDir)
+		assert.NotContains(t, mounts(pod.Containers[1]), ServiceAccountDir, "the desktop gets no API token")
+		assert.NotContains(t, mounts(pod.Containers[1]), RuntimeTokensDir, "nor the credential")
 	})
 	t.Run("the pod is hardened", func(t *testing.T) {
 		for _, d := range []*appsv1.Deployment{

@@ -91,6 +91,11 @@ func (c *Controller) sweep(ctx context.Context, _ string) (kit.Result, error) {
 	if c.cfg.Resync > 0 {
 		result.RequeueAfter = c.cfg.Resync
 	}
+	// The inventory before the Hosts: a Host created in between has its
+	// children counted as live, never the other way round.
+	hasHost, _ := klabels.NewRequirement(names.LabelHost, selection.Exists, nil)
+	managed, _ := klabels.NewRequirement(names.LabelManagedBy, selection.Equals, []string{names.ManagedByValue})
+	all := c.inventory(klabels.NewSelector().Add(*managed, *hasHost), true)
 	hosts, err := c.hosts.Hosts(c.cfg.Build.HostNamespace).List(klabels.Everything())
 	if err != nil {
 		return result, err
@@ -101,15 +106,12 @@ func (c *Controller) sweep(ctx context.Context, _ string) (kit.Result, error) {
 		c.queue.Add(cache.ObjectName{Namespace: h.Namespace, Name: h.Name})
 	}
 
-	hasHost, _ := klabels.NewRequirement(names.LabelHost, selection.Exists, nil)
-	managed, _ := klabels.NewRequirement(names.LabelManagedBy, selection.Equals, []string{names.ManagedByValue})
-	all := c.inventory(klabels.NewSelector().Add(*managed, *hasHost), true)
 	var explained, unexplained []child
 	claimsKept := 0
 	for _, ch := range all {
 		switch {
 		case exists[ch.host] || ch.live.GetDeletionTimestamp() != nil:
-		case c.state.wasDeleted(ch.host):
+		case c.state.deletedOwner(ch.host, ch.live):
 			explained = append(explained, ch)
 		case ch.kind == kit.PersistentVolumeClaims.Name:
 			claimsKept++
@@ -129,10 +131,12 @@ func (c *Controller) sweep(ctx context.Context, _ string) (kit.Result, error) {
 		}
 	}
 	del(explained, "explained")
-	if capped, rule := c.cfg.Caps.Capped(len(unexplained), len(all)); capped {
+	// The caps count Hosts, not objects: one Host leaves about ten.
+	orphaned, listed := hostsOf(unexplained), hostsOf(all)
+	if capped, rule := c.cfg.Caps.Capped(len(orphaned), len(listed)); capped {
 		c.metrics.CapTrips.Inc()
-		c.log.Warn().Str("cap", rule).Int("orphans", len(unexplained)).Int("listed", len(all)).
-			Strs("hosts", hostsOf(unexplained)).
+		c.log.Warn().Str("cap", rule).Int("orphanedHosts", len(orphaned)).Int("hostsWithObjects", len(listed)).
+			Strs("hosts", orphaned).
 			Msg("orphaned per-Host objects left in place: more than HCC_HOST_ORPHAN_DELETE_CAP(_PERCENT) allow; delete them by hand if their Hosts are really gone")
 	} else {
 		del(unexplained, "unexplained")

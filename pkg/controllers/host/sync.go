@@ -62,10 +62,24 @@ func (c *Controller) syncHost(ctx context.Context, key cache.ObjectName) (kit.Re
 	var errs []error
 	var result kit.Result
 	if block != "" {
-		if block == kit.ReasonContextMissing || block == kit.ReasonContextConflict {
+		switch block {
+		case kit.ReasonContextMissing, kit.ReasonContextConflict:
 			// Fail closed: no pod may carry a contextId its Context does
 			// not hold.
 			errs = append(errs, c.stopPods(ctx, h))
+		default:
+			// A Secret block: running pods keep running, lose the grant
+			// of a Secret they may no longer read, and keep a fresh
+			// credential.
+			errs = append(errs, c.revokeSecretRef(ctx, h))
+			if c.deploymentOf(h) != nil {
+				owner := kit.Owner{Object: h, GVK: gvk, IdentityLabel: names.LabelHost}
+				cred, err := c.ensureCredential(ctx, h, owner, st)
+				errs = append(errs, err)
+				if cred.refreshIn > 0 {
+					result.RequeueAfter = cred.refreshIn
+				}
+			}
 		}
 		st.blocked(block, c.deploymentOf(h))
 	} else {
@@ -92,15 +106,34 @@ func (c *Controller) admit(h *clerumv1alpha1.Host, st *status) Admission {
 			sameID = append(sameID, o.(*clerumv1alpha1.Context))
 		}
 	}
-	a := Admit(h, context, sameID, func(name string) bool {
-		_, err := c.secrets.Secrets(h.Namespace).Get(name)
-		return err == nil
+	a := Admit(h, context, sameID, func(name string) *corev1.Secret {
+		s, err := c.secrets.Secrets(h.Namespace).Get(name)
+		if err != nil {
+			return nil
+		}
+		return s
 	}, c.cfg.ContextNamespace, c.cfg.Build)
 	st.contextMessage = a.ContextMessage
 	if a.SecretsChecked {
 		st.secrets(a.SecretsOK, a.SecretsMessage)
 	}
 	return a
+}
+
+// revokeSecretRef rewrites h's Role, if it has one of HCC's, without the
+// grant of spec.secretRef's Secret.
+func (c *Controller) revokeSecretRef(ctx context.Context, h *clerumv1alpha1.Host) error {
+	live, err := c.roles.Roles(h.Namespace).Get(names.HostIdentity(h.Name))
+	if err != nil {
+		return nil
+	}
+	bare := h.DeepCopy()
+	bare.Spec.SecretRef = nil
+	owner := kit.Owner{Object: h, GVK: gvk, IdentityLabel: names.LabelHost}
+	if _, _, err := kit.Ensure(ctx, c.children, kit.Roles, owner, live, BuildRole(bare, c.cfg.Build)); err != nil && !isRefused(err) {
+		return err
+	}
+	return nil
 }
 
 // reportBlock posts one event per block and per release.
@@ -125,13 +158,19 @@ func (c *Controller) ensure(ctx context.Context, h *clerumv1alpha1.Host, context
 	var errs []error
 	var refused []string
 	// write records the outcome of one child; it returns whether the child
-	// is HCC's and as the builder wants it.
+	// is HCC's and usable. A change HCC cannot make to a child of its own
+	// (a claim that would shrink or change class after a configuration
+	// change) leaves the child as it is, reported by the kit, and usable:
+	// it stops neither the Deployment nor its pods.
 	write := func(err error) bool {
-		var r *kit.RefusedError
 		switch {
-		case errors.As(err, &r):
+		case isOwnership(err):
+			var r *kit.RefusedError
+			errors.As(err, &r)
 			refused = append(refused, r.Error())
 			return false
+		case isRefused(err):
+			return true
 		case err != nil:
 			errs = append(errs, err)
 			return false
@@ -152,12 +191,22 @@ func (c *Controller) ensure(ctx context.Context, h *clerumv1alpha1.Host, context
 	ready = cred.present && ready
 
 	var live *appsv1.Deployment
-	if ready {
+	switch {
+	case ready && c.admit(h, newStatus(h)).ContextID != contextID:
+		// The Context changed while this sync wrote; the sync it queued
+		// decides again. Never a pod with a contextId decided before.
+		errs = append(errs, fmt.Errorf("host %s: its Context changed during the sync: %w", h.Name, kit.ErrCacheBehind))
+	case ready:
 		d, err := BuildDeployment(h, contextID, opts)
 		if err == nil {
 			live, _, err = kit.Ensure(ctx, c.children, kit.Deployments, owner, c.deploymentOf(h), d)
 		}
 		write(err)
+	case len(refused) > 0:
+		// Something the pods depend on — their account, its Role or
+		// binding, their volume, their credential — is not HCC's: the pods
+		// stop rather than run with someone else's.
+		errs = append(errs, c.stopPods(ctx, h))
 	}
 	write(ensure(ctx, c.children, kit.Services, owner, c.services.Services(h.Namespace), BuildService(h, opts)))
 	if p := BuildDesktopPolicy(h, opts); p != nil {
@@ -176,6 +225,9 @@ func (c *Controller) ensure(ctx context.Context, h *clerumv1alpha1.Host, context
 	if cred.refreshIn > 0 {
 		result.RequeueAfter = cred.refreshIn
 	}
+	if cred.retryAfter > 0 {
+		result.RequeueAfter = cred.retryAfter
+	}
 	switch {
 	case len(refused) > 0:
 		slices.Sort(refused)
@@ -185,6 +237,9 @@ func (c *Controller) ensure(ctx context.Context, h *clerumv1alpha1.Host, context
 		}
 	case !cred.present:
 		st.waitingForCredential()
+	case live == nil:
+		// The write failed (retried): status shows what runs meanwhile.
+		st.deployed(contextID, c.deploymentOf(h))
 	default:
 		st.deployed(contextID, live)
 	}
@@ -213,6 +268,8 @@ type credential struct {
 	// Host of the same name is never present.
 	present   bool
 	refreshIn time.Duration // when to look again; 0: no credential to wait for
+	// retryAfter is the Control API's own retry delay after a failure.
+	retryAfter time.Duration
 }
 
 // ensureCredential keeps h's runtime-token Secret holding a bootstrap
@@ -229,10 +286,17 @@ func (c *Controller) ensureCredential(ctx context.Context, h *clerumv1alpha1.Hos
 	}
 	placeholder := BuildEmptyRuntimeTokenSecret(h, c.cfg.Build)
 	if live != nil {
-		if _, _, err := kit.Plan(kit.Secrets, owner, live, placeholder); isOwnership(err) {
-			// Not HCC's: report it (Ensure writes nothing it refuses).
-			_, _, err := kit.Ensure(ctx, c.children, kit.Secrets, owner, live, placeholder)
-			st.auth(metav1.ConditionFalse, kit.ReasonNotOwned, "the runtime-token Secret is not HCC's", time.Time{})
+		// Any refusal — not HCC's, or a change it cannot make (the Secret
+		// was marked immutable, its type changed) — is found before the
+		// Control API is asked: a credential that cannot be stored is
+		// never issued.
+		if _, _, err := kit.Plan(kit.Secrets, owner, live, placeholder); isRefused(err) {
+			_, _, err := kit.Ensure(ctx, c.children, kit.Secrets, owner, live, placeholder) // reports it; writes nothing
+			reason := kit.ReasonNotOwned
+			if !isOwnership(err) {
+				reason = kit.ReasonCredentialRefused
+			}
+			st.auth(metav1.ConditionFalse, reason, "the runtime-token Secret cannot be written: "+err.Error(), time.Time{})
 			return credential{}, err
 		}
 	}
@@ -264,34 +328,81 @@ func (c *Controller) ensureCredential(ctx context.Context, h *clerumv1alpha1.Hos
 	case ok:
 		why = "the credential has expired"
 	}
-	issued, err := c.issuer.BootstrapCredential(ctx, controlapi.BootstrapRequest{
-		Namespace: c.cfg.TargetNamespace, HostRef: h.Name, HostUID: string(h.UID)})
+	present := ok && uid == h.UID
+	issued, held := c.state.unstoredFor(h.Name, h.UID, now.Add(c.cfg.RefreshBefore))
+	if !held {
+		issued, err = c.obtain(ctx, h)
+	}
 	if err != nil {
 		reason := kit.ReasonControlAPIUnavailable
 		if !errors.Is(err, controlapi.ErrUnavailable) {
 			reason = kit.ReasonCredentialRefused
 		}
 		c.recorder.Eventf(h, corev1.EventTypeWarning, kit.EventCredentialFailed, "obtaining a bootstrap credential (%s) failed: %v", why, err)
+		result := credential{present: present, retryAfter: retryAfter(err)}
 		if valid {
 			// Degraded, not down: the pod keeps a working credential.
 			st.auth(metav1.ConditionTrue, reason, fmt.Sprintf("bootstrap credential valid until %s; refreshing it failed: %v",
 				expiresAt.UTC().Format(time.RFC3339), err), expiresAt)
-			return credential{present: true}, fmt.Errorf("refreshing the bootstrap credential of Host %s: %w", h.Name, err)
+		} else {
+			st.auth(metav1.ConditionFalse, reason, fmt.Sprintf("%s; obtaining one failed: %v", why, err), time.Time{})
 		}
-		st.auth(metav1.ConditionFalse, reason, fmt.Sprintf("%s; obtaining one failed: %v", why, err), time.Time{})
-		return credential{present: live != nil && ok && uid == h.UID}, fmt.Errorf("obtaining a bootstrap credential for Host %s: %w", h.Name, err)
+		if result.retryAfter > 0 {
+			return result, nil // the Control API said when; the queue comes back then
+		}
+		return result, fmt.Errorf("obtaining a bootstrap credential for Host %s: %w", h.Name, err)
 	}
 	desired := BuildRuntimeTokenSecret(h, c.cfg.Build, issued.Value, issued.ExpiresAt)
 	if _, _, err := kit.Ensure(ctx, c.children, kit.Secrets, owner, live, desired); err != nil {
+		// Kept in memory, never logged: the retry stores it without asking
+		// the Control API again.
+		c.state.holdUnstored(h.Name, h.UID, issued)
 		st.auth(metav1.ConditionFalse, kit.ReasonCredentialRefused, "the credential could not be stored: "+err.Error(), time.Time{})
-		return credential{}, err
+		return credential{present: present}, err
 	}
 	// The expiry as the Secret records it (whole seconds, rounded down).
 	_, stored, _ := CredentialIssuance(desired)
 	c.state.issued(h.Name, issuance{uid: h.UID, expiresAt: stored, at: now})
 	c.log.Info().Str("host", h.Name).Str("why", why).Time("expiresAt", stored).Msg("bootstrap credential stored")
 	st.auth(metav1.ConditionTrue, kit.ReasonCredentialIssued, fmt.Sprintf("bootstrap credential valid until %s", stored.UTC().Format(time.RFC3339)), stored)
-	return credential{present: true, refreshIn: max(stored.Add(-c.cfg.RefreshBefore).Sub(now), time.Second)}, nil
+	return credential{present: true, refreshIn: max(stored.Add(-c.cfg.RefreshBefore).Sub(now), minRefreshIn)}, nil
+}
+
+// minRefreshIn is the soonest a stored credential is looked at again.
+const minRefreshIn = time.Minute
+
+// MinCredentialMargin is how much longer than the refresh window a
+// credential from the Control API must live; a shorter one is an error, not
+// a refresh loop (the Control API client's MinLifetime).
+const MinCredentialMargin = 5 * time.Minute
+
+// obtain asks the Control API for h's credential, unless the breaker is
+// open: after consecutive failures to reach it, calls stop for a while and
+// fail at once, so an outage does not hold every worker for the client's
+// whole retry budget while Context changes wait behind them.
+func (c *Controller) obtain(ctx context.Context, h *clerumv1alpha1.Host) (controlapi.Credential, error) {
+	if err := c.breaker.allow(c.clock.Now()); err != nil {
+		return controlapi.Credential{}, err
+	}
+	cred, err := c.issuer.BootstrapCredential(ctx, controlapi.BootstrapRequest{
+		Namespace: c.cfg.TargetNamespace, HostRef: h.Name, HostUID: string(h.UID)})
+	c.breaker.record(c.clock.Now(), err)
+	return cred, err
+}
+
+// retryAfter is the Control API's Retry-After in err, or 0.
+func retryAfter(err error) time.Duration {
+	var se *controlapi.StatusError
+	if errors.As(err, &se) {
+		return se.RetryAfter
+	}
+	return 0
+}
+
+// isRefused reports whether err is a kit refusal of any cause.
+func isRefused(err error) bool {
+	var r *kit.RefusedError
+	return errors.As(err, &r)
 }
 
 // cacheGrace is how long a credential this process stored is trusted over
@@ -309,8 +420,9 @@ func isOwnership(err error) bool {
 // Context no longer vouches for the contextId its pods carry.
 func (c *Controller) stopPods(ctx context.Context, h *clerumv1alpha1.Host) error {
 	live := c.deploymentOf(h)
-	if live == nil || ptr.Deref(live.Spec.Replicas, 1) == 0 {
-		return nil
+	if live == nil || ptr.Deref(live.Spec.Replicas, 1) == 0 ||
+		live.Labels[names.LabelManagedBy] != names.ManagedByValue || live.Labels[names.LabelHost] != names.Label(h.Name) {
+		return nil // none, stopped, or not this Host's to stop
 	}
 	desired := live.DeepCopy()
 	desired.Spec.Replicas = ptr.To[int32](0)
