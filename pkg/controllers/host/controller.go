@@ -412,7 +412,8 @@ func (s *hostState) observeDeletion(name string, uid types.UID) {
 }
 
 // wasDeleted reports whether this process saw a Host of that name deleted
-// and no Host of that name has been synced since.
+// and has not yet settled it (nothing of it was left at a later look);
+// deletedOwner tells its leftovers from a later Host's of the same name.
 func (s *hostState) wasDeleted(name string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -79,6 +79,9 @@ func (c *Controller) syncHost(ctx context.Context, key cache.ObjectName) (kit.Re
 				if cred.refreshIn > 0 {
 					result.RequeueAfter = cred.refreshIn
 				}
+				if cred.retryAfter > 0 {
+					result.RequeueAfter = cred.retryAfter
+				}
 			}
 		}
 		st.blocked(block, c.deploymentOf(h))
@@ -284,20 +287,29 @@ func (c *Controller) ensureCredential(ctx context.Context, h *clerumv1alpha1.Hos
 	if err != nil && !apierrors.IsNotFound(err) {
 		return credential{}, err
 	}
-	placeholder := BuildEmptyRuntimeTokenSecret(h, c.cfg.Build)
+	// The pre-check's stand-in carries data as the real write will: an
+	// immutable Secret holding nothing refuses it too.
+	placeholder := BuildRuntimeTokenSecret(h, c.cfg.Build, "", now)
+	// unwritable is why the Secret could not take a new credential: not
+	// HCC's (which refuses the Host now), or a change HCC cannot make (it
+	// was marked immutable, its type changed), which matters only when a
+	// credential is due — found before the Control API is asked, so a
+	// credential that cannot be stored is never issued.
+	var unwritable error
+	refuse := func() (credential, error) {
+		_, _, err := kit.Ensure(ctx, c.children, kit.Secrets, owner, live, placeholder) // reports the refusal; writes nothing
+		reason := kit.ReasonNotOwned
+		if !isOwnership(err) {
+			reason = kit.ReasonCredentialRefused
+		}
+		st.auth(metav1.ConditionFalse, reason, "the runtime-token Secret cannot be written: "+err.Error(), time.Time{})
+		return credential{}, err
+	}
 	if live != nil {
-		// Any refusal — not HCC's, or a change it cannot make (the Secret
-		// was marked immutable, its type changed) — is found before the
-		// Control API is asked: a credential that cannot be stored is
-		// never issued.
-		if _, _, err := kit.Plan(kit.Secrets, owner, live, placeholder); isRefused(err) {
-			_, _, err := kit.Ensure(ctx, c.children, kit.Secrets, owner, live, placeholder) // reports it; writes nothing
-			reason := kit.ReasonNotOwned
-			if !isOwnership(err) {
-				reason = kit.ReasonCredentialRefused
-			}
-			st.auth(metav1.ConditionFalse, reason, "the runtime-token Secret cannot be written: "+err.Error(), time.Time{})
-			return credential{}, err
+		if _, _, err := kit.Plan(kit.Secrets, owner, live, placeholder); isOwnership(err) {
+			return refuse()
+		} else if isRefused(err) {
+			unwritable = err
 		}
 	}
 	uid, expiresAt, ok := CredentialIssuance(live)
@@ -329,7 +341,13 @@ func (c *Controller) ensureCredential(ctx context.Context, h *clerumv1alpha1.Hos
 		why = "the credential has expired"
 	}
 	present := ok && uid == h.UID
+	if unwritable != nil {
+		cred, err := refuse()
+		cred.present = present
+		return cred, err
+	}
 	issued, held := c.state.unstoredFor(h.Name, h.UID, now.Add(c.cfg.RefreshBefore))
+	err = nil // the lister's NotFound above is no failure of this call
 	if !held {
 		issued, err = c.obtain(ctx, h)
 	}
@@ -472,7 +490,7 @@ func (c *Controller) patchFinalizers(ctx context.Context, h *clerumv1alpha1.Host
 // and removes HCC's finalizer once none is left but those on their way out.
 func (c *Controller) finalize(ctx context.Context, h *clerumv1alpha1.Host) error {
 	c.state.observeDeletion(h.Name, h.UID)
-	remaining, err := c.deleteChildren(ctx, h.Name)
+	remaining, err := c.deleteChildren(ctx, h.Name, func(metav1.Object) bool { return true })
 	if err != nil {
 		return err
 	}
@@ -503,7 +521,7 @@ func (c *Controller) gone(ctx context.Context, host string) error {
 	if !c.state.wasDeleted(host) {
 		return nil
 	}
-	remaining, err := c.deleteChildren(ctx, host)
+	remaining, err := c.deleteChildren(ctx, host, func(o metav1.Object) bool { return c.state.deletedOwner(host, o) })
 	if err != nil {
 		return err
 	}
@@ -517,9 +535,12 @@ func (c *Controller) gone(ctx context.Context, host string) error {
 // show, in both namespaces, and returns how many are still on their way out
 // (deleted, with a finalizer of their own to run). A claim held only by
 // kubernetes.io/pvc-protection counts as gone: it goes when its pod does.
-func (c *Controller) deleteChildren(ctx context.Context, host string) (remaining int, err error) {
+func (c *Controller) deleteChildren(ctx context.Context, host string, leftover func(metav1.Object) bool) (remaining int, err error) {
 	var errs []error
 	for _, child := range c.childrenOf(host) {
+		if !leftover(child.live) {
+			continue // a later Host's of the same name
+		}
 		if child.live.GetDeletionTimestamp() != nil {
 			if !pvcProtectedOnly(child.live) {
 				remaining++

@@ -162,6 +162,7 @@ func TestInformersAskedForAfterStartPanic(t *testing.T) {
 func TestDeleteChildTouchesOnlyTheOwnersChildren(t *testing.T) {
 	ctx := context.Background()
 	mcpGVK := schema.GroupVersion(clerumv1alpha1.GroupVersion).WithKind("McpServer")
+	hostGVK := schema.GroupVersion(clerumv1alpha1.GroupVersion).WithKind("Host")
 	managed := map[string]string{"clerum.io/managed-by": "host-context-controller", "clerum.io/mcpserver": "s1"}
 	deployment := func(name string, labels map[string]string, refs ...metav1.OwnerReference) *appsv1.Deployment {
 		return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "mcp-server", Name: name, UID: types.UID(name),
@@ -188,6 +189,18 @@ func TestDeleteChildTouchesOnlyTheOwnersChildren(t *testing.T) {
 			Labels: map[string]string{"clerum.io/managed-by": "host-context-controller", "clerum.io/mcpserver": "s1", "clerum.io/policy-type": "external-egress"},
 		}}, func(c *Children, o runtime.Object) (bool, error) {
 			return DeleteChild(ctx, c, NetworkPolicies, mcpGVK, "s1", "clerum.io/mcpserver", o.(*networkingv1.NetworkPolicy))
+		}, false},
+		{"a Host policy of the repairable class (no type) on a name the Host operator reserves is deleted", &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{
+			Namespace: "mcp-host", Name: "allow-rpc-proxy-desktop-h1", UID: "np", ResourceVersion: "1",
+			Labels: map[string]string{"clerum.io/managed-by": "host-context-controller", "clerum.io/host": "h1"},
+		}}, func(c *Children, o runtime.Object) (bool, error) {
+			return DeleteChild(ctx, c, NetworkPolicies, hostGVK, "h1", "clerum.io/host", o.(*networkingv1.NetworkPolicy))
+		}, true},
+		{"one with no type on a name the Host operator does not reserve is not", &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{
+			Namespace: "mcp-host", Name: "ctx-c1-s1-egress", UID: "np", ResourceVersion: "1",
+			Labels: map[string]string{"clerum.io/managed-by": "host-context-controller", "clerum.io/host": "h1"},
+		}}, func(c *Children, o runtime.Object) (bool, error) {
+			return DeleteChild(ctx, c, NetworkPolicies, hostGVK, "h1", "clerum.io/host", o.(*networkingv1.NetworkPolicy))
 		}, false},
 	}
 	for _, tc := range tests {

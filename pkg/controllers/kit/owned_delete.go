@@ -35,8 +35,18 @@ func DeleteChild[T Child](ctx context.Context, c *Children, kind Kind[T], ownerG
 		// A NetworkPolicy is its writer's by policy type: the per-server
 		// policies of the NetworkPolicy operator carry clerum.io/mcpserver
 		// too, and are never another writer's to delete.
+		// One with no policy type on a name the writer reserves is the
+		// repairable class (contract §4a): the writer's to relabel or
+		// sweep.
 		writer, ok := identityWriters[identityLabel]
-		if !ok || !contains(names.WriterPolicyTypes(writer), l[names.LabelPolicyType]) {
+		typ := l[names.LabelPolicyType]
+		if typ == "" {
+			_, reserved := names.ReservedPolicyType(writer, live.GetName())
+			ok = ok && reserved
+		} else {
+			ok = ok && contains(names.WriterPolicyTypes(writer), typ)
+		}
+		if !ok {
 			return false, nil
 		}
 	}
