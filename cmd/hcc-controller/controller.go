@@ -28,10 +28,12 @@ import (
 	"github.com/clerum/hcc/pkg/config"
 	"github.com/clerum/hcc/pkg/controlapi"
 	"github.com/clerum/hcc/pkg/controllers/egress"
+	"github.com/clerum/hcc/pkg/controllers/globalfs"
 	"github.com/clerum/hcc/pkg/controllers/host"
 	"github.com/clerum/hcc/pkg/controllers/kit"
 	"github.com/clerum/hcc/pkg/controllers/mcpserver"
 	netpolcontroller "github.com/clerum/hcc/pkg/controllers/netpol"
+	"github.com/clerum/hcc/pkg/controllers/sharedfs"
 	clientset "github.com/clerum/hcc/pkg/generated/clientset/versioned"
 	clerumscheme "github.com/clerum/hcc/pkg/generated/clientset/versioned/scheme"
 	"github.com/clerum/hcc/pkg/health"
@@ -203,7 +205,19 @@ func newReconcilers(deps kit.Deps, resolver egress.Resolver) ([]kit.Reconciler, 
 		Caps:             kit.Caps{Absolute: cfg.NetPol.HostOrphanDeleteCap, Percent: cfg.NetPol.HostOrphanDeleteCapPercent},
 		Workers:          cfg.Core.HostWorkers,
 	})
-	return []kit.Reconciler{coordinator, policies, servers, hosts}, nil
+	sharedFileSystems := sharedfs.New(deps, sharedfs.Config{
+		Namespace: cfg.Namespaces.Host,
+		Build:     sharedfs.OptionsFrom(cfg),
+		Resync:    cfg.WFC.SFSResync,
+		Workers:   cfg.Core.FileSystemWorkers,
+	})
+	globalFileSystems := globalfs.New(deps, globalfs.Config{
+		Namespace: cfg.Namespaces.GFS,
+		Build:     globalfs.OptionsFrom(cfg),
+		Resync:    cfg.GFS.Resync,
+		Workers:   cfg.Core.FileSystemWorkers,
+	})
+	return []kit.Reconciler{coordinator, policies, servers, hosts, sharedFileSystems, globalFileSystems}, nil
 }
 
 // eventScheme knows the clerum.io kinds, so events can reference them.

@@ -39,7 +39,7 @@ func startCluster(t *testing.T) *cluster {
 	cp := controlplane.Start(t, controlplane.Options{})
 	kube := kubernetes.NewForConfigOrDie(cp.Config())
 	ctx := context.Background()
-	for _, ns := range []string{"control-plane", "mcp-server", "mcp-host", "rpc-proxy", "sandbox-recipes", "sandbox-ui", "channels"} {
+	for _, ns := range []string{"control-plane", "mcp-server", "mcp-host", "rpc-proxy", "sandbox-recipes", "sandbox-ui", "channels", "gfs"} {
 		_, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
 		require.NoError(t, err)
 	}

@@ -16,6 +16,12 @@ const (
 	LabelHost = "clerum.io/host"
 	// LabelContext carries the Context's spec.contextId on Host pods.
 	LabelContext = "clerum.io/context"
+	// LabelSharedFileSystem carries the SharedFileSystem's name on every
+	// object HCC creates for it, and its pods.
+	LabelSharedFileSystem = "clerum.io/sharedfilesystem"
+	// LabelGlobalFileSystem carries the GlobalFileSystem's name on every
+	// object HCC creates for it, and its pods.
+	LabelGlobalFileSystem = "clerum.io/globalfilesystem"
 	// LabelPolicyType classifies every NetworkPolicy HCC owns.
 	LabelPolicyType = "clerum.io/policy-type"
 	// LabelK8sAPIEgress is set by the platform: "true" opts a pod outside

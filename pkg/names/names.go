@@ -89,6 +89,29 @@ func ChannelReaderEgressPolicy(host string) string {
 	return Object("channel-reader-" + host + "-egress")
 }
 
+// Names of the objects HCC creates for one SharedFileSystem F (host
+// namespace) and one GlobalFileSystem G (GFS namespace).
+
+// WFCWorkload names the workspace-files-controller Deployment and Service of
+// SharedFileSystem fs; both carry the Service limit so they share one name.
+func WFCWorkload(fs string) string { return Label("wfc-" + fs) }
+
+// WFCData names the data PersistentVolumeClaim of SharedFileSystem fs.
+func WFCData(fs string) string { return Object("wfc-" + fs + "-data") }
+
+// WFCIngressPolicy names the NetworkPolicy admitting fs's Hosts to its WFC.
+func WFCIngressPolicy(fs string) string { return Object("wfc-" + fs + "-ingress") }
+
+// GFSCWorkload names the gfsc Deployment and Service of GlobalFileSystem gfs.
+func GFSCWorkload(gfs string) string { return Label("gfsc-" + gfs) }
+
+// GFSCSeedJob names the one-shot Job that seeds gfs's drive root; it is a
+// label value on the Job's pods (job-name), so it keeps the label limit.
+func GFSCSeedJob(gfs string) string { return Label("gfsc-" + gfs + "-seed") }
+
+// GFSCEgressPolicy names the NetworkPolicy limiting gfs's gfsc egress.
+func GFSCEgressPolicy(gfs string) string { return Object("gfsc-" + gfs + "-egress") }
+
 // NetworkPolicy names of the four-layer model (docs/names.md).
 
 // DenyAllPolicy names the L0 default-deny policy of namespace ns.

@@ -53,6 +53,8 @@ var policyBuilders = map[string]policyBuilder{
 	"HostDesktopPolicy": {WriterHost, PolicyTypeHost, 1, func(a []string) string { return HostDesktopPolicy(a[0]) }},
 	"ChannelReaderEgressPolicy": {WriterHost, PolicyTypeHost, 1,
 		func(a []string) string { return ChannelReaderEgressPolicy(a[0]) }},
+	"WFCIngressPolicy": {WriterFileSystem, PolicyTypeFileSystem, 1, func(a []string) string { return WFCIngressPolicy(a[0]) }},
+	"GFSCEgressPolicy": {WriterFileSystem, PolicyTypeFileSystem, 1, func(a []string) string { return GFSCEgressPolicy(a[0]) }},
 }
 
 // adversarialParts are object names chosen to make one writer's name look

@@ -22,10 +22,12 @@ import (
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/config"
 	"github.com/clerum/hcc/pkg/controllers/egress"
+	"github.com/clerum/hcc/pkg/controllers/globalfs"
 	"github.com/clerum/hcc/pkg/controllers/host"
 	"github.com/clerum/hcc/pkg/controllers/kit"
 	"github.com/clerum/hcc/pkg/controllers/mcpserver"
 	netpolcontroller "github.com/clerum/hcc/pkg/controllers/netpol"
+	"github.com/clerum/hcc/pkg/controllers/sharedfs"
 	"github.com/clerum/hcc/pkg/imagepolicy"
 	"github.com/clerum/hcc/pkg/netpol"
 	"github.com/clerum/hcc/pkg/validation"
@@ -112,18 +114,62 @@ func Render(ctx context.Context, opts Options) ([]byte, error) {
 	for _, p := range plan.Policies {
 		objects = append(objects, p)
 	}
-	workloads, err := planServers(servers, watched(in.secrets, cfg.Namespaces.McpServer, opts.Warn), gated, cfg, opts.Warn)
+	warnUnread(in, cfg, opts.Warn)
+	workloads, err := planServers(servers, inNamespace(in.secrets, cfg.Namespaces.McpServer), gated, cfg, opts.Warn)
 	if err != nil {
 		return nil, err
 	}
 	objects = append(objects, workloads...)
 	hosts, err := planHosts(watched(in.hosts, cfg.Namespaces.Host, opts.Warn), contexts,
-		watched(in.secrets, cfg.Namespaces.Host, opts.Warn), cfg, opts.Warn)
+		inNamespace(in.secrets, cfg.Namespaces.Host), cfg, opts.Warn)
 	if err != nil {
 		return nil, err
 	}
 	objects = append(objects, hosts...)
+	objects = append(objects, planFileSystems(in, cfg, opts.Warn)...)
 	return encode(objects)
+}
+
+// planFileSystems plans each SharedFileSystem's and GlobalFileSystem's
+// runtime with its reconciler's own admission: one whose ConfigMap or
+// Secret is missing or invalid gets none, with a warning.
+func planFileSystems(in *inputs, cfg *config.Config, warn func(string, ...any)) []runtime.Object {
+	var out []runtime.Object
+	byName := func(objs []*corev1.ConfigMap, ns string) map[string]*corev1.ConfigMap {
+		m := map[string]*corev1.ConfigMap{}
+		for _, o := range inNamespace(objs, ns) {
+			m[o.Name] = o
+		}
+		return m
+	}
+	sfsOpts := sharedfs.OptionsFrom(cfg)
+	hostMaps := byName(in.configMaps, cfg.Namespaces.Host)
+	for _, fs := range watched(in.sfs, cfg.Namespaces.Host, warn) {
+		a := sharedfs.Admit(func(name string) *corev1.ConfigMap { return hostMaps[name] }, sfsOpts)
+		if a.Block != "" {
+			warn("SharedFileSystem %s gets no runtime (%s): %s", fs.Name, a.Block, a.Message)
+			continue
+		}
+		out = append(out, sharedfs.Plan(fs, a, sfsOpts)...)
+	}
+	gfsOpts := globalfs.OptionsFrom(cfg)
+	gfsMaps := byName(in.configMaps, cfg.Namespaces.GFS)
+	var secret *corev1.Secret
+	for _, s := range inNamespace(in.secrets, cfg.Namespaces.GFS) {
+		if s.Name == gfsOpts.PostgresSecret {
+			d, _ := kit.DigestSecret(s)
+			secret = d.(*corev1.Secret)
+		}
+	}
+	for _, g := range watched(in.gfs, cfg.Namespaces.GFS, warn) {
+		a := globalfs.Admit(secret, gfsMaps[gfsOpts.JWTConfigMap], gfsOpts)
+		if a.Block != "" {
+			warn("GlobalFileSystem %s gets no runtime (%s): %s", g.Name, a.Block, a.Message)
+			continue
+		}
+		out = append(out, globalfs.Plan(g, a, gfsOpts)...)
+	}
+	return out
 }
 
 // planHosts plans each Host's objects with the Host operator's own
@@ -274,6 +320,33 @@ func watched[T interface {
 		out = append(out, o)
 	}
 	return out
+}
+
+// inNamespace returns the objects of objs in namespace.
+func inNamespace[T interface{ GetNamespace() string }](objs []T, namespace string) []T {
+	var out []T
+	for _, o := range objs {
+		if o.GetNamespace() == namespace {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// warnUnread warns about each Secret and ConfigMap in a namespace no
+// reconciler reads them from: the MCP server, host and GFS namespaces.
+func warnUnread(in *inputs, cfg *config.Config, warn func(string, ...any)) {
+	read := map[string]bool{cfg.Namespaces.McpServer: true, cfg.Namespaces.Host: true, cfg.Namespaces.GFS: true}
+	for _, s := range in.secrets {
+		if !read[s.Namespace] {
+			warn("ignoring Secret %s/%s: no reconciler reads Secrets in that namespace", s.Namespace, s.Name)
+		}
+	}
+	for _, c := range in.configMaps {
+		if !read[c.Namespace] {
+			warn("ignoring ConfigMap %s/%s: no reconciler reads ConfigMaps in that namespace", c.Namespace, c.Name)
+		}
+	}
 }
 
 // overrideResolver answers --resolve hosts itself and asks fallback for the

@@ -318,3 +318,31 @@ func TestRenderPlansHostsAsTheControllerDecides(t *testing.T) {
 		assert.Contains(t, r.warnings, "Host h1 gets no objects (SecretsMissing): Secret creds does not exist")
 	})
 }
+
+// The shipped examples plan both file-system runtimes (issue: deploy/examples).
+func TestRenderPlansTheShippedFileSystemExamples(t *testing.T) {
+	r := run(t, []string{filepath.Join("..", "..", "deploy", "examples")}, nil)
+	require.NoError(t, r.err)
+	for _, want := range []string{
+		"name: wfc-team-docs\n  namespace: mcp-host", "name: wfc-team-docs-data\n  namespace: mcp-host",
+		"name: wfc-team-docs-ingress\n  namespace: mcp-host",
+		"name: gfsc-main\n  namespace: gfs", "name: gfsc-main-egress\n  namespace: gfs", "name: gfsc-main-seed\n  namespace: gfs",
+	} {
+		assert.Contains(t, r.out, want)
+	}
+	assert.NotContains(t, r.out, "gfs:example@", "a Secret value is never printed")
+	for _, w := range r.warnings {
+		assert.NotContains(t, w, "gets no runtime", "the examples carry what both file systems read")
+	}
+}
+
+func TestRenderGivesAFileSystemWithoutItsConfigNoRuntime(t *testing.T) {
+	r := run(t, []string{write(t, map[string]string{"fs.yaml": "apiVersion: clerum.io/v1alpha1\nkind: SharedFileSystem\nmetadata: {name: docs}\nspec: {}\n" +
+		"---\napiVersion: clerum.io/v1alpha1\nkind: GlobalFileSystem\nmetadata: {name: main, namespace: gfs}\nspec: {}\n"})}, nil)
+	require.NoError(t, r.err)
+	assert.NotContains(t, r.out, "wfc-docs")
+	assert.NotContains(t, r.out, "gfsc-main")
+	joined := strings.Join(r.warnings, "\n")
+	assert.Contains(t, joined, "SharedFileSystem docs gets no runtime (ConfigMissing)")
+	assert.Contains(t, joined, "GlobalFileSystem main gets no runtime (ConfigMissing)")
+}

@@ -427,6 +427,13 @@ func (f *fixture) events() []string {
 	return out
 }
 
+func (f *fixture) service(ns, name string) *corev1.Service {
+	f.t.Helper()
+	s, err := f.kube.CoreV1().Services(ns).Get(context.Background(), name, metav1.GetOptions{})
+	require.NoError(f.t, err)
+	return s
+}
+
 func (f *fixture) deployment(ns, name string) *appsv1.Deployment {
 	f.t.Helper()
 	d, err := f.kube.AppsV1().Deployments(ns).Get(context.Background(), name, metav1.GetOptions{})
@@ -811,6 +818,18 @@ func TestDeletion(t *testing.T) {
 		_, err := f.kube.CoreV1().PersistentVolumeClaims(hostNS).Get(context.Background(), "h1-workspace", metav1.GetOptions{})
 		assert.True(t, apierrors.IsNotFound(err))
 		assert.Equal(t, 1, f.issuer.calls())
+	})
+	t.Run("a child the caches do not show yet is found on the server before the finalizer goes", func(t *testing.T) {
+		f := deployed(t)
+		// The channel-reader Service was written an instant before the
+		// deletion and has not reached the cache.
+		f.unindex(f.service(readerNS, "channel-reader-h1"))
+		deleting(f)
+		f.mustSync("h1")
+		assert.Equal(t, with(deleted("h1"), "patch hosts/h1"), f.writes(), "deleted through the live read")
+		_, err := f.kube.CoreV1().Services(readerNS).Get(context.Background(), "channel-reader-h1", metav1.GetOptions{})
+		assert.True(t, apierrors.IsNotFound(err))
+		assert.Empty(t, f.host("h1").Finalizers)
 	})
 	t.Run("the finalizer waits for a child on its way out; a protected claim counts as gone", func(t *testing.T) {
 		f := deployed(t)

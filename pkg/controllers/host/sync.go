@@ -494,6 +494,13 @@ func (c *Controller) finalize(ctx context.Context, h *clerumv1alpha1.Host) error
 	if err != nil {
 		return err
 	}
+	if remaining == 0 {
+		// The caches may not show a child created an instant before the
+		// deletion: ask the API server for each name before letting go.
+		if remaining, err = c.deleteUncached(ctx, h); err != nil {
+			return err
+		}
+	}
 	if remaining > 0 {
 		return fmt.Errorf("host %s: %d child(ren) still being deleted: %w", h.Name, remaining, kit.ErrBeingDeleted)
 	}
@@ -552,6 +559,56 @@ func (c *Controller) deleteChildren(ctx context.Context, host string, leftover f
 		}
 	}
 	return remaining, errors.Join(errs...)
+}
+
+// deleteUncached reads every per-Host name of h from the API server and
+// deletes what is still there and h's; it returns how many are still on
+// their way out.
+func (c *Controller) deleteUncached(ctx context.Context, h *clerumv1alpha1.Host) (int, error) {
+	hostNS, readerNS := c.cfg.Build.HostNamespace, c.cfg.Build.ChannelsNamespace
+	checks := []func() (bool, error){
+		liveChild(ctx, c, kit.Deployments, hostNS, names.HostWorkload(h.Name), h.Name),
+		liveChild(ctx, c, kit.Services, hostNS, names.HostWorkload(h.Name), h.Name),
+		liveChild(ctx, c, kit.PersistentVolumeClaims, hostNS, names.HostWorkspace(h.Name), h.Name),
+		liveChild(ctx, c, kit.Secrets, hostNS, names.HostRuntimeTokens(h.Name), h.Name),
+		liveChild(ctx, c, kit.ServiceAccounts, hostNS, names.HostIdentity(h.Name), h.Name),
+		liveChild(ctx, c, kit.Roles, hostNS, names.HostIdentity(h.Name), h.Name),
+		liveChild(ctx, c, kit.RoleBindings, hostNS, names.HostIdentity(h.Name), h.Name),
+		liveChild(ctx, c, kit.NetworkPolicies, hostNS, names.HostDesktopPolicy(h.Name), h.Name),
+		liveChild(ctx, c, kit.Deployments, readerNS, names.ChannelReader(h.Name), h.Name),
+		liveChild(ctx, c, kit.Services, readerNS, names.ChannelReader(h.Name), h.Name),
+		liveChild(ctx, c, kit.NetworkPolicies, readerNS, names.ChannelReaderEgressPolicy(h.Name), h.Name),
+	}
+	remaining := 0
+	var errs []error
+	for _, check := range checks {
+		going, err := check()
+		if err != nil {
+			errs = append(errs, err)
+		} else if going {
+			remaining++
+		}
+	}
+	return remaining, errors.Join(errs...)
+}
+
+// liveChild returns a check that reads name from the API server and, when
+// it is the Host's, deletes it; it reports whether the object is still on
+// its way out.
+func liveChild[T kit.Child](ctx context.Context, c *Controller, kind kit.Kind[T], ns, name, host string) func() (bool, error) {
+	return func() (bool, error) {
+		live, err := kind.Client(c.kube, ns).Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			return false, nil
+		case err != nil:
+			return false, err
+		case live.GetDeletionTimestamp() != nil:
+			return !pvcProtectedOnly(live), nil
+		}
+		_, err = kit.DeleteChild(ctx, c.children, kind, gvk, host, names.LabelHost, live)
+		return false, err
+	}
 }
 
 // pvcProtectedOnly reports whether o is a claim on its way out that only

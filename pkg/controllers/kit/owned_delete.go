@@ -14,7 +14,9 @@ import (
 // identityWriters maps each identity label to the NetworkPolicy writer
 // whose children carry it.
 var identityWriters = map[string]names.PolicyWriter{
-	names.LabelHost: names.WriterHost,
+	names.LabelHost:             names.WriterHost,
+	names.LabelSharedFileSystem: names.WriterFileSystem,
+	names.LabelGlobalFileSystem: names.WriterFileSystem,
 }
 
 // DeleteChild deletes live, a child of the owner named ownerName (of kind
@@ -57,8 +59,12 @@ func DeleteChild[T Child](ctx context.Context, c *Children, kind Kind[T], ownerG
 		}
 	}
 	uid, rv := live.GetUID(), live.GetResourceVersion()
+	// Background propagation: the garbage collector removes what the child
+	// owns (a Job's pods, whose kind otherwise orphans them) after it.
+	background := metav1.DeletePropagationBackground
 	err = kind.client(c.kube, live.GetNamespace()).Delete(ctx, live.GetName(), metav1.DeleteOptions{
-		Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv},
+		Preconditions:     &metav1.Preconditions{UID: &uid, ResourceVersion: &rv},
+		PropagationPolicy: &background,
 	})
 	switch {
 	case apierrors.IsNotFound(err):

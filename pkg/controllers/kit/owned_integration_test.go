@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -180,6 +181,12 @@ func TestOwnedKindsAgainstTheAPIServer(t *testing.T) {
 		runKind(t, kindCase[*rbacv1.RoleBinding]{kind: kit.RoleBindings, build: buildRoleBinding, tamper: func(b *rbacv1.RoleBinding) {
 			b.Subjects = append(b.Subjects, rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "mallory"})
 		}})
+	})
+	t.Run("Job", func(t *testing.T) {
+		t.Parallel()
+		// HCC owns no content of a Job (its template cannot change): no
+		// tamper case, only ownership and zero writes.
+		runKind(t, kindCase[*batchv1.Job]{kind: kit.Jobs, build: buildJob})
 	})
 	t.Run("NetworkPolicy", func(t *testing.T) {
 		t.Parallel()
@@ -474,4 +481,25 @@ func TestRoundTripShowsADefaultTheBuilderMissed(t *testing.T) {
 	assert.Contains(t, rec.errors[0], `-  "revisionHistoryLimit": 10`)
 	assert.Contains(t, rec.errors[0], `"terminationMessagePath": "/dev/termination-log"`)
 	assert.Contains(t, rec.errors[0], "PUT /apis/apps/v1/namespaces/kit-roundtrip/deployments/h1")
+}
+
+func buildJob(namespace, name, host string) *batchv1.Job {
+	return &batchv1.Job{
+		ObjectMeta: childMeta(namespace, name, host),
+		Spec: batchv1.JobSpec{
+			BackoffLimit: ptr.To[int32](3),
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: podSelector(host)},
+				Spec: corev1.PodSpec{
+					Containers: []corev1.Container{{
+						Name: "seed", Image: "registry.example/seed:1.0", Args: []string{"seed"},
+						TerminationMessagePath: corev1.TerminationMessagePathDefault, TerminationMessagePolicy: corev1.TerminationMessageReadFile,
+						ImagePullPolicy: corev1.PullIfNotPresent,
+					}},
+					RestartPolicy: corev1.RestartPolicyNever, TerminationGracePeriodSeconds: ptr.To[int64](30),
+					DNSPolicy: corev1.DNSClusterFirst, SecurityContext: &corev1.PodSecurityContext{}, SchedulerName: corev1.DefaultSchedulerName,
+				},
+			},
+		},
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -298,4 +299,25 @@ func immutableData(write, live *bool, sameData bool) error {
 		return &RefusedError{Cause: CauseImmutable, Detail: "it is marked immutable, so its data cannot change"}
 	}
 	return nil
+}
+
+// Jobs: one-shot work (a GlobalFileSystem's root seed). A Job's pod template
+// cannot change once it is created, and the API server fills in its
+// selector and template labels, so HCC owns no content of a Job: Ensure
+// creates a missing one, keeps its labels and annotations, and never
+// rewrites its spec. A Job that must run differently is deleted and
+// created again by its reconciler.
+var Jobs = Kind[*batchv1.Job]{
+	Name: "Job",
+	client: func(k kubernetes.Interface, ns string) ChildClient[*batchv1.Job] {
+		return k.BatchV1().Jobs(ns)
+	},
+	// An update (metadata only) sends the live spec: the builder's lacks
+	// the selector and labels the API server filled in, and a Job's
+	// template may not change.
+	prepare: func(write, live *batchv1.Job) error {
+		write.Spec = *live.Spec.DeepCopy()
+		return nil
+	},
+	owned: func(*batchv1.Job) any { return nil },
 }

@@ -99,3 +99,18 @@ const (
 	// credential failed (the message never holds a credential or token).
 	EventCredentialFailed = "CredentialFailed"
 )
+
+// SharedFileSystem and GlobalFileSystem status (field managers
+// hcc-sharedfilesystem, hcc-globalfilesystem). Ready also uses
+// ReasonAvailable, ReasonProgressing and ReasonNotOwned.
+const (
+	ReasonConfigFound   = "ConfigFound"   // ConfigResolved True
+	ReasonConfigMissing = "ConfigMissing" // ConfigResolved False: a Secret, ConfigMap or key is missing
+	ReasonConfigInvalid = "ConfigInvalid" // ConfigResolved False: a value is malformed (a PEM key that does not parse)
+	ReasonClaimBound    = "Bound"         // VolumeBound True
+	ReasonClaimPending  = "ClaimPending"  // VolumeBound False: the claim is not bound yet
+	ReasonShrinkRefused = "ShrinkRefused" // VolumeBound: spec.size is below the claim's; a claim only grows
+	ReasonSeeded        = "Seeded"        // RootSeeded True
+	ReasonSeedPending   = "SeedPending"   // RootSeeded False: the seed Job has not completed
+	ReasonSeedFailed    = "SeedFailed"    // RootSeeded False: the seed Job failed
+)

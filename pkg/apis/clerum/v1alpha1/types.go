@@ -41,6 +41,18 @@ const (
 	// ConditionAuthReady reports whether a Host's runtime-token Secret holds
 	// a bootstrap credential issued by the Control API for this Host.
 	ConditionAuthReady = "AuthReady"
+	// ConditionConfigResolved reports whether the Secrets and ConfigMaps a
+	// file system's runtime reads exist with the keys it needs, valid.
+	ConditionConfigResolved = "ConfigResolved"
+	// ConditionVolumeBound reports whether a SharedFileSystem's claim is
+	// bound (and at the size asked for).
+	ConditionVolumeBound = "VolumeBound"
+	// ConditionWorkloadReady reports whether a file system's Deployment has
+	// its replicas available on the current template.
+	ConditionWorkloadReady = "WorkloadReady"
+	// ConditionRootSeeded reports whether a GlobalFileSystem's drive root
+	// has been seeded.
+	ConditionRootSeeded = "RootSeeded"
 )
 
 // Field managers for server-side apply of McpServer status; each owns a
@@ -50,6 +62,10 @@ const (
 	FieldManagerNetPol    = "hcc-netpol"
 	// FieldManagerHost writes Host status and the Host operator's children.
 	FieldManagerHost = "hcc-host"
+	// FieldManagerSharedFileSystem and FieldManagerGlobalFileSystem write
+	// the file system reconcilers' status and children.
+	FieldManagerSharedFileSystem = "hcc-sharedfilesystem"
+	FieldManagerGlobalFileSystem = "hcc-globalfilesystem"
 )
 
 // FinalizerHostCleanup holds a Host until HCC has deleted its children in

@@ -1,0 +1,303 @@
+package globalfs
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+	corev1 "k8s.io/api/core/v1"
+	k8slabels "k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes"
+	appslisters "k8s.io/client-go/listers/apps/v1"
+	batchlisters "k8s.io/client-go/listers/batch/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	networkinglisters "k8s.io/client-go/listers/networking/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
+
+	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
+	"github.com/clerum/hcc/pkg/controllers/kit"
+	clientset "github.com/clerum/hcc/pkg/generated/clientset/versioned"
+	clerumlisters "github.com/clerum/hcc/pkg/generated/listers/clerum/v1alpha1"
+	"github.com/clerum/hcc/pkg/names"
+)
+
+// Config is what the GlobalFileSystem reconciler needs besides its Deps.
+type Config struct {
+	// Namespace is where GlobalFileSystems and their children live
+	// (CONTEXT_MAPPER_GFS_NAMESPACE).
+	Namespace string
+	Build     Options
+	// Resync is the interval of the full reconcile
+	// (CONTEXT_MAPPER_GFS_RESYNC_SEC); 0 disables it.
+	Resync  time.Duration
+	Workers int // HCC_FILESYSTEM_WORKERS
+}
+
+// gvk is the owners' kind, for controller references.
+var gvk = schema.GroupVersion(clerumv1alpha1.GroupVersion).WithKind("GlobalFileSystem")
+
+// refusedRetry is how soon a GlobalFileSystem some of whose names an object
+// HCC does not own holds is looked at again: the holder may be removed by
+// hand, and no event of the informers of managed objects would say so.
+const refusedRetry = 5 * time.Minute
+
+// Controller is the GlobalFileSystem reconciler (docs/globalfilesystem.md).
+type Controller struct {
+	kube kubernetes.Interface
+	hcc  clientset.Interface
+	cfg  Config
+
+	filesystems clerumlisters.GlobalFileSystemLister
+	secrets     corelisters.SecretLister
+	configMaps  corelisters.ConfigMapLister
+	deployments appslisters.DeploymentLister
+	services    corelisters.ServiceLister
+	policies    networkinglisters.NetworkPolicyLister
+	jobs        batchlisters.JobLister
+	synced      []cache.InformerSynced
+
+	queue    workqueue.TypedRateLimitingInterface[cache.ObjectName]
+	loop     *kit.Loop[cache.ObjectName]
+	children *kit.Children
+	recorder record.EventRecorder
+	metrics  *Metrics
+	clock    clock.WithTicker
+	log      zerolog.Logger
+
+	state *gfsState
+}
+
+// New returns the reconciler of the GlobalFileSystems of cfg.Namespace and
+// their children there, from d.Informers.
+func New(d kit.Deps, cfg Config) *Controller {
+	clk := d.Clock
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	ns := cfg.Namespace
+	filesystems := d.Informers.HCC(ns).Clerum().V1alpha1().GlobalFileSystems()
+	secrets := d.Informers.Secrets(ns)
+	// The JWT ConfigMap is the platform's, not HCC's: every ConfigMap.
+	configMaps := d.Informers.Kube(ns, kit.AllObjects, "configmaps").Core().V1().ConfigMaps()
+	deployments := d.Informers.Kube(ns, kit.ManagedObjects, "deployments").Apps().V1().Deployments()
+	services := d.Informers.Kube(ns, kit.ManagedObjects, "services").Core().V1().Services()
+	policies := d.Informers.Kube(ns, kit.ManagedObjects, "networkpolicies").Networking().V1().NetworkPolicies()
+	jobs := d.Informers.Kube(ns, kit.ManagedObjects, "jobs").Batch().V1().Jobs()
+
+	c := &Controller{
+		kube:        d.Kube,
+		hcc:         d.HCC,
+		cfg:         cfg,
+		filesystems: filesystems.Lister(),
+		secrets:     secrets.Lister(),
+		configMaps:  configMaps.Lister(),
+		deployments: deployments.Lister(),
+		services:    services.Lister(),
+		policies:    policies.Lister(),
+		jobs:        jobs.Lister(),
+		// A failed sync retries after 1 s, doubling to at most 5 min.
+		queue:    kit.New(d.Queues, "globalfilesystem", kit.Backoff[cache.ObjectName](time.Second, 5*time.Minute)),
+		recorder: d.Recorder,
+		metrics:  NewMetrics(d.Registry),
+		clock:    clk,
+		log:      d.Log.With().Str("controller", "globalfilesystem").Logger(),
+		state:    newGFSState(),
+	}
+	c.children = kit.NewChildren(d.Kube, clerumv1alpha1.FieldManagerGlobalFileSystem, d.Recorder, func(kind string, cause kit.Cause) {
+		c.metrics.Refused.WithLabelValues(kind, string(cause)).Inc()
+	})
+	c.loop = &kit.Loop[cache.ObjectName]{Name: "globalfilesystem", Queue: c.queue, Sync: c.syncGlobalFileSystem, Log: d.Log,
+		Resource: clerumv1alpha1.Resource("globalfilesystems"), Errors: c.metrics.SyncErrors}
+
+	enqueue := func(k cache.ObjectName) { c.queue.Add(k) }
+	_, _ = filesystems.Informer().AddEventHandler(kit.OwnHandlers(enqueue))
+	owner := kit.OwnerByRefOrLabel(gvk.GroupVersion().String(), gvk.Kind, ns, names.LabelGlobalFileSystem)
+	for _, inf := range []cache.SharedIndexInformer{deployments.Informer(), services.Informer(), policies.Informer(), jobs.Informer()} {
+		_, _ = inf.AddEventHandler(kit.ChildHandlers(owner, enqueue))
+	}
+	_, _ = secrets.Informer().AddEventHandler(c.configHandlers(cfg.Build.PostgresSecret))
+	_, _ = configMaps.Informer().AddEventHandler(c.configHandlers(cfg.Build.JWTConfigMap))
+	c.synced = []cache.InformerSynced{filesystems.Informer().HasSynced, secrets.Informer().HasSynced,
+		configMaps.Informer().HasSynced, deployments.Informer().HasSynced, services.Informer().HasSynced,
+		policies.Informer().HasSynced, jobs.Informer().HasSynced}
+	return c
+}
+
+// Name implements kit.Reconciler.
+func (c *Controller) Name() string { return "globalfilesystem" }
+
+// Run implements kit.Reconciler: it waits for the caches, queues every
+// GlobalFileSystem once and then every Resync (the periodic full
+// reconcile), and serves the queue with cfg.Workers workers.
+func (c *Controller) Run(ctx context.Context) error {
+	if err := kit.WaitForSync("globalfilesystem", ctx.Done(), c.synced...); err != nil {
+		c.queue.ShutDown()
+		return err
+	}
+	c.enqueueAll()
+	var wg sync.WaitGroup
+	if c.cfg.Resync > 0 {
+		ticker := c.clock.NewTicker(c.cfg.Resync)
+		wg.Go(func() {
+			defer ticker.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-ticker.C():
+					c.enqueueAll()
+				}
+			}
+		})
+	}
+	c.loop.Run(ctx, max(c.cfg.Workers, 1))
+	wg.Wait()
+	return nil
+}
+
+// enqueueAll queues every GlobalFileSystem in the cache.
+func (c *Controller) enqueueAll() {
+	all, _ := c.filesystems.GlobalFileSystems(c.cfg.Namespace).List(k8slabels.Everything())
+	for _, g := range all {
+		c.queue.Add(cache.ObjectName{Namespace: g.Namespace, Name: g.Name})
+	}
+}
+
+// configHandlers queue every GlobalFileSystem when the object named name
+// (the Postgres Secret, the JWT ConfigMap: one for all of them) is
+// created, changed or deleted.
+func (c *Controller) configHandlers(name string) cache.ResourceEventHandler {
+	requeue := func(obj any) {
+		if key, ok := kit.KeyOf(obj); ok && key.Name == name {
+			c.enqueueAll()
+		}
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: requeue,
+		UpdateFunc: func(old, cur any) {
+			o, errOld := metaOf(old)
+			n, errNew := metaOf(cur)
+			if errOld || errNew || o != n {
+				requeue(cur)
+			}
+		},
+		DeleteFunc: requeue,
+	}
+}
+
+// metaOf returns obj's resourceVersion; true when obj is neither a Secret
+// nor a ConfigMap.
+func metaOf(obj any) (string, bool) {
+	switch o := obj.(type) {
+	case *corev1.Secret:
+		return o.ResourceVersion, false
+	case *corev1.ConfigMap:
+		return o.ResourceVersion, false
+	}
+	return "", true
+}
+
+// gfsState is what the reconciler remembers between syncs, for events and
+// gauges: each GlobalFileSystem's block reason, whether its seed failure
+// was reported, and its phase.
+type gfsState struct {
+	mu         sync.Mutex
+	block      map[string]string
+	seedFailed map[string]bool
+	phase      map[string]clerumv1alpha1.FileSystemPhase
+}
+
+func newGFSState() *gfsState {
+	return &gfsState{block: map[string]string{}, seedFailed: map[string]bool{}, phase: map[string]clerumv1alpha1.FileSystemPhase{}}
+}
+
+// setBlock records gfs's block reason ("" for none) and returns the
+// previous one, so a block and its release are each one event.
+func (s *gfsState) setBlock(gfs, reason string) (previous string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	previous = s.block[gfs]
+	if reason == "" {
+		delete(s.block, gfs)
+	} else {
+		s.block[gfs] = reason
+	}
+	return previous
+}
+
+// setSeedFailed records whether gfs's seed has failed and reports whether
+// that is news.
+func (s *gfsState) setSeedFailed(gfs string, failed bool) (changed bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	changed = s.seedFailed[gfs] != failed
+	if failed {
+		s.seedFailed[gfs] = true
+	} else {
+		delete(s.seedFailed, gfs)
+	}
+	return changed
+}
+
+func (s *gfsState) setPhase(gfs string, p clerumv1alpha1.FileSystemPhase) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.phase[gfs] = p
+}
+
+// forget drops a GlobalFileSystem that is gone.
+func (s *gfsState) forget(gfs string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.block, gfs)
+	delete(s.seedFailed, gfs)
+	delete(s.phase, gfs)
+}
+
+// Metrics are the reconciler's series, all named clerum_hcc_gfs_*.
+type Metrics struct {
+	FileSystems *prometheus.GaugeVec
+	SyncErrors  *prometheus.CounterVec
+	Refused     *prometheus.CounterVec
+}
+
+// NewMetrics registers the reconciler's metrics with reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		FileSystems: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "clerum_hcc_gfs_globalfilesystems",
+			Help: "GlobalFileSystems by phase (Initializing, Ready, Degraded).",
+		}, []string{"phase"}),
+		SyncErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "clerum_hcc_gfs_reconcile_errors_total",
+			Help: "Failed GlobalFileSystem syncs.",
+		}, []string{"controller"}),
+		Refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "clerum_hcc_gfs_children_refused_total",
+			Help: "Per-GlobalFileSystem objects not written because an object HCC does not own holds their name (or a change was refused), by kind and cause.",
+		}, []string{"kind", "cause"}),
+	}
+	reg.MustRegister(m.FileSystems, m.SyncErrors, m.Refused)
+	return m
+}
+
+var phases = []clerumv1alpha1.FileSystemPhase{clerumv1alpha1.FileSystemInitializing, clerumv1alpha1.FileSystemReady, clerumv1alpha1.FileSystemDegraded}
+
+// refresh sets the phase gauge from st.
+func (m *Metrics) refresh(st *gfsState) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	counts := map[clerumv1alpha1.FileSystemPhase]int{}
+	for _, p := range st.phase {
+		counts[p]++
+	}
+	for _, p := range phases {
+		m.FileSystems.WithLabelValues(string(p)).Set(float64(counts[p]))
+	}
+}

@@ -1,0 +1,618 @@
+package globalfs
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	core "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
+	"github.com/clerum/hcc/pkg/controllers/kit"
+	hccfake "github.com/clerum/hcc/pkg/generated/clientset/versioned/fake"
+	"github.com/clerum/hcc/pkg/names"
+)
+
+const (
+	gfsNS = "gfs"
+	// connectionString must never reach an object HCC writes, an event,
+	// a log line or a status.
+	connectionString = "postgres://gfsc:hunter2@control-postgres.control-plane:5432/gfs"
+)
+
+var t0 = time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+
+// publicKeyPEM is a valid PEM public key for the JWT ConfigMap.
+var publicKeyPEM = func() string {
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		panic(err)
+	}
+	der, err := x509.MarshalPKIXPublicKey(&k.PublicKey)
+	if err != nil {
+		panic(err)
+	}
+	return string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}))
+}()
+
+func pgSecret() *corev1.Secret {
+	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: gfsNS, Name: testOptions.PostgresSecret, ResourceVersion: "1"},
+		Data: map[string][]byte{testOptions.PostgresSecretKey: []byte(connectionString)}}
+}
+
+func jwtConfigMap(pemValue string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: gfsNS, Name: testOptions.JWTConfigMap, ResourceVersion: "1"},
+		Data: map[string]string{testOptions.JWTConfigMapKey: pemValue}}
+}
+
+// fixture is the reconciler over fake clientsets whose caches are seeded by
+// hand; syncGlobalFileSystem is called directly and the exact writes
+// asserted.
+type fixture struct {
+	t        *testing.T
+	kube     *kubefake.Clientset
+	hcc      *hccfake.Clientset
+	c        *Controller
+	deps     kit.Deps
+	reg      *prometheus.Registry
+	recorder *record.FakeRecorder
+	logs     *bytes.Buffer
+
+	mu      sync.Mutex
+	applied []clerumv1alpha1.GlobalFileSystemStatus
+}
+
+func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
+	t.Helper()
+	clk := clocktesting.NewFakeClock(t0)
+	f := &fixture{t: t, recorder: record.NewFakeRecorder(100), logs: &bytes.Buffer{}}
+	var kubeObjs []runtime.Object
+	for _, o := range objs {
+		if _, ok := o.(*clerumv1alpha1.GlobalFileSystem); !ok {
+			kubeObjs = append(kubeObjs, o)
+		}
+	}
+	f.kube = kubefake.NewClientset(kubeObjs...)
+	f.hcc = hccfake.NewClientset()
+	// The fake clientset cannot apply a CRD's status: capture it.
+	f.hcc.PrependReactor("patch", "globalfilesystems", func(a core.Action) (bool, runtime.Object, error) {
+		p := a.(core.PatchAction)
+		require.Equal(t, "status", p.GetSubresource())
+		require.Equal(t, types.ApplyPatchType, p.GetPatchType())
+		var applied clerumv1alpha1.GlobalFileSystem
+		require.NoError(t, json.Unmarshal(p.GetPatch(), &applied))
+		f.mu.Lock()
+		f.applied = append(f.applied, applied.Status)
+		f.mu.Unlock()
+		return true, &clerumv1alpha1.GlobalFileSystem{}, nil
+	})
+	f.reg = prometheus.NewRegistry()
+	f.deps = kit.Deps{Kube: f.kube, HCC: f.hcc, Informers: kit.NewInformers(f.kube, f.hcc), Recorder: f.recorder,
+		Registry: f.reg, Queues: kit.NewQueues(f.reg, clk), Clock: clk, Log: zerolog.New(f.logs)}
+	f.c = New(f.deps, Config{Namespace: gfsNS, Build: testOptions, Resync: time.Minute, Workers: 1})
+	for _, o := range objs {
+		switch o := o.(type) {
+		case *clerumv1alpha1.GlobalFileSystem:
+			f.setGFS(o)
+		case *corev1.Secret, *corev1.ConfigMap:
+			f.index(o)
+		default:
+			// The informers of managed objects never see an unmanaged one.
+			if m, _ := meta.Accessor(o); m.GetLabels()[names.LabelManagedBy] == names.ManagedByValue {
+				f.index(o)
+			}
+		}
+	}
+	return f
+}
+
+func (f *fixture) indexer(obj runtime.Object) cache.Indexer {
+	inf := f.deps.Informers
+	switch obj.(type) {
+	case *clerumv1alpha1.GlobalFileSystem:
+		return inf.HCC(gfsNS).Clerum().V1alpha1().GlobalFileSystems().Informer().GetIndexer()
+	case *corev1.Secret:
+		return inf.Secrets(gfsNS).Informer().GetIndexer()
+	case *corev1.ConfigMap:
+		return inf.Kube(gfsNS, kit.AllObjects, "configmaps").Core().V1().ConfigMaps().Informer().GetIndexer()
+	case *appsv1.Deployment:
+		return inf.Kube(gfsNS, kit.ManagedObjects, "deployments").Apps().V1().Deployments().Informer().GetIndexer()
+	case *corev1.Service:
+		return inf.Kube(gfsNS, kit.ManagedObjects, "services").Core().V1().Services().Informer().GetIndexer()
+	case *networkingv1.NetworkPolicy:
+		return inf.Kube(gfsNS, kit.ManagedObjects, "networkpolicies").Networking().V1().NetworkPolicies().Informer().GetIndexer()
+	case *batchv1.Job:
+		return inf.Kube(gfsNS, kit.ManagedObjects, "jobs").Batch().V1().Jobs().Informer().GetIndexer()
+	}
+	f.t.Fatalf("no informer for %T", obj)
+	return nil
+}
+
+// index puts obj in its informer's cache, through the informer's transform.
+func (f *fixture) index(obj runtime.Object) {
+	obj = obj.DeepCopyObject()
+	if s, ok := obj.(*corev1.Secret); ok {
+		d, _ := kit.DigestSecret(s)
+		obj = d.(*corev1.Secret)
+	}
+	require.NoError(f.t, f.indexer(obj).Update(obj))
+}
+
+func (f *fixture) unindex(obj runtime.Object) { require.NoError(f.t, f.indexer(obj).Delete(obj)) }
+
+// setGFS stores g in the fake API server and the cache.
+func (f *fixture) setGFS(g *clerumv1alpha1.GlobalFileSystem) {
+	gvr := clerumv1alpha1.Resource("globalfilesystems").WithVersion("v1alpha1")
+	if _, err := f.hcc.Tracker().Get(gvr, g.Namespace, g.Name); err == nil {
+		require.NoError(f.t, f.hcc.Tracker().Update(gvr, g.DeepCopy(), g.Namespace))
+	} else {
+		require.NoError(f.t, f.hcc.Tracker().Add(g.DeepCopy()))
+	}
+	f.index(g)
+}
+
+// sync runs one sync of name.
+func (f *fixture) sync(name string) (kit.Result, error) {
+	return f.c.syncGlobalFileSystem(context.Background(), cache.ObjectName{Namespace: gfsNS, Name: name})
+}
+
+func (f *fixture) mustSync(name string) kit.Result {
+	f.t.Helper()
+	res, err := f.sync(name)
+	require.NoError(f.t, err)
+	return res
+}
+
+// writes returns the kube writes since the last call, as "verb resource
+// name", and forgets them.
+func (f *fixture) writes() []string {
+	var out []string
+	for _, a := range f.kube.Actions() {
+		switch a.GetVerb() {
+		case "list", "watch", "get":
+			continue
+		}
+		name := ""
+		switch a := a.(type) {
+		case interface{ GetObject() runtime.Object }: // create and update
+			if m, err := meta.Accessor(a.GetObject()); err == nil {
+				name = m.GetName()
+			}
+		case core.DeleteAction:
+			name = a.GetName()
+		}
+		out = append(out, a.GetVerb()+" "+a.GetResource().Resource+" "+name)
+	}
+	f.kube.ClearActions()
+	return out
+}
+
+// statuses returns the statuses applied since the last call and forgets
+// them.
+func (f *fixture) statuses() []clerumv1alpha1.GlobalFileSystemStatus {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := f.applied
+	f.applied = nil
+	return out
+}
+
+// lastStatus returns the one status applied since the last call.
+func (f *fixture) lastStatus() clerumv1alpha1.GlobalFileSystemStatus {
+	f.t.Helper()
+	s := f.statuses()
+	require.Len(f.t, s, 1, "want exactly one status write")
+	return s[0]
+}
+
+// adopt indexes what the fake API server holds for name's children and
+// gives g the status last applied, as the informers would after a sync.
+func (f *fixture) adopt(g *clerumv1alpha1.GlobalFileSystem, st clerumv1alpha1.GlobalFileSystemStatus) *clerumv1alpha1.GlobalFileSystem {
+	for _, o := range []struct {
+		gvr  schema.GroupVersionResource
+		name string
+	}{
+		{appsv1.SchemeGroupVersion.WithResource("deployments"), names.GFSCWorkload(g.Name)},
+		{corev1.SchemeGroupVersion.WithResource("services"), names.GFSCWorkload(g.Name)},
+		{networkingv1.SchemeGroupVersion.WithResource("networkpolicies"), names.GFSCEgressPolicy(g.Name)},
+		{batchv1.SchemeGroupVersion.WithResource("jobs"), SeedJobName(g.Name)},
+	} {
+		obj, err := f.kube.Tracker().Get(o.gvr, gfsNS, o.name)
+		if err == nil {
+			f.index(obj)
+		}
+	}
+	g = g.DeepCopy()
+	g.Status = st
+	f.setGFS(g)
+	return g
+}
+
+// setAvailable marks name's Deployment available (or not) in the cache.
+func (f *fixture) setAvailable(name string, available bool) {
+	obj, err := f.kube.Tracker().Get(appsv1.SchemeGroupVersion.WithResource("deployments"), gfsNS, names.GFSCWorkload(name))
+	require.NoError(f.t, err)
+	d := obj.(*appsv1.Deployment).DeepCopy()
+	d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation}
+	if available {
+		d.Status.AvailableReplicas, d.Status.UpdatedReplicas, d.Status.ReadyReplicas = 1, 1, 1
+	}
+	require.NoError(f.t, f.kube.Tracker().Update(appsv1.SchemeGroupVersion.WithResource("deployments"), d, gfsNS))
+	f.index(d)
+	f.kube.ClearActions()
+}
+
+// setJob gives name's seed Job a finished condition of typ.
+func (f *fixture) setJob(name string, typ batchv1.JobConditionType) {
+	gvr := batchv1.SchemeGroupVersion.WithResource("jobs")
+	obj, err := f.kube.Tracker().Get(gvr, gfsNS, SeedJobName(name))
+	require.NoError(f.t, err)
+	j := obj.(*batchv1.Job).DeepCopy()
+	j.Status.Conditions = []batchv1.JobCondition{{Type: typ, Status: corev1.ConditionTrue, Reason: "BackoffLimitExceeded"}}
+	require.NoError(f.t, f.kube.Tracker().Update(gvr, j, gfsNS))
+	f.index(j)
+	f.kube.ClearActions()
+}
+
+func newGFS(name string, opts ...func(*clerumv1alpha1.GlobalFileSystem)) *clerumv1alpha1.GlobalFileSystem {
+	g := &clerumv1alpha1.GlobalFileSystem{
+		ObjectMeta: metav1.ObjectMeta{Namespace: gfsNS, Name: name, UID: types.UID("uid-" + name), Generation: 1},
+	}
+	for _, o := range opts {
+		o(g)
+	}
+	return g
+}
+
+func condition(st clerumv1alpha1.GlobalFileSystemStatus, typ string) metav1.Condition {
+	c := meta.FindStatusCondition(st.Conditions, typ)
+	if c == nil {
+		return metav1.Condition{}
+	}
+	return *c
+}
+
+func events(f *fixture) []string {
+	var out []string
+	for {
+		select {
+		case e := <-f.recorder.Events:
+			out = append(out, e)
+		default:
+			return out
+		}
+	}
+}
+
+var creates = []string{
+	"create networkpolicies gfsc-main-egress",
+	"create services gfsc-main",
+	"create deployments gfsc-main",
+	"create jobs gfsc-main-seed",
+}
+
+// converge syncs a fresh GFS to Ready: children created, Deployment
+// available, seed Job complete, status adopted.
+func converge(t *testing.T, f *fixture, g *clerumv1alpha1.GlobalFileSystem) *clerumv1alpha1.GlobalFileSystem {
+	t.Helper()
+	f.mustSync(g.Name)
+	g = f.adopt(g, f.lastStatus())
+	f.writes()
+	f.setAvailable(g.Name, true)
+	f.setJob(g.Name, batchv1.JobComplete)
+	f.mustSync(g.Name)
+	st := f.lastStatus()
+	require.Equal(t, clerumv1alpha1.FileSystemReady, st.Phase)
+	return f.adopt(g, st)
+}
+
+func TestSyncCreatesTheChildrenAndReportsInitializing(t *testing.T) {
+	f := newFixture(t, newGFS("main"), pgSecret(), jwtConfigMap(publicKeyPEM))
+	f.mustSync("main")
+	assert.Equal(t, creates, f.writes())
+
+	st := f.lastStatus()
+	assert.Equal(t, clerumv1alpha1.FileSystemInitializing, st.Phase)
+	assert.False(t, st.RootSeeded)
+	assert.Equal(t, "http://gfsc-main.gfs.svc.cluster.local:8087", st.Endpoint)
+	assert.Equal(t, int64(1), st.ObservedGeneration)
+	assert.Equal(t, metav1.ConditionTrue, condition(st, clerumv1alpha1.ConditionConfigResolved).Status)
+	assert.Equal(t, kit.ReasonSeedPending, condition(st, clerumv1alpha1.ConditionRootSeeded).Reason)
+	assert.Equal(t, kit.ReasonProgressing, condition(st, clerumv1alpha1.ConditionReady).Reason)
+	assert.Equal(t, metav1.ConditionFalse, condition(st, clerumv1alpha1.ConditionWorkloadReady).Status)
+
+	obj, err := f.kube.Tracker().Get(appsv1.SchemeGroupVersion.WithResource("deployments"), gfsNS, "gfsc-main")
+	require.NoError(t, err)
+	d := obj.(*appsv1.Deployment)
+	require.Len(t, d.OwnerReferences, 1)
+	assert.Equal(t, "main", d.OwnerReferences[0].Name)
+	raw, _ := json.Marshal(d)
+	assert.NotContains(t, string(raw), "hunter2", "the connection string is referenced, never inlined")
+}
+
+func TestSyncOfAConvergedGFSWritesNothing(t *testing.T) {
+	f := newFixture(t, newGFS("main"), pgSecret(), jwtConfigMap(publicKeyPEM))
+	converge(t, f, newGFS("main"))
+	f.writes()
+	for range 2 {
+		f.mustSync("main")
+		assert.Empty(t, f.writes())
+		assert.Empty(t, f.statuses())
+	}
+	assert.Equal(t, 1.0, value(t, f.c.metrics.FileSystems.WithLabelValues("Ready")))
+}
+
+func TestReadinessTransitions(t *testing.T) {
+	f := newFixture(t, newGFS("main"), pgSecret(), jwtConfigMap(publicKeyPEM))
+	f.mustSync("main")
+	g := f.adopt(newGFS("main"), f.lastStatus())
+
+	// Available, but the seed has not completed: still Initializing.
+	f.setAvailable("main", true)
+	f.mustSync("main")
+	st := f.lastStatus()
+	assert.Equal(t, clerumv1alpha1.FileSystemInitializing, st.Phase)
+	assert.Equal(t, kit.ReasonSeedPending, condition(st, clerumv1alpha1.ConditionReady).Reason)
+	g = f.adopt(g, st)
+
+	f.setJob("main", batchv1.JobComplete)
+	f.mustSync("main")
+	st = f.lastStatus()
+	assert.Equal(t, clerumv1alpha1.FileSystemReady, st.Phase)
+	assert.True(t, st.RootSeeded)
+	assert.Equal(t, metav1.ConditionTrue, condition(st, clerumv1alpha1.ConditionReady).Status)
+	assert.Equal(t, kit.ReasonSeeded, condition(st, clerumv1alpha1.ConditionRootSeeded).Reason)
+	g = f.adopt(g, st)
+
+	// Lost its pod: Degraded, and stays so until it is back.
+	f.setAvailable("main", false)
+	f.mustSync("main")
+	st = f.lastStatus()
+	assert.Equal(t, clerumv1alpha1.FileSystemDegraded, st.Phase)
+	assert.Equal(t, kit.ReasonProgressing, condition(st, clerumv1alpha1.ConditionWorkloadReady).Reason)
+	assert.True(t, st.RootSeeded, "a seeded root stays seeded")
+	g = f.adopt(g, st)
+	f.mustSync("main")
+	assert.Empty(t, f.statuses(), "still Degraded: nothing to write")
+
+	f.setAvailable("main", true)
+	f.mustSync("main")
+	assert.Equal(t, clerumv1alpha1.FileSystemReady, f.lastStatus().Phase)
+	assert.Empty(t, f.writes(), "a seeded GFS never runs the seed again")
+	_ = g
+}
+
+func TestSeedJobIsNotRecreatedOnceSeeded(t *testing.T) {
+	f := newFixture(t, newGFS("main"), pgSecret(), jwtConfigMap(publicKeyPEM))
+	g := converge(t, f, newGFS("main"))
+	// The TTL controller removes the finished Job.
+	j, err := f.kube.Tracker().Get(batchv1.SchemeGroupVersion.WithResource("jobs"), gfsNS, "gfsc-main-seed")
+	require.NoError(t, err)
+	f.unindex(j)
+	f.mustSync(g.Name)
+	assert.Empty(t, f.writes())
+	assert.Empty(t, f.statuses())
+}
+
+func TestSeedFailureDegradesAndIsReportedOnce(t *testing.T) {
+	f := newFixture(t, newGFS("main"), pgSecret(), jwtConfigMap(publicKeyPEM))
+	f.mustSync("main")
+	g := f.adopt(newGFS("main"), f.lastStatus())
+	f.setAvailable("main", true)
+	f.setJob("main", batchv1.JobFailed)
+	events(f)
+
+	f.mustSync("main")
+	st := f.lastStatus()
+	assert.Equal(t, clerumv1alpha1.FileSystemDegraded, st.Phase)
+	assert.Equal(t, kit.ReasonSeedFailed, condition(st, clerumv1alpha1.ConditionReady).Reason)
+	assert.Equal(t, kit.ReasonSeedFailed, condition(st, clerumv1alpha1.ConditionRootSeeded).Reason)
+	assert.Contains(t, condition(st, clerumv1alpha1.ConditionRootSeeded).Message, "BackoffLimitExceeded")
+	assert.False(t, st.RootSeeded)
+	assert.Empty(t, f.writes(), "a failed Job is kept for its logs, not re-created at once")
+	assert.Equal(t, []string{"Warning SeedFailed " + condition(st, clerumv1alpha1.ConditionRootSeeded).Message}, events(f))
+
+	f.adopt(g, st)
+	f.mustSync("main")
+	assert.Empty(t, events(f))
+	assert.Empty(t, f.statuses())
+}
+
+func TestRotatedConfigReplacesAnUnfinishedSeedAndRollsThePods(t *testing.T) {
+	f := newFixture(t, newGFS("main"), pgSecret(), jwtConfigMap(publicKeyPEM))
+	f.mustSync("main")
+	f.adopt(newGFS("main"), f.lastStatus())
+	f.writes()
+	s := pgSecret()
+	s.Data[testOptions.PostgresSecretKey] = []byte("postgres://gfsc:rotated@db:5432/gfs")
+	s.ResourceVersion = "2"
+	f.index(s)
+
+	f.mustSync("main")
+	assert.Equal(t, []string{"update deployments gfsc-main", "delete jobs gfsc-main-seed"}, f.writes())
+}
+
+func TestDriveChangeRollsAndSeedsTheNewDrive(t *testing.T) {
+	f := newFixture(t, newGFS("main"), pgSecret(), jwtConfigMap(publicKeyPEM))
+	g := converge(t, f, newGFS("main"))
+	f.writes()
+	g = g.DeepCopy()
+	g.Spec.DriveName, g.Generation = "archive", 2
+	f.setGFS(g)
+
+	// First the reset of rootSeeded, on its own.
+	_, err := f.sync("main")
+	require.ErrorIs(t, err, kit.ErrCacheBehind)
+	assert.Empty(t, f.writes())
+	st := f.lastStatus()
+	assert.False(t, st.RootSeeded)
+	g = f.adopt(g, st)
+
+	// Then the roll, and the old drive's Job replaced.
+	f.mustSync("main")
+	assert.Equal(t, []string{"update deployments gfsc-main", "delete jobs gfsc-main-seed"}, f.writes())
+	f.adopt(g, f.lastStatus())
+	// The old Job's deletion reaches the cache.
+	f.unindex(&batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: gfsNS, Name: "gfsc-main-seed"}})
+	f.mustSync("main")
+	assert.Equal(t, []string{"create jobs gfsc-main-seed"}, f.writes())
+	obj, err := f.kube.Tracker().Get(batchv1.SchemeGroupVersion.WithResource("jobs"), gfsNS, "gfsc-main-seed")
+	require.NoError(t, err)
+	assert.Equal(t, SeedArgs("archive"), obj.(*batchv1.Job).Spec.Template.Spec.Containers[0].Args)
+}
+
+func TestMissingOrInvalidConfigBlocksEverything(t *testing.T) {
+	noKey := pgSecret()
+	noKey.Data = map[string][]byte{"other": []byte("x")}
+	cases := map[string]struct {
+		objs    []runtime.Object
+		reason  string
+		mention string
+	}{
+		"no Secret":        {objs: []runtime.Object{jwtConfigMap(publicKeyPEM)}, reason: kit.ReasonConfigMissing, mention: "Secret gfs-controller-db does not exist"},
+		"no Secret key":    {objs: []runtime.Object{noKey, jwtConfigMap(publicKeyPEM)}, reason: kit.ReasonConfigMissing, mention: "has no key connection-string"},
+		"no ConfigMap":     {objs: []runtime.Object{pgSecret()}, reason: kit.ReasonConfigMissing, mention: "ConfigMap gfs-config does not exist"},
+		"no ConfigMap key": {objs: []runtime.Object{pgSecret(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: gfsNS, Name: "gfs-config"}}}, reason: kit.ReasonConfigMissing, mention: "has no key jwt-public-key"},
+		"not a PEM":        {objs: []runtime.Object{pgSecret(), jwtConfigMap("not a key")}, reason: kit.ReasonConfigInvalid, mention: "not a usable public key"},
+		"a private key":    {objs: []runtime.Object{pgSecret(), jwtConfigMap("-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n")}, reason: kit.ReasonConfigInvalid, mention: "not a usable public key"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t, append(tc.objs, newGFS("main"))...)
+			f.mustSync("main")
+			assert.Empty(t, f.writes(), "nothing is created")
+			st := f.lastStatus()
+			assert.Equal(t, clerumv1alpha1.FileSystemDegraded, st.Phase)
+			cr := condition(st, clerumv1alpha1.ConditionConfigResolved)
+			assert.Equal(t, metav1.ConditionFalse, cr.Status)
+			assert.Equal(t, tc.reason, cr.Reason)
+			assert.Contains(t, cr.Message, tc.mention)
+			assert.Equal(t, tc.reason, condition(st, clerumv1alpha1.ConditionReady).Reason)
+			ev := events(f)
+			require.Len(t, ev, 1)
+			assert.True(t, strings.HasPrefix(ev[0], "Warning Blocked "), ev[0])
+			raw, _ := json.Marshal(st)
+			assert.NotContains(t, string(raw), "hunter2")
+		})
+	}
+}
+
+func TestConfigLostAfterDeployingLeavesTheWorkloadAlone(t *testing.T) {
+	f := newFixture(t, newGFS("main"), pgSecret(), jwtConfigMap(publicKeyPEM))
+	g := converge(t, f, newGFS("main"))
+	f.writes()
+	events(f)
+	f.unindex(pgSecret())
+
+	f.mustSync("main")
+	assert.Empty(t, f.writes(), "nothing rolled or deleted")
+	st := f.lastStatus()
+	assert.Equal(t, clerumv1alpha1.FileSystemDegraded, st.Phase)
+	assert.Equal(t, metav1.ConditionTrue, condition(st, clerumv1alpha1.ConditionWorkloadReady).Status, "what runs keeps running")
+	assert.Equal(t, "http://gfsc-main.gfs.svc.cluster.local:8087", st.Endpoint)
+	f.adopt(g, st)
+
+	f.index(pgSecret())
+	f.mustSync("main")
+	assert.Empty(t, f.writes())
+	assert.Equal(t, clerumv1alpha1.FileSystemReady, f.lastStatus().Phase)
+	ev := events(f)
+	require.Len(t, ev, 2)
+	assert.True(t, strings.HasPrefix(ev[1], "Normal Released "), ev[1])
+}
+
+func TestUnmanagedObjectHoldingANameIsNotAdopted(t *testing.T) {
+	squatter := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: gfsNS, Name: "gfsc-main", ResourceVersion: "7"}}
+	f := newFixture(t, newGFS("main"), pgSecret(), jwtConfigMap(publicKeyPEM), squatter)
+	res := f.mustSync("main")
+	assert.Equal(t, []string{
+		"create networkpolicies gfsc-main-egress",
+		"create services gfsc-main",
+		"create deployments gfsc-main",
+		"create jobs gfsc-main-seed",
+	}, f.writes(), "the Service create meets the unmanaged object and stops; the others go on")
+	assert.Equal(t, refusedRetry, res.RequeueAfter)
+	st := f.lastStatus()
+	assert.Equal(t, clerumv1alpha1.FileSystemDegraded, st.Phase)
+	assert.Equal(t, kit.ReasonNotOwned, condition(st, clerumv1alpha1.ConditionReady).Reason)
+	assert.Empty(t, st.Endpoint)
+	obj, err := f.kube.Tracker().Get(corev1.SchemeGroupVersion.WithResource("services"), gfsNS, "gfsc-main")
+	require.NoError(t, err)
+	assert.Empty(t, obj.(*corev1.Service).Labels, "left as it is")
+	ev := events(f)
+	require.NotEmpty(t, ev)
+	assert.Contains(t, ev[0], kit.EventUnmanagedConflict)
+	assert.Equal(t, 1.0, value(t, f.c.metrics.Refused.WithLabelValues("Service", string(kit.CauseUnmanaged))))
+}
+
+func TestDeletionRemovesTheChildren(t *testing.T) {
+	f := newFixture(t, newGFS("main"), pgSecret(), jwtConfigMap(publicKeyPEM))
+	f.mustSync("main")
+	g := f.adopt(newGFS("main"), f.lastStatus())
+	f.writes()
+	require.NoError(t, f.indexer(g).Delete(g))
+
+	f.mustSync("main")
+	assert.ElementsMatch(t, []string{
+		"delete deployments gfsc-main",
+		"delete services gfsc-main",
+		"delete networkpolicies gfsc-main-egress",
+		"delete jobs gfsc-main-seed",
+	}, f.writes())
+	assert.Empty(t, f.statuses())
+}
+
+func TestNoValueReachesLogsOrEvents(t *testing.T) {
+	f := newFixture(t, newGFS("main"), pgSecret(), jwtConfigMap(publicKeyPEM))
+	converge(t, f, newGFS("main"))
+	for _, e := range events(f) {
+		assert.NotContains(t, e, "hunter2")
+	}
+	assert.NotContains(t, f.logs.String(), "hunter2")
+	assert.NotContains(t, fmt.Sprint(f.c.admit()), "hunter2")
+}
+
+// value reads one gauge or counter.
+func value(t *testing.T, m prometheus.Metric) float64 {
+	t.Helper()
+	var out dto.Metric
+	require.NoError(t, m.Write(&out))
+	if out.Gauge != nil {
+		return out.Gauge.GetValue()
+	}
+	return out.Counter.GetValue()
+}
+
+// digested is s as the Secret cache holds it.
+func digested(s *corev1.Secret) *corev1.Secret {
+	d, _ := kit.DigestSecret(s)
+	return d.(*corev1.Secret)
+}

@@ -1,0 +1,283 @@
+package globalfs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/tools/cache"
+
+	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
+	"github.com/clerum/hcc/pkg/controllers/kit"
+	"github.com/clerum/hcc/pkg/names"
+)
+
+// syncGlobalFileSystem brings one GlobalFileSystem's children and status up
+// to date (docs/globalfilesystem.md):
+//
+//  1. one that is gone has its children deleted (they also carry owner
+//     references, so the garbage collector would get there too);
+//  2. the Postgres Secret and the JWT ConfigMap are validated; a GFS whose
+//     configuration is missing or invalid gets nothing created or rolled,
+//     and what runs keeps running;
+//  3. a GFS whose drive changed under a seeded status has rootSeeded reset
+//     first, on its own write, so no later failure can leave the new drive
+//     recorded as seeded;
+//  4. the egress policy, Service and Deployment are written, and the seed
+//     Job until the root is seeded, each on its own: one refused or failed
+//     child does not stop the others;
+//  5. status is applied when it changed.
+func (c *Controller) syncGlobalFileSystem(ctx context.Context, key cache.ObjectName) (kit.Result, error) {
+	g, err := c.filesystems.GlobalFileSystems(key.Namespace).Get(key.Name)
+	switch {
+	case apierrors.IsNotFound(err):
+		return kit.Result{}, c.gone(ctx, key)
+	case err != nil:
+		return kit.Result{}, err
+	case g.DeletionTimestamp != nil:
+		// Going: the garbage collector deletes the children, whose owner
+		// reference names it, and the deletion event brings us to gone.
+		return kit.Result{}, nil
+	}
+
+	opts := c.cfg.Build
+	st := newStatus(g, DriveName(g, opts))
+	a := c.admit()
+	st.config(a)
+	c.reportBlock(g, a)
+	live := c.deploymentOf(g)
+
+	var errs []error
+	var result kit.Result
+	switch deployed := DeployedDrive(live); {
+	case a.Block != "":
+		// Nothing is written; status shows what still runs.
+		st.workload(live)
+		if c.serviceOf(g) != nil {
+			st.endpoint = Endpoint(g, opts)
+		}
+	case g.Status.RootSeeded && deployed != "" && deployed != st.drive:
+		st.seedPending(fmt.Sprintf("the drive changed from %s to %s; its root is seeded again", deployed, st.drive))
+		st.workload(live)
+		if _, err := c.applyStatus(ctx, st); err != nil {
+			return kit.Result{}, err
+		}
+		// The cache has not seen the reset yet; the retry writes the rest.
+		return kit.Result{}, fmt.Errorf("globalfilesystem %s: rootSeeded reset for drive %s: %w", g.Name, st.drive, kit.ErrCacheBehind)
+	default:
+		result, errs = c.ensure(ctx, g, a, st)
+	}
+
+	phase, err := c.applyStatus(ctx, st)
+	errs = append(errs, err)
+	c.state.setPhase(g.Name, phase)
+	c.metrics.refresh(c.state)
+	return result, errors.Join(errs...)
+}
+
+// admit validates the Postgres Secret and the JWT ConfigMap from the caches.
+func (c *Controller) admit() Admission {
+	ns, opts := c.cfg.Namespace, c.cfg.Build
+	secret, err := c.secrets.Secrets(ns).Get(opts.PostgresSecret)
+	if err != nil {
+		secret = nil
+	}
+	cm, err := c.configMaps.ConfigMaps(ns).Get(opts.JWTConfigMap)
+	if err != nil {
+		cm = nil
+	}
+	return Admit(secret, cm, opts)
+}
+
+// reportBlock posts one event per block and per release.
+func (c *Controller) reportBlock(g *clerumv1alpha1.GlobalFileSystem, a Admission) {
+	previous := c.state.setBlock(g.Name, a.Block)
+	switch {
+	case a.Block != "" && a.Block != previous:
+		c.log.Info().Str("globalfilesystem", g.Name).Str("reason", a.Block).Msg("globalfilesystem blocked")
+		c.recorder.Eventf(g, corev1.EventTypeWarning, kit.EventBlocked, "%s: %s; nothing is created or rolled", a.Block, a.Message)
+	case a.Block == "" && previous != "":
+		c.log.Info().Str("globalfilesystem", g.Name).Str("was", previous).Msg("globalfilesystem released")
+		c.recorder.Eventf(g, corev1.EventTypeNormal, kit.EventReleased, "no longer blocked (was %s)", previous)
+	}
+}
+
+// ensure writes g's children and records what they say in st.
+func (c *Controller) ensure(ctx context.Context, g *clerumv1alpha1.GlobalFileSystem, a Admission, st *status) (kit.Result, []error) {
+	opts, ns := c.cfg.Build, g.Namespace
+	owner := kit.Owner{Object: g, GVK: gvk, IdentityLabel: names.LabelGlobalFileSystem}
+	var errs []error
+	var refused []string
+	// write records one child's outcome and reports whether it is HCC's
+	// as desired.
+	write := func(err error) bool {
+		var r *kit.RefusedError
+		switch {
+		case errors.As(err, &r):
+			refused = append(refused, r.Error())
+			return false
+		case err != nil:
+			errs = append(errs, err)
+			return false
+		}
+		return true
+	}
+
+	// The policy first: gfsc's pods never start unisolated.
+	write(ensure(ctx, c.children, kit.NetworkPolicies, owner, c.policies.NetworkPolicies(ns), BuildEgressPolicy(g, opts)))
+	if write(ensure(ctx, c.children, kit.Services, owner, c.services.Services(ns), BuildService(g, opts))) {
+		st.endpoint = Endpoint(g, opts)
+	}
+	cached, err := c.deployments.Deployments(ns).Get(names.GFSCWorkload(g.Name))
+	if err != nil {
+		cached = nil
+	}
+	live, _, err := kit.Ensure(ctx, c.children, kit.Deployments, owner, cached, BuildDeployment(g, opts, a.Digest))
+	if write(err) {
+		st.workload(live)
+	} else if err != nil && !errors.Is(err, kit.ErrNotOwned) {
+		// The write failed (retried): status shows what runs meanwhile.
+		st.workload(c.deploymentOf(g))
+	}
+	write(c.ensureSeed(ctx, g, owner, a, st))
+
+	var result kit.Result
+	if len(refused) > 0 {
+		slices.Sort(refused)
+		st.degrade(kit.ReasonNotOwned, strings.Join(refused, "; "))
+		result.RequeueAfter = refusedRetry
+	}
+	return result, errs
+}
+
+// ensureSeed runs the seed Job until the drive's root is seeded, and
+// records the outcome in st. Once status says seeded the Job is never
+// created again (its TTL removes a finished one). A Job for another drive,
+// or one not yet succeeded that read a configuration since rotated, is
+// deleted and, once gone, created anew.
+func (c *Controller) ensureSeed(ctx context.Context, g *clerumv1alpha1.GlobalFileSystem, owner kit.Owner, a Admission, st *status) error {
+	if g.Status.RootSeeded {
+		return nil // newStatus recorded it
+	}
+	desired := BuildSeedJob(g, c.cfg.Build, a.Digest)
+	live, err := c.jobs.Jobs(g.Namespace).Get(desired.Name)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	if err != nil {
+		live = nil
+	}
+	if live != nil {
+		switch _, _, err := kit.Plan(kit.Jobs, owner, live, desired); {
+		case errors.Is(err, kit.ErrNotOwned):
+			// Ensure reports the refusal (event, metric) and writes nothing.
+			_, _, err = kit.Ensure(ctx, c.children, kit.Jobs, owner, live, desired)
+			st.seedPending("the seed Job's name is held by an object HCC does not own")
+			return err
+		case errors.Is(err, kit.ErrBeingDeleted):
+			st.seedPending("waiting for the previous seed Job to be deleted")
+			return nil
+		}
+		complete, failed := SeedJobState(live)
+		stale := live.Annotations[AnnotationDrive] != st.drive ||
+			(!complete && live.Annotations[AnnotationConfigDigest] != a.Digest)
+		switch {
+		case stale:
+			st.seedPending("the seed Job ran for another drive or configuration; it is replaced")
+			_, err := kit.DeleteChild(ctx, c.children, kit.Jobs, gvk, g.Name, names.LabelGlobalFileSystem, live)
+			return err
+		case complete:
+			c.state.setSeedFailed(g.Name, false)
+			st.seededRoot()
+			return nil
+		case failed:
+			message := fmt.Sprintf("the seed Job %s failed: %s; it is retried when it expires (%ds after it finished) or the configuration changes",
+				live.Name, jobFailure(live), seedTTL)
+			st.seedFailed(message)
+			if c.state.setSeedFailed(g.Name, true) {
+				c.recorder.Event(g, corev1.EventTypeWarning, kit.ReasonSeedFailed, message)
+			}
+			return nil
+		}
+	}
+	c.state.setSeedFailed(g.Name, false)
+	st.seedPending(fmt.Sprintf("the seed Job %s has not completed", desired.Name))
+	_, _, err = kit.Ensure(ctx, c.children, kit.Jobs, owner, live, desired)
+	return err
+}
+
+// jobFailure is the reason of a failed Job's Failed condition.
+func jobFailure(j *batchv1.Job) string {
+	for _, c := range j.Status.Conditions {
+		if c.Type == batchv1.JobFailed && c.Reason != "" {
+			return c.Reason
+		}
+	}
+	return "no reason given"
+}
+
+// gone deletes the children of a GlobalFileSystem no longer in the cache:
+// every one the caches show under its names that is its by the ownership
+// rule (kit.DeleteChild); anything else is left alone.
+func (c *Controller) gone(ctx context.Context, key cache.ObjectName) error {
+	c.state.forget(key.Name)
+	c.metrics.refresh(c.state)
+	ns, name := key.Namespace, key.Name
+	var errs []error
+	del := func(_ bool, err error) { errs = append(errs, err) }
+	if d, err := c.deployments.Deployments(ns).Get(names.GFSCWorkload(name)); err == nil {
+		del(kit.DeleteChild(ctx, c.children, kit.Deployments, gvk, name, names.LabelGlobalFileSystem, d))
+	}
+	if s, err := c.services.Services(ns).Get(names.GFSCWorkload(name)); err == nil {
+		del(kit.DeleteChild(ctx, c.children, kit.Services, gvk, name, names.LabelGlobalFileSystem, s))
+	}
+	if p, err := c.policies.NetworkPolicies(ns).Get(names.GFSCEgressPolicy(name)); err == nil {
+		del(kit.DeleteChild(ctx, c.children, kit.NetworkPolicies, gvk, name, names.LabelGlobalFileSystem, p))
+	}
+	if j, err := c.jobs.Jobs(ns).Get(SeedJobName(name)); err == nil {
+		del(kit.DeleteChild(ctx, c.children, kit.Jobs, gvk, name, names.LabelGlobalFileSystem, j))
+	}
+	return errors.Join(errs...)
+}
+
+func (c *Controller) deploymentOf(g *clerumv1alpha1.GlobalFileSystem) *appsv1.Deployment {
+	d, err := c.deployments.Deployments(g.Namespace).Get(names.GFSCWorkload(g.Name))
+	if err != nil || !c.ours(g, d.Labels) {
+		return nil
+	}
+	return d
+}
+
+func (c *Controller) serviceOf(g *clerumv1alpha1.GlobalFileSystem) *corev1.Service {
+	s, err := c.services.Services(g.Namespace).Get(names.GFSCWorkload(g.Name))
+	if err != nil || !c.ours(g, s.Labels) {
+		return nil
+	}
+	return s
+}
+
+// ours reports whether a managed object's identity label names g.
+func (c *Controller) ours(g *clerumv1alpha1.GlobalFileSystem, l map[string]string) bool {
+	return l[names.LabelGlobalFileSystem] == names.Label(g.Name)
+}
+
+// lister is the part of a namespaced lister ensure reads.
+type lister[T kit.Child] interface {
+	Get(name string) (T, error)
+}
+
+// ensure is kit.Ensure with the live object read from l.
+func ensure[T kit.Child](ctx context.Context, c *kit.Children, kind kit.Kind[T], owner kit.Owner, l lister[T], desired T) error {
+	live, err := l.Get(desired.GetName())
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	_, _, err = kit.Ensure(ctx, c, kind, owner, live, desired)
+	return err
+}

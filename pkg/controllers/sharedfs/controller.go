@@ -1,0 +1,391 @@
+package sharedfs
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	klabels "k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	appslisters "k8s.io/client-go/listers/apps/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	networkinglisters "k8s.io/client-go/listers/networking/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
+
+	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
+	"github.com/clerum/hcc/pkg/controllers/kit"
+	clientset "github.com/clerum/hcc/pkg/generated/clientset/versioned"
+	clerumlisters "github.com/clerum/hcc/pkg/generated/listers/clerum/v1alpha1"
+	"github.com/clerum/hcc/pkg/names"
+)
+
+// Config is what the SharedFileSystem reconciler needs besides its Deps.
+type Config struct {
+	// Namespace is the host namespace (CONTEXT_MAPPER_HOST_NAMESPACE),
+	// where SharedFileSystems and their children live. It overrides
+	// Build.HostNamespace.
+	Namespace string
+	Build     Options
+	// Resync is the interval of the full reconcile that queues every
+	// SharedFileSystem (CONTEXT_MAPPER_SFS_RESYNC_SEC); 0 disables it (the
+	// configuration warns at boot).
+	Resync  time.Duration
+	Workers int // HCC_FILESYSTEM_WORKERS
+}
+
+// gvk is the owners' kind, for controller references.
+var gvk = schema.GroupVersion(clerumv1alpha1.GroupVersion).WithKind("SharedFileSystem")
+
+// refusedRetry is how soon a SharedFileSystem one of whose names an object
+// HCC does not own holds is looked at again: the holder may be removed by
+// hand, and the informers of managed objects would not say so.
+const refusedRetry = 5 * time.Minute
+
+// Controller is the SharedFileSystem reconciler (docs/sharedfilesystem.md).
+type Controller struct {
+	kube kubernetes.Interface
+	hcc  clientset.Interface
+	cfg  Config
+
+	filesystems clerumlisters.SharedFileSystemLister
+	configMaps  corelisters.ConfigMapLister
+	deployments appslisters.DeploymentLister
+	services    corelisters.ServiceLister
+	claims      corelisters.PersistentVolumeClaimLister
+	policies    networkinglisters.NetworkPolicyLister
+	synced      []cache.InformerSynced
+
+	queue    workqueue.TypedRateLimitingInterface[cache.ObjectName]
+	loop     *kit.Loop[cache.ObjectName]
+	children *kit.Children
+	recorder record.EventRecorder
+	metrics  *Metrics
+	clock    clock.WithTicker
+	log      zerolog.Logger
+
+	state *fsState
+}
+
+var _ kit.Reconciler = (*Controller)(nil)
+
+// New returns the reconciler of the SharedFileSystems of cfg.Namespace and
+// their children, from d.Informers.
+func New(d kit.Deps, cfg Config) *Controller {
+	clk := d.Clock
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	ns := cfg.Namespace
+	cfg.Build.HostNamespace = ns
+	filesystems := d.Informers.HCC(ns).Clerum().V1alpha1().SharedFileSystems()
+	// The JWT key ConfigMap is the platform's, unmanaged: watched whole.
+	configMaps := d.Informers.Kube(ns, kit.AllObjects, "configmaps").Core().V1().ConfigMaps()
+	// The same selections as the Host operator's: shared watches.
+	deployments := d.Informers.Kube(ns, kit.ManagedObjects, "deployments").Apps().V1().Deployments()
+	services := d.Informers.Kube(ns, kit.ManagedObjects, "services").Core().V1().Services()
+	claims := d.Informers.Kube(ns, kit.ManagedObjects, "persistentvolumeclaims").Core().V1().PersistentVolumeClaims()
+	policies := d.Informers.Kube(ns, kit.ManagedObjects, "networkpolicies").Networking().V1().NetworkPolicies()
+
+	c := &Controller{
+		kube:        d.Kube,
+		hcc:         d.HCC,
+		cfg:         cfg,
+		filesystems: filesystems.Lister(),
+		configMaps:  configMaps.Lister(),
+		deployments: deployments.Lister(),
+		services:    services.Lister(),
+		claims:      claims.Lister(),
+		policies:    policies.Lister(),
+		// A failed sync retries after 1 s, doubling to at most 5 min.
+		queue:    kit.New(d.Queues, "sharedfilesystem", kit.Backoff[cache.ObjectName](time.Second, 5*time.Minute)),
+		recorder: d.Recorder,
+		metrics:  NewMetrics(d.Registry),
+		clock:    clk,
+		log:      d.Log.With().Str("controller", "sharedfilesystem").Logger(),
+		state:    newFSState(),
+	}
+	c.children = kit.NewChildren(d.Kube, clerumv1alpha1.FieldManagerSharedFileSystem, d.Recorder, func(kind string, cause kit.Cause) {
+		c.metrics.Refused.WithLabelValues(kind, string(cause)).Inc()
+	})
+	c.loop = &kit.Loop[cache.ObjectName]{Name: "sharedfilesystem", Queue: c.queue, Sync: c.syncSharedFileSystem, Log: d.Log,
+		Resource: clerumv1alpha1.Resource("sharedfilesystems"), Errors: c.metrics.SyncErrors}
+
+	enqueue := func(k cache.ObjectName) { c.queue.Add(k) }
+	_, _ = filesystems.Informer().AddEventHandler(c.ownHandlers(enqueue))
+	// Children of Hosts share these informers; the owner lookup ignores
+	// them (their controller reference is a Host's, and they carry no
+	// clerum.io/sharedfilesystem).
+	owner := kit.OwnerByRefOrLabel(gvk.GroupVersion().String(), gvk.Kind, ns, names.LabelSharedFileSystem)
+	for _, inf := range []cache.SharedIndexInformer{deployments.Informer(), services.Informer(), claims.Informer(), policies.Informer()} {
+		_, _ = inf.AddEventHandler(kit.ChildHandlers(owner, enqueue))
+	}
+	_, _ = configMaps.Informer().AddEventHandler(c.configMapHandlers())
+	c.synced = []cache.InformerSynced{filesystems.Informer().HasSynced, configMaps.Informer().HasSynced,
+		deployments.Informer().HasSynced, services.Informer().HasSynced, claims.Informer().HasSynced,
+		policies.Informer().HasSynced}
+	return c
+}
+
+// Name implements kit.Reconciler.
+func (c *Controller) Name() string { return "sharedfilesystem" }
+
+// Run implements kit.Reconciler: it waits for the caches, queues every
+// SharedFileSystem at once and every Resync (the full reconcile: a claim
+// bound or a pod become ready is also an informer event, but a holder of a
+// name removed by hand is not), and serves the queue with cfg.Workers
+// workers.
+func (c *Controller) Run(ctx context.Context) error {
+	if err := kit.WaitForSync("sharedfilesystem", ctx.Done(), c.synced...); err != nil {
+		c.queue.ShutDown()
+		return err
+	}
+	c.queueAll()
+	var wg sync.WaitGroup
+	if c.cfg.Resync > 0 {
+		ticker := c.clock.NewTicker(c.cfg.Resync)
+		wg.Go(func() {
+			defer ticker.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-ticker.C():
+					c.queueAll()
+				}
+			}
+		})
+	}
+	c.loop.Run(ctx, max(c.cfg.Workers, 1))
+	wg.Wait()
+	return nil
+}
+
+// queueAll queues every SharedFileSystem in the cache.
+func (c *Controller) queueAll() {
+	all, _ := c.filesystems.SharedFileSystems(c.cfg.Namespace).List(klabels.Everything())
+	for _, fs := range all {
+		c.queue.Add(cache.ObjectName{Namespace: fs.Namespace, Name: fs.Name})
+	}
+}
+
+// ownHandlers queue a SharedFileSystem on every change but a status-only
+// one, and record its deletion: its children, the data claim included, are
+// deleted only for a deletion this process observed.
+func (c *Controller) ownHandlers(enqueue func(cache.ObjectName)) cache.ResourceEventHandler {
+	own := kit.OwnHandlers(enqueue)
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { own.OnAdd(obj, false) },
+		UpdateFunc: own.OnUpdate,
+		DeleteFunc: func(obj any) {
+			if fs, ok := kit.Unwrap(obj).(*clerumv1alpha1.SharedFileSystem); ok && fs != nil {
+				c.state.observeDeletion(fs.Name, fs.UID)
+			}
+			own.OnDelete(obj)
+		},
+	}
+}
+
+// configMapHandlers queue every SharedFileSystem when the JWT key
+// ConfigMap appears, changes or goes: they all read the one ConfigMap.
+// Other ConfigMaps of the namespace are ignored.
+func (c *Controller) configMapHandlers() cache.ResourceEventHandler {
+	relevant := func(obj any) bool {
+		cm, ok := kit.Unwrap(obj).(*corev1.ConfigMap)
+		if ok && cm != nil {
+			return cm.Name == c.cfg.Build.JWTConfigMap
+		}
+		key, ok := kit.KeyOf(obj)
+		return ok && key.Name == c.cfg.Build.JWTConfigMap
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if relevant(obj) {
+				c.queueAll()
+			}
+		},
+		UpdateFunc: func(old, cur any) {
+			// A change of another key (the ConfigMap is shared by the
+			// platform) moves nothing a file system reads.
+			key := c.cfg.Build.JWTConfigMapKey
+			ov, had := old.(*corev1.ConfigMap).Data[key]
+			nv, has := cur.(*corev1.ConfigMap).Data[key]
+			if relevant(cur) && (ov != nv || had != has) {
+				c.queueAll()
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if relevant(obj) {
+				c.queueAll()
+			}
+		},
+	}
+}
+
+// fsState is what the reconciler remembers between syncs: the file systems
+// it saw deleted, and each one's phase and block reason, for events and
+// gauges.
+type fsState struct {
+	mu      sync.Mutex
+	deleted map[string]types.UID
+	phase   map[string]clerumv1alpha1.FileSystemPhase
+	block   map[string]string
+	// available holds the UID of each file system whose WFC this process
+	// saw available: one that stops being available is Degraded, not
+	// Initializing.
+	available map[string]types.UID
+}
+
+func newFSState() *fsState {
+	return &fsState{deleted: map[string]types.UID{}, phase: map[string]clerumv1alpha1.FileSystemPhase{},
+		block: map[string]string{}, available: map[string]types.UID{}}
+}
+
+func (s *fsState) observeDeletion(name string, uid types.UID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.deleted[name] = uid
+}
+
+// wasDeleted reports whether this process saw a file system of that name
+// deleted and has not yet settled it.
+func (s *fsState) wasDeleted(name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.deleted[name]
+	return ok
+}
+
+// wasAvailable reports whether fs's WFC has been available: seen so by
+// this process, or, after a restart, as fs's status last said.
+func (s *fsState) wasAvailable(fs *clerumv1alpha1.SharedFileSystem) bool {
+	s.mu.Lock()
+	uid, ok := s.available[fs.Name]
+	s.mu.Unlock()
+	if ok && uid == fs.UID {
+		return true
+	}
+	return meta.IsStatusConditionTrue(fs.Status.Conditions, clerumv1alpha1.ConditionWorkloadReady)
+}
+
+func (s *fsState) markAvailable(fs *clerumv1alpha1.SharedFileSystem) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.available[fs.Name] = fs.UID
+}
+
+// deletedOwner reports whether o is a leftover of a file system this
+// process saw deleted: its controller reference, if any, names that very
+// object (UID), not a later one of the same name.
+func (s *fsState) deletedOwner(name string, o metav1.Object) bool {
+	s.mu.Lock()
+	uid, ok := s.deleted[name]
+	s.mu.Unlock()
+	if !ok {
+		return false
+	}
+	ref := metav1.GetControllerOfNoCopy(o)
+	return ref == nil || ref.Kind != gvk.Kind || ref.UID == uid
+}
+
+// settle forgets an observed deletion once nothing of it is left.
+func (s *fsState) settle(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.deleted, name)
+}
+
+// setBlock records fs's block reason ("" for none) and returns the
+// previous one, so a block and its release are each one event.
+func (s *fsState) setBlock(name, reason string) (previous string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	previous = s.block[name]
+	if reason == "" {
+		delete(s.block, name)
+	} else {
+		s.block[name] = reason
+	}
+	return previous
+}
+
+func (s *fsState) setPhase(name string, p clerumv1alpha1.FileSystemPhase) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.phase[name] = p
+}
+
+// forget drops a file system that is gone from the gauges.
+func (s *fsState) forget(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.phase, name)
+	delete(s.block, name)
+	delete(s.available, name)
+}
+
+// Metrics are the reconciler's series, all named clerum_hcc_sfs_*.
+type Metrics struct {
+	FileSystems *prometheus.GaugeVec
+	Blocked     *prometheus.GaugeVec
+	SyncErrors  *prometheus.CounterVec
+	Refused     *prometheus.CounterVec
+}
+
+// NewMetrics registers the reconciler's metrics with reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		FileSystems: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "clerum_hcc_sfs_filesystems",
+			Help: "SharedFileSystems by phase (Initializing, Ready, Degraded).",
+		}, []string{"phase"}),
+		Blocked: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "clerum_hcc_sfs_blocked",
+			Help: "SharedFileSystems kept from deploying, by reason (ConfigMissing, ConfigInvalid).",
+		}, []string{"reason"}),
+		SyncErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "clerum_hcc_sfs_reconcile_errors_total",
+			Help: "Failed SharedFileSystem syncs.",
+		}, []string{"controller"}),
+		Refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "clerum_hcc_sfs_children_refused_total",
+			Help: "SharedFileSystem children not written because an object HCC does not own holds their name, or the change is one HCC does not make (a claim shrinking), by kind and cause.",
+		}, []string{"kind", "cause"}),
+	}
+	reg.MustRegister(m.FileSystems, m.Blocked, m.SyncErrors, m.Refused)
+	return m
+}
+
+var (
+	phases       = []clerumv1alpha1.FileSystemPhase{clerumv1alpha1.FileSystemInitializing, clerumv1alpha1.FileSystemReady, clerumv1alpha1.FileSystemDegraded}
+	blockReasons = []string{kit.ReasonConfigMissing, kit.ReasonConfigInvalid}
+)
+
+// refresh sets the gauges from st.
+func (m *Metrics) refresh(st *fsState) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	byPhase := map[clerumv1alpha1.FileSystemPhase]int{}
+	for _, p := range st.phase {
+		byPhase[p]++
+	}
+	byReason := map[string]int{}
+	for _, r := range st.block {
+		byReason[r]++
+	}
+	for _, p := range phases {
+		m.FileSystems.WithLabelValues(string(p)).Set(float64(byPhase[p]))
+	}
+	for _, r := range blockReasons {
+		m.Blocked.WithLabelValues(r).Set(float64(byReason[r]))
+	}
+}

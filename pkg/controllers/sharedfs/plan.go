@@ -1,0 +1,100 @@
+package sharedfs
+
+import (
+	"crypto/ecdsa"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
+
+	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
+	"github.com/clerum/hcc/pkg/controllers/kit"
+)
+
+// Admission is whether a SharedFileSystem may be deployed, decided from the
+// JWT public key ConfigMap before anything is written. The controller and
+// render share it.
+type Admission struct {
+	// Block is kit.ReasonConfigMissing or kit.ReasonConfigInvalid, empty
+	// when the file system may be deployed.
+	Block string
+	// Message says what was found.
+	Message string
+	// KeyDigest is KeyDigest of the validated key; empty when blocked.
+	KeyDigest string
+}
+
+// Admit validates the JWT public key the WFC is to verify tokens with:
+// configMap returns a ConfigMap of the host namespace, or nil. The key
+// (opts.JWTConfigMapKey of opts.JWTConfigMap) must exist and hold one PEM
+// "PUBLIC KEY" block that parses as an RSA or EC public key; a WFC started
+// with anything else would refuse every token, or start without the mount.
+func Admit(configMap func(name string) *corev1.ConfigMap, opts Options) Admission {
+	cm := configMap(opts.JWTConfigMap)
+	if cm == nil {
+		return Admission{Block: kit.ReasonConfigMissing,
+			Message: fmt.Sprintf("ConfigMap %s/%s (the JWT public key) does not exist", opts.HostNamespace, opts.JWTConfigMap)}
+	}
+	value, ok := cm.Data[opts.JWTConfigMapKey]
+	if !ok {
+		return Admission{Block: kit.ReasonConfigMissing,
+			Message: fmt.Sprintf("ConfigMap %s/%s has no key %s (the JWT public key)", opts.HostNamespace, opts.JWTConfigMap, opts.JWTConfigMapKey)}
+	}
+	if err := ValidatePublicKey(value); err != nil {
+		return Admission{Block: kit.ReasonConfigInvalid,
+			Message: fmt.Sprintf("key %s of ConfigMap %s/%s is not a usable JWT public key: %v", opts.JWTConfigMapKey, opts.HostNamespace, opts.JWTConfigMap, err)}
+	}
+	return Admission{KeyDigest: KeyDigest(value),
+		Message: fmt.Sprintf("key %s of ConfigMap %s/%s holds a valid public key", opts.JWTConfigMapKey, opts.HostNamespace, opts.JWTConfigMap)}
+}
+
+// ValidatePublicKey reports why value is not one PEM-encoded PKIX RSA or
+// EC public key, or nil when it is. The error never quotes the value.
+func ValidatePublicKey(value string) error {
+	block, rest := pem.Decode([]byte(value))
+	switch {
+	case block == nil:
+		return fmt.Errorf("no PEM block")
+	case block.Type != "PUBLIC KEY":
+		return fmt.Errorf("a PEM block of type %q, not PUBLIC KEY", block.Type)
+	case strings.TrimSpace(string(rest)) != "":
+		return fmt.Errorf("data after the PEM block")
+	}
+	key, err := x509.ParsePKIXPublicKey(block.Bytes)
+	if err != nil {
+		return fmt.Errorf("the PEM block does not parse: %w", err)
+	}
+	switch key.(type) {
+	case *rsa.PublicKey, *ecdsa.PublicKey:
+		return nil
+	}
+	return fmt.Errorf("a %T, not an RSA or EC key", key)
+}
+
+// Plan returns, for render, every object the controller would write for fs
+// in an empty cluster, or none when a is a block (render reports a.Block
+// and a.Message). Owner references name the SharedFileSystem with an empty
+// uid.
+func Plan(fs *clerumv1alpha1.SharedFileSystem, a Admission, opts Options) []runtime.Object {
+	if a.Block != "" {
+		return nil
+	}
+	ref := []metav1.OwnerReference{{APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind, Name: fs.Name,
+		Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}
+	own := []interface {
+		runtime.Object
+		metav1.Object
+	}{BuildClaim(fs, opts), BuildIngressPolicy(fs, opts), BuildService(fs, opts), BuildDeployment(fs, a.KeyDigest, opts)}
+	children := make([]runtime.Object, 0, len(own))
+	for _, o := range own {
+		o.SetOwnerReferences(ref)
+		children = append(children, o)
+	}
+	return children
+}

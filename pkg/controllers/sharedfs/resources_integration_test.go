@@ -1,0 +1,177 @@
+//go:build integration
+
+package sharedfs
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
+
+	"github.com/clerum/hcc/internal/testing/controlplane"
+	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
+	"github.com/clerum/hcc/pkg/controllers/kit"
+	"github.com/clerum/hcc/pkg/controllers/kit/kittest"
+	clientset "github.com/clerum/hcc/pkg/generated/clientset/versioned"
+	"github.com/clerum/hcc/pkg/names"
+)
+
+// cp is the one control plane this package's integration tests share.
+var cp *controlplane.ControlPlane
+
+func TestMain(m *testing.M) {
+	os.Exit(controlplane.RunMain(m, controlplane.Options{}, func(c *controlplane.ControlPlane) { cp = c }))
+}
+
+type world struct {
+	kube kubernetes.Interface
+	hcc  clientset.Interface
+	opts Options
+}
+
+func newWorld(t *testing.T, suffix string) world {
+	t.Helper()
+	w := world{kube: kubernetes.NewForConfigOrDie(cp.Config()), hcc: clientset.NewForConfigOrDie(cp.Config()), opts: testOptions}
+	w.opts.HostNamespace = "sfs-" + suffix
+	_, err := w.kube.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: w.opts.HostNamespace}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	return w
+}
+
+func (w world) createFS(t *testing.T, fs *clerumv1alpha1.SharedFileSystem) (*clerumv1alpha1.SharedFileSystem, kit.Owner) {
+	t.Helper()
+	fs = fs.DeepCopy()
+	fs.Namespace, fs.UID, fs.Generation = w.opts.HostNamespace, "", 0
+	live, err := w.hcc.ClerumV1alpha1().SharedFileSystems(fs.Namespace).Create(context.Background(), fs, metav1.CreateOptions{})
+	require.NoError(t, err)
+	return live, kit.Owner{Object: live, GVK: gvk, IdentityLabel: names.LabelSharedFileSystem}
+}
+
+// TestBuildersEmitWhatTheAPIServerKeeps creates every object the builders
+// make and proves that a second ensure writes nothing: the builders emit
+// the API server's defaults.
+func TestBuildersEmitWhatTheAPIServerKeeps(t *testing.T) {
+	cases := map[string]struct {
+		fs   *clerumv1alpha1.SharedFileSystem
+		opts func(*Options)
+	}{
+		"full":      {fs: newFS("full", withHosts("bob", "alice"), withDirs("a/b", "c"), withSize("20Gi"))},
+		"bare":      {fs: newFS("bare"), opts: func(o *Options) { o.ImagePullSecret, o.DefaultStorageClass = "", "" }},
+		"long name": {fs: newFS(strings.Repeat("l", 63), withHosts(strings.Repeat("h", 63)))},
+	}
+	i := 0
+	for name, tc := range cases {
+		i++
+		t.Run(name, func(t *testing.T) {
+			w := newWorld(t, fmt.Sprint("rt-", i))
+			if tc.opts != nil {
+				tc.opts(&w.opts)
+			}
+			live, owner := w.createFS(t, tc.fs)
+			kittest.RoundTrip(t, cp.Config(), kit.Deployments, owner, BuildDeployment(live, KeyDigest("k"), w.opts))
+			kittest.RoundTrip(t, cp.Config(), kit.Services, owner, BuildService(live, w.opts))
+			kittest.RoundTrip(t, cp.Config(), kit.PersistentVolumeClaims, owner, BuildClaim(live, w.opts))
+			kittest.RoundTrip(t, cp.Config(), kit.NetworkPolicies, owner, BuildIngressPolicy(live, w.opts))
+		})
+	}
+}
+
+// TestControllerConverges runs the reconciler against the API server: it
+// creates the children, reaches Ready once the claim is bound and the
+// Deployment available (no controller-manager runs: both are simulated by
+// writing their status), writes nothing more on resync, and deletes every
+// child when the file system goes.
+func TestControllerConverges(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w := newWorld(t, "ctrl")
+	ns := w.opts.HostNamespace
+	_, err := w.kube.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: w.opts.JWTConfigMap},
+		Data: map[string]string{w.opts.JWTConfigMapKey: rsaKey(t)}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	counted, writes := kittest.CountWrites(cp.Config())
+	kube, hcc := kubernetes.NewForConfigOrDie(counted), clientset.NewForConfigOrDie(counted)
+	reg := prometheus.NewRegistry()
+	d := kit.Deps{Kube: kube, HCC: hcc, Informers: kit.NewInformers(kube, hcc), Recorder: &record.FakeRecorder{},
+		Registry: reg, Queues: kit.NewQueues(reg, clock.RealClock{}), Clock: clock.RealClock{},
+		Log: zerolog.New(os.Stderr).Level(zerolog.WarnLevel)}
+	c := New(d, Config{Namespace: ns, Build: w.opts, Resync: 2 * time.Second, Workers: 1})
+	d.Informers.Start(ctx.Done())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	defer func() { cancel(); <-done; d.Informers.Shutdown() }()
+
+	w.createFS(t, newFS("team", withHosts("alice"), withDirs("inbox")))
+	phase := func() clerumv1alpha1.FileSystemPhase {
+		fs, err := w.hcc.ClerumV1alpha1().SharedFileSystems(ns).Get(ctx, "team", metav1.GetOptions{})
+		require.NoError(t, err)
+		return fs.Status.Phase
+	}
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		require.NoError(t, wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true,
+			func(context.Context) (bool, error) { return cond(), nil }), what)
+	}
+	waitFor("Initializing", func() bool { return phase() == clerumv1alpha1.FileSystemInitializing })
+	waitFor("the Deployment", func() bool {
+		_, err := w.kube.AppsV1().Deployments(ns).Get(ctx, "wfc-team", metav1.GetOptions{})
+		return err == nil
+	})
+
+	// Bind the claim and make the Deployment available, as the
+	// controller-manager and the kubelet would.
+	pvc, err := w.kube.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "wfc-team-data", metav1.GetOptions{})
+	require.NoError(t, err)
+	pvc.Status.Phase = corev1.ClaimBound
+	_, err = w.kube.CoreV1().PersistentVolumeClaims(ns).UpdateStatus(ctx, pvc, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	dep, err := w.kube.AppsV1().Deployments(ns).Get(ctx, "wfc-team", metav1.GetOptions{})
+	require.NoError(t, err)
+	dep.Status.ObservedGeneration = dep.Generation
+	dep.Status.Replicas, dep.Status.UpdatedReplicas, dep.Status.ReadyReplicas, dep.Status.AvailableReplicas = 1, 1, 1, 1
+	_, err = w.kube.AppsV1().Deployments(ns).UpdateStatus(ctx, dep, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	waitFor("Ready", func() bool { return phase() == clerumv1alpha1.FileSystemReady })
+
+	// A steady state: resyncs (every 2 s) write nothing.
+	time.Sleep(time.Second) // the Ready status write lands
+	writes.Reset()
+	time.Sleep(5 * time.Second)
+	assert.Equal(t, 0, writes.Count(), "writes on a no-op resync: %s", writes)
+
+	require.NoError(t, w.hcc.ClerumV1alpha1().SharedFileSystems(ns).Delete(ctx, "team", metav1.DeleteOptions{}))
+	gone := func(get func() error) func() bool { return func() bool { return apierrors.IsNotFound(get()) } }
+	waitFor("the Deployment deleted", gone(func() error {
+		_, err := w.kube.AppsV1().Deployments(ns).Get(ctx, "wfc-team", metav1.GetOptions{})
+		return err
+	}))
+	waitFor("the Service deleted", gone(func() error {
+		_, err := w.kube.CoreV1().Services(ns).Get(ctx, "wfc-team", metav1.GetOptions{})
+		return err
+	}))
+	waitFor("the policy deleted", gone(func() error {
+		_, err := w.kube.NetworkingV1().NetworkPolicies(ns).Get(ctx, "wfc-team-ingress", metav1.GetOptions{})
+		return err
+	}))
+	// No controller-manager removes kubernetes.io/pvc-protection here: the
+	// claim is deleted (a deletion timestamp) or gone.
+	waitFor("the claim deleted", func() bool {
+		pvc, err := w.kube.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "wfc-team-data", metav1.GetOptions{})
+		return apierrors.IsNotFound(err) || (err == nil && pvc.DeletionTimestamp != nil)
+	})
+}

@@ -1,0 +1,269 @@
+package sharedfs
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+
+	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
+	"github.com/clerum/hcc/pkg/controllers/kit"
+	"github.com/clerum/hcc/pkg/names"
+)
+
+// syncSharedFileSystem brings one SharedFileSystem's children and status
+// up to date (docs/sharedfilesystem.md):
+//
+//  1. a file system that is gone, or going, and whose deletion this process
+//     observed has its children deleted, the data claim included;
+//  2. otherwise the JWT public key is validated (Admit); a file system that
+//     fails it has nothing created or rolled — only an existing ingress
+//     policy is kept in step with spec.hostRefs, so a revoked Host loses
+//     access whatever the configuration;
+//  3. the claim, the ingress policy and the Service are ensured, each
+//     independently of the others' failures; the Deployment only once the
+//     claim and the policy are HCC's: the WFC never mounts a volume HCC
+//     does not own nor runs without its ingress policy;
+//  4. status is applied when it changed.
+func (c *Controller) syncSharedFileSystem(ctx context.Context, key cache.ObjectName) (kit.Result, error) {
+	fs, err := c.filesystems.SharedFileSystems(key.Namespace).Get(key.Name)
+	switch {
+	case apierrors.IsNotFound(err):
+		return kit.Result{}, c.gone(ctx, key.Name)
+	case err != nil:
+		return kit.Result{}, err
+	case fs.DeletionTimestamp != nil:
+		// Going (a foreground deletion waits for its children): observed.
+		c.state.observeDeletion(fs.Name, fs.UID)
+		return kit.Result{}, c.gone(ctx, fs.Name)
+	}
+
+	opts := c.cfg.Build
+	st := newStatus(fs, opts, c.state.wasAvailable(fs))
+	a := Admit(c.configMap, opts)
+	st.config(a)
+	c.reportBlock(fs, a)
+	var errs []error
+	var result kit.Result
+	if a.Block != "" {
+		errs = append(errs, c.revokeHosts(ctx, fs))
+		st.observe(c.claimOf(fs), c.deploymentOf(fs))
+	} else {
+		result, errs = c.ensure(ctx, fs, a, st)
+	}
+	phase := st.phase()
+	c.state.setPhase(fs.Name, phase)
+	if st.available {
+		c.state.markAvailable(fs)
+	}
+	c.metrics.refresh(c.state)
+	errs = append(errs, c.applyStatus(ctx, fs, st))
+	return result, errors.Join(errs...)
+}
+
+// configMap returns a ConfigMap of the host namespace from the cache, or
+// nil.
+func (c *Controller) configMap(name string) *corev1.ConfigMap {
+	cm, err := c.configMaps.ConfigMaps(c.cfg.Namespace).Get(name)
+	if err != nil {
+		return nil
+	}
+	return cm
+}
+
+// reportBlock posts one event per block and per release.
+func (c *Controller) reportBlock(fs *clerumv1alpha1.SharedFileSystem, a Admission) {
+	previous := c.state.setBlock(fs.Name, a.Block)
+	switch {
+	case a.Block != "" && a.Block != previous:
+		c.log.Info().Str("sharedfilesystem", fs.Name).Str("reason", a.Block).Msg("shared file system blocked")
+		c.recorder.Eventf(fs, corev1.EventTypeWarning, kit.EventBlocked, "%s: %s; nothing is created or rolled", a.Block, a.Message)
+	case a.Block == "" && previous != "":
+		c.log.Info().Str("sharedfilesystem", fs.Name).Str("was", previous).Msg("shared file system released")
+		c.recorder.Eventf(fs, corev1.EventTypeNormal, kit.EventReleased, "no longer blocked (was %s)", previous)
+	}
+}
+
+func (c *Controller) owner(fs *clerumv1alpha1.SharedFileSystem) kit.Owner {
+	return kit.Owner{Object: fs, GVK: gvk, IdentityLabel: names.LabelSharedFileSystem}
+}
+
+// ensure writes fs's children and records what they say in st. It goes on
+// past a failed or refused child: one bad object does not stop the others,
+// except that the Deployment waits for the claim and the policy.
+func (c *Controller) ensure(ctx context.Context, fs *clerumv1alpha1.SharedFileSystem, a Admission, st *status) (kit.Result, []error) {
+	opts, owner := c.cfg.Build, c.owner(fs)
+	var errs []error
+	var refused []string
+	// write records the outcome of one child and reports whether it is
+	// HCC's and as usable as the builder means it.
+	write := func(err error) bool {
+		switch {
+		case isOwnership(err):
+			var r *kit.RefusedError
+			errors.As(err, &r)
+			refused = append(refused, r.Error())
+			return false
+		case err != nil:
+			errs = append(errs, err)
+			return false
+		}
+		return true
+	}
+
+	// The claim: a change HCC does not make (a shrink, a storage class
+	// change) leaves it as it is, reported by the kit, and usable.
+	liveClaim := c.claimOf(fs)
+	claim, _, err := kit.Ensure(ctx, c.children, kit.PersistentVolumeClaims, owner, liveClaim, BuildClaim(fs, opts))
+	var change *kit.RefusedError
+	claimOK := true
+	if errors.As(err, &change) && errors.Is(err, kit.ErrChangeRefused) {
+		st.claimChangeRefused(change, liveClaim)
+		claim = liveClaim
+	} else {
+		claimOK = write(err)
+		st.claimNotOwned = isOwnership(err)
+	}
+	policyOK := write(ensure(ctx, c.children, kit.NetworkPolicies, owner, c.policies.NetworkPolicies(fs.Namespace), BuildIngressPolicy(fs, opts)))
+	write(ensure(ctx, c.children, kit.Services, owner, c.services.Services(fs.Namespace), BuildService(fs, opts)))
+
+	live := c.deploymentOf(fs)
+	if claimOK && policyOK {
+		d, _, err := kit.Ensure(ctx, c.children, kit.Deployments, owner, live, BuildDeployment(fs, a.KeyDigest, opts))
+		if write(err) {
+			live = d
+		}
+	}
+
+	var result kit.Result
+	if len(refused) > 0 {
+		slices.Sort(refused)
+		st.notOwned(strings.Join(refused, "; "))
+		result.RequeueAfter = refusedRetry
+	}
+	st.deployBlocked = !claimOK || !policyOK
+	st.observe(claim, live)
+	return result, errs
+}
+
+// revokeHosts rewrites fs's existing ingress policy, if it has one of
+// HCC's, to spec.hostRefs: a Host taken off the list loses access even
+// while the file system is blocked. It creates nothing.
+func (c *Controller) revokeHosts(ctx context.Context, fs *clerumv1alpha1.SharedFileSystem) error {
+	live, err := c.policies.NetworkPolicies(fs.Namespace).Get(names.WFCIngressPolicy(fs.Name))
+	if err != nil {
+		return nil
+	}
+	if _, _, err := kit.Ensure(ctx, c.children, kit.NetworkPolicies, c.owner(fs), live, BuildIngressPolicy(fs, c.cfg.Build)); err != nil && !isRefused(err) {
+		return err
+	}
+	return nil
+}
+
+// lister is the part of a namespaced lister ensure reads.
+type lister[T kit.Child] interface {
+	Get(name string) (T, error)
+}
+
+// ensure is kit.Ensure with the live object read from l.
+func ensure[T kit.Child](ctx context.Context, c *kit.Children, kind kit.Kind[T], owner kit.Owner, l lister[T], desired T) error {
+	live, err := l.Get(desired.GetName())
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	_, _, err = kit.Ensure(ctx, c, kind, owner, live, desired)
+	return err
+}
+
+// isRefused reports whether err is a kit refusal of any cause.
+func isRefused(err error) bool {
+	var r *kit.RefusedError
+	return errors.As(err, &r)
+}
+
+// isOwnership reports whether err refuses a child for who owns it (not for
+// a change it cannot make).
+func isOwnership(err error) bool {
+	return isRefused(err) && errors.Is(err, kit.ErrNotOwned)
+}
+
+// claimOf returns fs's live data claim, or nil.
+func (c *Controller) claimOf(fs *clerumv1alpha1.SharedFileSystem) *corev1.PersistentVolumeClaim {
+	pvc, err := c.claims.PersistentVolumeClaims(fs.Namespace).Get(names.WFCData(fs.Name))
+	if err != nil {
+		return nil
+	}
+	return pvc
+}
+
+// deploymentOf returns fs's live WFC Deployment, or nil.
+func (c *Controller) deploymentOf(fs *clerumv1alpha1.SharedFileSystem) *appsv1.Deployment {
+	d, err := c.deployments.Deployments(fs.Namespace).Get(names.WFCWorkload(fs.Name))
+	if err != nil {
+		return nil
+	}
+	return d
+}
+
+// gone handles a file system no longer in the cache, or going. If this
+// process saw it deleted, its children are deleted — the data claim
+// included: its owner's deletion was observed (contract §4a). Otherwise
+// nothing is: the garbage collector follows the owner references, and a
+// claim is never deleted as an unexplained orphan.
+func (c *Controller) gone(ctx context.Context, name string) error {
+	c.state.forget(name)
+	c.metrics.refresh(c.state)
+	if !c.state.wasDeleted(name) {
+		return nil
+	}
+	leftover := func(o metav1.Object) bool { return c.state.deletedOwner(name, o) }
+	ns := c.cfg.Namespace
+	var remaining int
+	var errs []error
+	count := func(n int, err error) {
+		remaining += n
+		errs = append(errs, err)
+	}
+	count(deleteChild(ctx, c.children, kit.Deployments, c.deployments.Deployments(ns), names.WFCWorkload(name), name, leftover))
+	count(deleteChild(ctx, c.children, kit.Services, c.services.Services(ns), names.WFCWorkload(name), name, leftover))
+	count(deleteChild(ctx, c.children, kit.NetworkPolicies, c.policies.NetworkPolicies(ns), names.WFCIngressPolicy(name), name, leftover))
+	count(deleteChild(ctx, c.children, kit.PersistentVolumeClaims, c.claims.PersistentVolumeClaims(ns), names.WFCData(name), name, leftover))
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	if remaining == 0 {
+		c.state.settle(name)
+	}
+	return nil
+}
+
+// deleteChild deletes the child of kind named child of the file system
+// fsName when the cache shows one that leftover accepts, and returns 1 when
+// one is still on its way out (deleted, with a finalizer of its own to
+// run). A claim held only by kubernetes.io/pvc-protection counts as gone:
+// it goes when its pod does.
+func deleteChild[T kit.Child](ctx context.Context, c *kit.Children, kind kit.Kind[T], l lister[T], child, fsName string,
+	leftover func(metav1.Object) bool) (int, error) {
+	live, err := l.Get(child)
+	if err != nil {
+		return 0, nil // gone: the cache is the judge; a NotFound is success
+	}
+	if !leftover(live) {
+		return 0, nil // a later file system's of the same name
+	}
+	if live.GetDeletionTimestamp() != nil {
+		if _, claim := any(live).(*corev1.PersistentVolumeClaim); claim &&
+			slices.Equal(live.GetFinalizers(), []string{"kubernetes.io/pvc-protection"}) {
+			return 0, nil
+		}
+		return 1, nil
+	}
+	_, err = kit.DeleteChild(ctx, c, kind, gvk, fsName, names.LabelSharedFileSystem, live)
+	return 0, err
+}
