@@ -71,6 +71,10 @@ func TestFileSystemReconcilers(t *testing.T) {
 			_, err := kube.NetworkingV1().NetworkPolicies("mcp-host").Get(ctx, "wfc-docs-ingress", metav1.GetOptions{})
 			return err
 		},
+		func() error {
+			_, err := kube.NetworkingV1().NetworkPolicies("mcp-host").Get(ctx, "wfc-docs-egress", metav1.GetOptions{})
+			return err
+		},
 	}
 	gfsChildren := []check{
 		func() error {
@@ -122,6 +126,6 @@ func TestFileSystemReconcilers(t *testing.T) {
 		}
 		return err
 	}
-	waitUntil("the SharedFileSystem's runtime is deleted", all(append(sfsChildren[:2:2], sfsChildren[3], claimGone), gone))
+	waitUntil("the SharedFileSystem's runtime is deleted", all(append(sfsChildren[:2:2], sfsChildren[3], sfsChildren[4], claimGone), gone))
 	waitUntil("the GlobalFileSystem's runtime is deleted", all(gfsChildren, gone))
 }

@@ -102,6 +102,10 @@ func WFCData(fs string) string { return Object("wfc-" + fs + "-data") }
 // WFCIngressPolicy names the NetworkPolicy admitting fs's Hosts to its WFC.
 func WFCIngressPolicy(fs string) string { return Object("wfc-" + fs + "-ingress") }
 
+// WFCEgressPolicy names its other half: the NetworkPolicy letting fs's
+// Hosts' pods reach its WFC under the host namespace's default deny.
+func WFCEgressPolicy(fs string) string { return Object("wfc-" + fs + "-egress") }
+
 // GFSCWorkload names the gfsc Deployment and Service of GlobalFileSystem gfs.
 func GFSCWorkload(gfs string) string { return Label("gfsc-" + gfs) }
 

@@ -114,6 +114,7 @@ var policyWriters = []policyWriter{
 		types:  []string{PolicyTypeFileSystem},
 		patterns: []policyNamePattern{
 			{prefix: "wfc-", suffix: "-ingress", typ: PolicyTypeFileSystem},
+			{prefix: "wfc-", suffix: "-egress", typ: PolicyTypeFileSystem},
 			{prefix: "gfsc-", suffix: "-egress", typ: PolicyTypeFileSystem},
 		},
 	},

@@ -54,6 +54,7 @@ var policyBuilders = map[string]policyBuilder{
 	"ChannelReaderEgressPolicy": {WriterHost, PolicyTypeHost, 1,
 		func(a []string) string { return ChannelReaderEgressPolicy(a[0]) }},
 	"WFCIngressPolicy": {WriterFileSystem, PolicyTypeFileSystem, 1, func(a []string) string { return WFCIngressPolicy(a[0]) }},
+	"WFCEgressPolicy":  {WriterFileSystem, PolicyTypeFileSystem, 1, func(a []string) string { return WFCEgressPolicy(a[0]) }},
 	"GFSCEgressPolicy": {WriterFileSystem, PolicyTypeFileSystem, 1, func(a []string) string { return GFSCEgressPolicy(a[0]) }},
 }
 
@@ -302,7 +303,8 @@ func TestReservedPolicyType(t *testing.T) {
 			want: map[PolicyWriter]string{WriterFileSystem: PolicyTypeFileSystem}},
 		{name: "a channel-reader name without the egress suffix is no one's", policy: "channel-reader-h1", want: map[PolicyWriter]string{}},
 		{name: "a channel-reader egress without a Host is no one's", policy: "channel-reader--egress", want: map[PolicyWriter]string{}},
-		{name: "a filesystem ingress with the egress suffix is no one's", policy: "wfc-f1-egress", want: map[PolicyWriter]string{}},
+		{name: "a filesystem egress is the file-system reconcilers'", policy: "wfc-f1-egress", want: map[PolicyWriter]string{WriterFileSystem: PolicyTypeFileSystem}},
+		{name: "a filesystem name with another suffix is no one's", policy: "wfc-f1-data", want: map[PolicyWriter]string{}},
 		{name: "a long channel-reader name not ending in a hash is no one's",
 			policy: ("channel-reader-" + long)[:MaxObjectName], want: map[PolicyWriter]string{}},
 		{name: "a bare prefix is no one's", policy: "allow-rpc-proxy-desktop-", want: map[PolicyWriter]string{}},

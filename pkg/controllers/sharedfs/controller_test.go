@@ -333,6 +333,7 @@ func (f *fixture) setAvailable(fs string, available bool) {
 func created(fs string) []string {
 	return []string{
 		"create deployments/" + names.WFCWorkload(fs),
+		"create networkpolicies/" + names.WFCEgressPolicy(fs),
 		"create networkpolicies/" + names.WFCIngressPolicy(fs),
 		"create persistentvolumeclaims/" + names.WFCData(fs),
 		"create services/" + names.WFCWorkload(fs),
@@ -430,11 +431,15 @@ func TestSpecChange(t *testing.T) {
 		assert.Equal(t, []string{
 			"patch sharedfilesystems/team/status",
 			"update deployments/wfc-team",
+			"update networkpolicies/wfc-team-egress",
 			"update networkpolicies/wfc-team-ingress",
 		}, f.writes())
 		p, err := f.kube.NetworkingV1().NetworkPolicies(ns).Get(context.Background(), "wfc-team-ingress", metav1.GetOptions{})
 		require.NoError(t, err)
 		assert.Equal(t, []string{"alice", "bob"}, p.Spec.Ingress[0].From[0].PodSelector.MatchExpressions[0].Values)
+		e, err := f.kube.NetworkingV1().NetworkPolicies(ns).Get(context.Background(), "wfc-team-egress", metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, []string{"alice", "bob"}, e.Spec.PodSelector.MatchExpressions[0].Values, "the Hosts' pods may send")
 		assert.Equal(t, "alice,bob", envMap(f.deployment("wfc-team").Spec.Template.Spec.Containers[0])[EnvAllowedHosts])
 		assert.Equal(t, int64(2), f.status("team").ObservedGeneration)
 		f.syncCaches()
@@ -478,6 +483,7 @@ func TestSizeGrowsNeverShrinks(t *testing.T) {
 	f.mustSync("team")
 	// The claim is untouched; the rest still follows the spec.
 	assert.Equal(t, []string{
+		"create networkpolicies/wfc-team-egress",
 		"patch sharedfilesystems/team/status",
 		"update deployments/wfc-team",
 		"update networkpolicies/wfc-team-ingress",
@@ -546,7 +552,8 @@ func TestConfigBlocks(t *testing.T) {
 		f.setFS(fs)
 		f.mustSync("team")
 		// Only the revocation of bob reaches the cluster.
-		assert.Equal(t, []string{"patch sharedfilesystems/team/status", "update networkpolicies/wfc-team-ingress"}, f.writes())
+		assert.Equal(t, []string{"patch sharedfilesystems/team/status", "update networkpolicies/wfc-team-egress",
+			"update networkpolicies/wfc-team-ingress"}, f.writes(), "bob loses both halves")
 		assert.Equal(t, KeyDigest(key), f.deployment("wfc-team").Spec.Template.Annotations[AnnotationJWTKeyDigest])
 		assert.Len(t, f.events(), 1)
 		f.syncCaches()
@@ -602,6 +609,7 @@ func TestUnmanagedObjectsAreNotAdopted(t *testing.T) {
 	// The create of the claim meets the unmanaged one: nothing of it is
 	// written, and the Deployment is not created.
 	assert.Equal(t, []string{
+		"create networkpolicies/wfc-team-egress",
 		"create networkpolicies/wfc-team-ingress",
 		"create persistentvolumeclaims/wfc-team-data",
 		"create services/wfc-team",
@@ -653,7 +661,7 @@ func TestPlan(t *testing.T) {
 	a := Admit(lookup(jwtConfigMap(key)), testOptions)
 	require.Empty(t, a.Block)
 	objs := Plan(fs, a, testOptions)
-	require.Len(t, objs, 4)
+	require.Len(t, objs, 5, "with the egress half: the fs names a Host")
 	for _, o := range objs {
 		m, _ := meta.Accessor(o)
 		assert.Equal(t, "team", m.GetOwnerReferences()[0].Name)

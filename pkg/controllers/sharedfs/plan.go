@@ -91,6 +91,9 @@ func Plan(fs *clerumv1alpha1.SharedFileSystem, a Admission, opts Options) []runt
 		runtime.Object
 		metav1.Object
 	}{BuildClaim(fs, opts), BuildIngressPolicy(fs, opts), BuildService(fs, opts), BuildDeployment(fs, a.KeyDigest, opts)}
+	if p := BuildEgressPolicy(fs, opts); p != nil {
+		own = append(own, p)
+	}
 	children := make([]runtime.Object, 0, len(own))
 	for _, o := range own {
 		o.SetOwnerReferences(ref)

@@ -372,6 +372,35 @@ func BuildIngressPolicy(fs *clerumv1alpha1.SharedFileSystem, opts Options) *netw
 	return p
 }
 
+// BuildEgressPolicy returns wfc-F-egress, of policy type filesystem, the
+// other half of BuildIngressPolicy: under the host namespace's default deny
+// (L0), the pods of the Hosts in spec.hostRefs may reach F's WFC pods on
+// the WFC port, and nothing else by this policy. nil without hostRefs: no
+// Host may, and an empty In list is no valid selector.
+func BuildEgressPolicy(fs *clerumv1alpha1.SharedFileSystem, opts Options) *networkingv1.NetworkPolicy {
+	hosts := allowedHosts(fs)
+	if len(hosts) == 0 {
+		return nil
+	}
+	l := labels(fs)
+	l[names.LabelPolicyType] = names.PolicyTypeFileSystem
+	protocol, port := corev1.ProtocolTCP, intstr.FromInt32(opts.Port)
+	return &networkingv1.NetworkPolicy{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: opts.HostNamespace, Name: names.WFCEgressPolicy(fs.Name), Labels: l},
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
+				Key: names.LabelHost, Operator: metav1.LabelSelectorOpIn, Values: hosts,
+			}}},
+			Egress: []networkingv1.NetworkPolicyEgressRule{{
+				To:    []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: selector(fs)}}},
+				Ports: []networkingv1.NetworkPolicyPort{{Protocol: &protocol, Port: &port}},
+			}},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeEgress},
+		},
+	}
+}
+
 // container is a hardened container with the API server's defaults.
 func container(name, image string, pull corev1.PullPolicy) corev1.Container {
 	return corev1.Container{

@@ -86,6 +86,9 @@ func TestBuildersEmitWhatTheAPIServerKeeps(t *testing.T) {
 			kittest.RoundTrip(t, cp.Config(), kit.Services, owner, BuildService(live, w.opts))
 			kittest.RoundTrip(t, cp.Config(), kit.PersistentVolumeClaims, owner, BuildClaim(live, w.opts))
 			kittest.RoundTrip(t, cp.Config(), kit.NetworkPolicies, owner, BuildIngressPolicy(live, w.opts))
+			if p := BuildEgressPolicy(live, w.opts); p != nil {
+				kittest.RoundTrip(t, cp.Config(), kit.NetworkPolicies, owner, p)
+			}
 		})
 	}
 }

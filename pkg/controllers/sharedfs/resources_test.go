@@ -96,6 +96,7 @@ func TestBuildersGolden(t *testing.T) {
 	golden(t, "wfc.persistentvolumeclaim.yaml", BuildClaim(fs, testOptions))
 	golden(t, "wfc.networkpolicy.yaml", BuildIngressPolicy(fs, testOptions))
 	golden(t, "wfc-closed.networkpolicy.yaml", BuildIngressPolicy(newFS("closed"), testOptions))
+	golden(t, "wfc-egress.networkpolicy.yaml", BuildEgressPolicy(fs, testOptions))
 }
 
 func envMap(c corev1.Container) map[string]string {
@@ -245,6 +246,28 @@ func TestBuildIngressPolicy(t *testing.T) {
 		p := BuildIngressPolicy(newFS("team"), testOptions)
 		assert.Empty(t, p.Spec.Ingress)
 		assert.Len(t, p.Spec.PolicyTypes, 1)
+	})
+}
+
+func TestBuildEgressPolicy(t *testing.T) {
+	t.Run("the named Hosts' pods may reach the WFC pods, on the WFC port", func(t *testing.T) {
+		p := BuildEgressPolicy(newFS("team", withHosts("bob", "alice")), testOptions)
+		require.NotNil(t, p)
+		assert.Equal(t, "wfc-team-egress", p.Name)
+		assert.Equal(t, names.PolicyTypeFileSystem, p.Labels[names.LabelPolicyType])
+		assert.Equal(t, []metav1.LabelSelectorRequirement{{Key: names.LabelHost, Operator: metav1.LabelSelectorOpIn, Values: []string{"alice", "bob"}}},
+			p.Spec.PodSelector.MatchExpressions)
+		require.Len(t, p.Spec.Egress, 1)
+		rule := p.Spec.Egress[0]
+		require.Len(t, rule.To, 1)
+		assert.Nil(t, rule.To[0].NamespaceSelector, "the host namespace only")
+		assert.Equal(t, map[string]string{names.LabelManagedBy: names.ManagedByValue, names.LabelSharedFileSystem: "team"}, rule.To[0].PodSelector.MatchLabels)
+		require.Len(t, rule.Ports, 1)
+		assert.Equal(t, int32(8086), rule.Ports[0].Port.IntVal)
+		assert.Equal(t, []string{"Egress"}, []string{string(p.Spec.PolicyTypes[0])})
+	})
+	t.Run("no hostRefs, no egress policy", func(t *testing.T) {
+		assert.Nil(t, BuildEgressPolicy(newFS("team"), testOptions))
 	})
 }
 

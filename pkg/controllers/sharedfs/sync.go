@@ -131,6 +131,7 @@ func (c *Controller) ensure(ctx context.Context, fs *clerumv1alpha1.SharedFileSy
 		st.claimNotOwned = isOwnership(err)
 	}
 	policyOK := write(ensure(ctx, c.children, kit.NetworkPolicies, owner, c.policies.NetworkPolicies(fs.Namespace), BuildIngressPolicy(fs, opts)))
+	errs = append(errs, c.ensureEgress(ctx, fs))
 	write(ensure(ctx, c.children, kit.Services, owner, c.services.Services(fs.Namespace), BuildService(fs, opts)))
 
 	live := c.deploymentOf(fs)
@@ -162,6 +163,32 @@ func (c *Controller) revokeHosts(ctx context.Context, fs *clerumv1alpha1.SharedF
 	}
 	if _, _, err := kit.Ensure(ctx, c.children, kit.NetworkPolicies, c.owner(fs), live, BuildIngressPolicy(fs, c.cfg.Build)); err != nil && !isRefused(err) {
 		return err
+	}
+	if _, err := c.policies.NetworkPolicies(fs.Namespace).Get(names.WFCEgressPolicy(fs.Name)); err == nil {
+		return c.ensureEgress(ctx, fs)
+	}
+	return nil
+}
+
+// ensureEgress writes fs's egress policy, or deletes it when no Host may
+// reach the WFC. A refusal (a name held by an object HCC does not own) is
+// reported by the kit and blocks nothing: the ingress half still admits
+// only the Hosts listed.
+func (c *Controller) ensureEgress(ctx context.Context, fs *clerumv1alpha1.SharedFileSystem) error {
+	live, err := c.policies.NetworkPolicies(fs.Namespace).Get(names.WFCEgressPolicy(fs.Name))
+	if err != nil {
+		live = nil
+	}
+	desired := BuildEgressPolicy(fs, c.cfg.Build)
+	switch {
+	case desired != nil:
+		if _, _, err := kit.Ensure(ctx, c.children, kit.NetworkPolicies, c.owner(fs), live, desired); err != nil && !isRefused(err) {
+			return err
+		}
+	case live != nil:
+		if _, err := kit.DeleteChild(ctx, c.children, kit.NetworkPolicies, gvk, fs.Name, names.LabelSharedFileSystem, live); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -233,6 +260,7 @@ func (c *Controller) gone(ctx context.Context, name string) error {
 	count(deleteChild(ctx, c.children, kit.Deployments, c.deployments.Deployments(ns), names.WFCWorkload(name), name, leftover))
 	count(deleteChild(ctx, c.children, kit.Services, c.services.Services(ns), names.WFCWorkload(name), name, leftover))
 	count(deleteChild(ctx, c.children, kit.NetworkPolicies, c.policies.NetworkPolicies(ns), names.WFCIngressPolicy(name), name, leftover))
+	count(deleteChild(ctx, c.children, kit.NetworkPolicies, c.policies.NetworkPolicies(ns), names.WFCEgressPolicy(name), name, leftover))
 	count(deleteChild(ctx, c.children, kit.PersistentVolumeClaims, c.claims.PersistentVolumeClaims(ns), names.WFCData(name), name, leftover))
 	if err := errors.Join(errs...); err != nil {
 		return err
