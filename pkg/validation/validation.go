@@ -9,6 +9,7 @@ package validation
 import (
 	"net/netip"
 	"regexp"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -20,13 +21,15 @@ import (
 
 // Patterns copied from the kubebuilder markers in pkg/apis.
 var (
-	dnsLabel     = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
-	secretKey    = regexp.MustCompile(`^[-._a-zA-Z0-9]+$`)
-	envName      = regexp.MustCompile(`^[-._a-zA-Z][-._a-zA-Z0-9]*$`)
-	mcpPath      = regexp.MustCompile(`^/[-._~a-zA-Z0-9/]*$`)
-	remoteURL    = regexp.MustCompile(`^https?://[^\s/?#]+([/?#]\S*)?$`)
-	hostname     = regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?\.?$`)
-	relativePath = regexp.MustCompile(`^[-._a-zA-Z0-9]+(/[-._a-zA-Z0-9]+)*$`)
+	dnsLabel  = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+	secretKey = regexp.MustCompile(`^[-._a-zA-Z0-9]+$`)
+	envName   = regexp.MustCompile(`^[-._a-zA-Z][-._a-zA-Z0-9]*$`)
+	mcpPath   = regexp.MustCompile(`^/[-._~a-zA-Z0-9/]*$`)
+	remoteURL = regexp.MustCompile(`^https?://[^\s/?#]+([/?#]\S*)?$`)
+	hostname  = regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?\.?$`)
+	// relativePath: segments of [-._a-zA-Z0-9], none of them "." or "..",
+	// so a directory never climbs out of the volume.
+	relativePath = regexp.MustCompile(`^([-._a-zA-Z0-9]*[-_a-zA-Z0-9][-._a-zA-Z0-9]*|\.{3,})(/([-._a-zA-Z0-9]*[-_a-zA-Z0-9][-._a-zA-Z0-9]*|\.{3,}))*$`)
 )
 
 // McpServer returns what the API server would refuse in s.
@@ -131,6 +134,10 @@ func Context(c *clerumv1alpha1.Context) field.ErrorList {
 // Host returns what the API server would refuse in h.
 func Host(h *clerumv1alpha1.Host) field.ErrorList {
 	errs := objectName(h.Name)
+	if strings.HasPrefix(h.Name, "wfc-") {
+		errs = append(errs, field.Invalid(field.NewPath("metadata", "name"), h.Name,
+			"may not start with wfc-: a SharedFileSystem's workload holds those names in the host namespace"))
+	}
 	p := field.NewPath("spec")
 	errs = append(errs, required(p.Child("contextRef"), h.Spec.ContextRef, 253)...)
 	if h.Spec.SecretRef != nil {

@@ -296,6 +296,12 @@ func (e *env) testRejections(t *testing.T) {
 		obj     string
 		message string
 	}{
+		{"a directory climbing out of the volume", "sharedfilesystems", hostNS,
+			`{"metadata":{"name":"climb"},"spec":{"directories":["ok/../../etc"]}}`, "spec.directories"},
+		{"a directory that is the volume root", "sharedfilesystems", hostNS,
+			`{"metadata":{"name":"dot"},"spec":{"directories":["."]}}`, "spec.directories"},
+		{"a Host named like a SharedFileSystem's workload", "hosts", hostNS,
+			`{"metadata":{"name":"wfc-team"},"spec":{"contextRef":"c"}}`, "may not start with wfc-"},
 		{"transport port 0", "mcpservers", serverNS,
 			`{"metadata":{"name":"bad-port"},"spec":{"image":"i","transport":{"type":"sse","port":0}}}`, "spec.transport.port"},
 		{"transport port 65536", "mcpservers", serverNS,
@@ -374,12 +380,16 @@ func validateJSON(t *testing.T, gvr, raw string) field.ErrorList {
 		var o clerumv1alpha1.Host
 		decode(&o)
 		return validation.Host(&o)
+	case "sharedfilesystems":
+		var o clerumv1alpha1.SharedFileSystem
+		decode(&o)
+		return validation.SharedFileSystem(&o)
 	}
 	t.Fatalf("no validator for %s", gvr)
 	return nil
 }
 
-var kindOf = map[string]string{"mcpservers": "McpServer", "contexts": "Context", "hosts": "Host"}
+var kindOf = map[string]string{"mcpservers": "McpServer", "contexts": "Context", "hosts": "Host", "sharedfilesystems": "SharedFileSystem"}
 
 func (e *env) testPrinterColumns(t *testing.T) {
 	ctx := context.Background()

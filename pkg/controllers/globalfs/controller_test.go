@@ -573,6 +573,22 @@ func TestUnmanagedObjectHoldingANameIsNotAdopted(t *testing.T) {
 	assert.Equal(t, 1.0, value(t, f.c.metrics.Refused.WithLabelValues("Service", string(kit.CauseUnmanaged))))
 }
 
+// gfsc and its seed hold the connection string: they never start while
+// their egress policy's name is held by an object HCC does not own.
+func TestNoRuntimeWithoutItsEgressPolicy(t *testing.T) {
+	squatter := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: gfsNS, Name: "gfsc-main-egress", ResourceVersion: "7"}}
+	f := newFixture(t, newGFS("main"), pgSecret(), jwtConfigMap(publicKeyPEM), squatter)
+	res := f.mustSync("main")
+	assert.Equal(t, []string{
+		"create networkpolicies gfsc-main-egress",
+		"create services gfsc-main",
+	}, f.writes(), "no Deployment and no seed Job without the policy")
+	assert.Equal(t, refusedRetry, res.RequeueAfter)
+	st := f.lastStatus()
+	assert.Equal(t, clerumv1alpha1.FileSystemDegraded, st.Phase)
+	assert.Equal(t, kit.ReasonNotOwned, condition(st, clerumv1alpha1.ConditionReady).Reason)
+}
+
 func TestDeletionRemovesTheChildren(t *testing.T) {
 	f := newFixture(t, newGFS("main"), pgSecret(), jwtConfigMap(publicKeyPEM))
 	f.mustSync("main")

@@ -108,10 +108,27 @@ if [ -z "$hostport" ]; then
   exit 0
 fi
 case "$hostport" in
+  \[*\]:*) host=${hostport%%]*}; host=${host#[}; port=${hostport##*]:} ;;
+  \[*\]) host=${hostport#[}; host=${host%]}; port=` + defaultPGPort + ` ;;
   *:*) host=${hostport%:*}; port=${hostport##*:} ;;
   *) host=$hostport; port=` + defaultPGPort + ` ;;
 esac
+# Only a plain host name or address and a port are waited for: anything
+# else (several hosts, an option-like name) is left to gfsc itself.
+case "$host" in
+  ''|-*|*[!A-Za-z0-9.:_-]*) echo "cannot tell one Postgres host from the connection string; not waiting"; exit 0 ;;
+esac
+case "$port" in
+  ''|*[!0-9]*) echo "cannot tell the Postgres port from the connection string; not waiting"; exit 0 ;;
+esac
+# At most five minutes: gfsc itself retries, and its readiness says more.
+tries=0
 until nc -z -w 2 "$host" "$port"; do
+  tries=$((tries + 1))
+  if [ "$tries" -ge 150 ]; then
+    echo "Postgres did not accept connections in five minutes; starting anyway"
+    exit 0
+  fi
   echo "waiting for Postgres to accept connections"
   sleep 2
 done

@@ -129,8 +129,11 @@ func (c *Controller) ensure(ctx context.Context, g *clerumv1alpha1.GlobalFileSys
 		return true
 	}
 
-	// The policy first: gfsc's pods never start unisolated.
-	write(ensure(ctx, c.children, kit.NetworkPolicies, owner, c.policies.NetworkPolicies(ns), BuildEgressPolicy(g, opts)))
+	// The policy first: gfsc's pods, and the seed's, which hold the
+	// connection string, never start or roll unisolated — not while the
+	// policy's name is held by an object HCC does not own, nor while its
+	// write fails.
+	isolated := write(ensure(ctx, c.children, kit.NetworkPolicies, owner, c.policies.NetworkPolicies(ns), BuildEgressPolicy(g, opts)))
 	if write(ensure(ctx, c.children, kit.Services, owner, c.services.Services(ns), BuildService(g, opts))) {
 		st.endpoint = Endpoint(g, opts)
 	}
@@ -138,14 +141,18 @@ func (c *Controller) ensure(ctx context.Context, g *clerumv1alpha1.GlobalFileSys
 	if err != nil {
 		cached = nil
 	}
-	live, _, err := kit.Ensure(ctx, c.children, kit.Deployments, owner, cached, BuildDeployment(g, opts, a.Digest))
-	if write(err) {
-		st.workload(live)
-	} else if err != nil && !errors.Is(err, kit.ErrNotOwned) {
-		// The write failed (retried): status shows what runs meanwhile.
-		st.workload(c.deploymentOf(g))
+	if isolated {
+		live, _, err := kit.Ensure(ctx, c.children, kit.Deployments, owner, cached, BuildDeployment(g, opts, a.Digest))
+		if write(err) {
+			st.workload(live)
+		} else if err != nil && !errors.Is(err, kit.ErrNotOwned) {
+			// The write failed (retried): status shows what runs meanwhile.
+			st.workload(c.deploymentOf(g))
+		}
+		write(c.ensureSeed(ctx, g, owner, a, st))
+	} else {
+		st.workload(cached)
 	}
-	write(c.ensureSeed(ctx, g, owner, a, st))
 
 	var result kit.Result
 	if len(refused) > 0 {

@@ -135,7 +135,10 @@ func (c *Controller) ensure(ctx context.Context, fs *clerumv1alpha1.SharedFileSy
 	write(ensure(ctx, c.children, kit.Services, owner, c.services.Services(fs.Namespace), BuildService(fs, opts)))
 
 	live := c.deploymentOf(fs)
-	if claimOK && policyOK {
+	// Creating the WFC waits for its claim and its ingress policy to be
+	// HCC's; a running one is still kept in step (spec.hostRefs in its
+	// environment) whatever holds the policy's name.
+	if claimOK && (policyOK || live != nil) {
 		d, _, err := kit.Ensure(ctx, c.children, kit.Deployments, owner, live, BuildDeployment(fs, a.KeyDigest, opts))
 		if write(err) {
 			live = d

@@ -422,6 +422,7 @@ type ContextList struct {
 // +kubebuilder:printcolumn:name="Credential-Expires",type=date,JSONPath=`.status.credentialExpiresAt`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 63 && self.metadata.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be a DNS label: at most 63 lowercase alphanumerics or '-', starting and ending with an alphanumeric"
+// +kubebuilder:validation:XValidation:rule="!self.metadata.name.startsWith('wfc-')",message="metadata.name may not start with wfc-: a SharedFileSystem's workload holds those names in the host namespace"
 
 // Host is one mcp-host runtime. HCC runs it as a Deployment with its own
 // Service, workspace volume, identity, runtime credential and channel reader.
@@ -550,12 +551,13 @@ type SharedFileSystemSpec struct {
 	HostRefs []string `json:"hostRefs,omitempty"`
 
 	// Directories are created (relative to the volume root) when the volume
-	// is first initialised.
+	// is first initialised. No segment may be "." or "..": a directory never
+	// climbs out of the volume.
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=64
 	// +kubebuilder:validation:items:MaxLength=256
-	// +kubebuilder:validation:items:Pattern=`^[-._a-zA-Z0-9]+(/[-._a-zA-Z0-9]+)*$`
+	// +kubebuilder:validation:items:Pattern=`^([-._a-zA-Z0-9]*[-_a-zA-Z0-9][-._a-zA-Z0-9]*|\.{3,})(/([-._a-zA-Z0-9]*[-_a-zA-Z0-9][-._a-zA-Z0-9]*|\.{3,}))*$`
 	Directories []string `json:"directories,omitempty"`
 }
 

@@ -36,7 +36,8 @@ type SharedFileSystemSpecApplyConfiguration struct {
 	// HostRefs are the Hosts that may use this file system.
 	HostRefs []string `json:"hostRefs,omitempty"`
 	// Directories are created (relative to the volume root) when the volume
-	// is first initialised.
+	// is first initialised. No segment may be "." or "..": a directory never
+	// climbs out of the volume.
 	Directories []string `json:"directories,omitempty"`
 }
 
