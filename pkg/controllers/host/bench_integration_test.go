@@ -8,7 +8,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,7 +18,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
@@ -80,7 +78,7 @@ func runHostConvergence(b *testing.B, n int) {
 		Spec: clerumv1alpha1.ContextSpec{ContextID: "tenant"}}, metav1.CreateOptions{})
 	require.NoError(b, err)
 	hosts := make([]*clerumv1alpha1.Host, n)
-	parallel(b, n, func(i int) error {
+	kittest.Parallel(b, n, func(i int) error {
 		h, err := hcc.ClerumV1alpha1().Hosts(opts.HostNamespace).Create(ctx, &clerumv1alpha1.Host{
 			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("h%04d", i)},
 			Spec:       clerumv1alpha1.HostSpec{ContextRef: "tenant"},
@@ -108,7 +106,7 @@ func runHostConvergence(b *testing.B, n int) {
 	go func() { _ = c.Run(runCtx); close(done) }()
 	defer func() { stop(); <-done; d.Informers.Shutdown() }()
 
-	waitFor(b, 5*time.Second, "every Host converged", func() bool {
+	kittest.WaitFor(b, 5*time.Second, 15*time.Minute, "every Host converged", func() bool {
 		list, err := hcc.ClerumV1alpha1().Hosts(opts.HostNamespace).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false
@@ -136,7 +134,7 @@ func runHostConvergence(b *testing.B, n int) {
 	for _, h := range hosts {
 		c.queue.Add(cache.ObjectName{Namespace: h.Namespace, Name: h.Name})
 	}
-	waitFor(b, 200*time.Millisecond, "the resync drained", func() bool { return c.queue.Len() == 0 })
+	kittest.WaitFor(b, 200*time.Millisecond, 15*time.Minute, "the resync drained", func() bool { return c.queue.Len() == 0 })
 	time.Sleep(2 * time.Second)
 	resyncWrites, resyncCalls := writes.Count(), issuer.calls.Load()-calls
 
@@ -147,7 +145,7 @@ func runHostConvergence(b *testing.B, n int) {
 	popts := opts
 	popts.HostNamespace, popts.ChannelsNamespace = plainNS, plainChannels
 	plainStart := time.Now()
-	parallel(b, n, func(i int) error {
+	kittest.Parallel(b, n, func(i int) error {
 		h := hosts[i].DeepCopy()
 		h.Namespace = plainNS
 		dep, err := BuildDeployment(h, "tenant", popts)
@@ -215,34 +213,4 @@ func runHostConvergence(b *testing.B, n int) {
 	b.ReportMetric(opRate/plainRate, "x-plain")
 	b.ReportMetric(float64(resyncWrites), "resync-writes")
 	b.ReportMetric(float64(resyncCalls), "resync-controlapi-calls")
-}
-
-// parallel runs f for 0..n-1 on 16 goroutines and fails on the first error.
-func parallel(b *testing.B, n int, f func(int) error) {
-	var wg sync.WaitGroup
-	errs := make(chan error, n)
-	next := make(chan int)
-	for range 16 {
-		wg.Go(func() {
-			for i := range next {
-				if err := f(i); err != nil {
-					errs <- err
-				}
-			}
-		})
-	}
-	for i := range n {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		require.NoError(b, err)
-	}
-}
-
-func waitFor(b *testing.B, every time.Duration, what string, cond func() bool) {
-	require.NoError(b, wait.PollUntilContextTimeout(context.Background(), every, 15*time.Minute, true,
-		func(context.Context) (bool, error) { return cond(), nil }), what)
 }

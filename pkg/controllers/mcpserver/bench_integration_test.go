@@ -18,7 +18,6 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
@@ -83,7 +82,7 @@ func runConvergence(b *testing.B, n int) {
 		StringData: map[string]string{"uri": "mongodb+srv://bench"}}, metav1.CreateOptions{})
 	require.NoError(b, err)
 	servers := make([]*clerumv1alpha1.McpServer, n)
-	parallel(b, n, func(i int) error {
+	kittest.Parallel(b, n, func(i int) error {
 		s := newServer(fmt.Sprintf("s%04d", i), clerumv1alpha1.TransportStreamableHTTP, func(s *clerumv1alpha1.McpServer) {
 			s.Spec.EnvSecret = &clerumv1alpha1.EnvSecret{Name: "creds", Keys: []clerumv1alpha1.EnvSecretKey{{SecretKey: "uri", EnvName: "URI"}}}
 		})
@@ -124,7 +123,7 @@ func runConvergence(b *testing.B, n int) {
 	}
 	defer func() { stop(); wg.Wait(); d.Informers.Shutdown() }()
 
-	waitFor(b, 5*time.Second, "every server deployed", func() bool {
+	kittest.WaitFor(b, 5*time.Second, 10*time.Minute, "every server deployed", func() bool {
 		list, err := hcc.ClerumV1alpha1().McpServers(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false
@@ -156,7 +155,7 @@ func runConvergence(b *testing.B, n int) {
 	for _, s := range servers {
 		c.queue.Add(cache.ObjectName{Namespace: s.Namespace, Name: s.Name})
 	}
-	waitFor(b, 200*time.Millisecond, "the resync drained", func() bool { return c.queue.Len() == 0 })
+	kittest.WaitFor(b, 200*time.Millisecond, 10*time.Minute, "the resync drained", func() bool { return c.queue.Len() == 0 })
 	time.Sleep(2 * time.Second) // the last syncs finish
 	resyncWrites := writes.Count()
 
@@ -165,7 +164,7 @@ func runConvergence(b *testing.B, n int) {
 	plainCfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(benchQPS, benchBurst)
 	plain := kubernetes.NewForConfigOrDie(plainCfg)
 	plainStart := time.Now()
-	parallel(b, n, func(i int) error {
+	kittest.Parallel(b, n, func(i int) error {
 		s := servers[i].DeepCopy()
 		s.Namespace = plainNS
 		dep, err := BuildDeployment(s, plainNS, testOptions, "hmac-sha256:0")
@@ -219,34 +218,4 @@ func residentMiB(b *testing.B) float64 {
 	}
 	b.Fatal("no VmRSS in /proc/self/status")
 	return 0
-}
-
-// parallel runs f for 0..n-1 on 16 goroutines and fails on the first error.
-func parallel(b *testing.B, n int, f func(int) error) {
-	var wg sync.WaitGroup
-	errs := make(chan error, n)
-	next := make(chan int)
-	for range 16 {
-		wg.Go(func() {
-			for i := range next {
-				if err := f(i); err != nil {
-					errs <- err
-				}
-			}
-		})
-	}
-	for i := range n {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		require.NoError(b, err)
-	}
-}
-
-func waitFor(b *testing.B, every time.Duration, what string, cond func() bool) {
-	require.NoError(b, wait.PollUntilContextTimeout(context.Background(), every, 10*time.Minute, true,
-		func(context.Context) (bool, error) { return cond(), nil }), what)
 }

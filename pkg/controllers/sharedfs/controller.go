@@ -151,20 +151,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	}
 	c.queueAll()
 	var wg sync.WaitGroup
-	if c.cfg.Resync > 0 {
-		ticker := c.clock.NewTicker(c.cfg.Resync)
-		wg.Go(func() {
-			defer ticker.Stop()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-ticker.C():
-					c.queueAll()
-				}
-			}
-		})
-	}
+	wg.Go(func() { kit.Every(ctx, c.clock, c.cfg.Resync, c.queueAll) })
 	c.loop.Run(ctx, max(c.cfg.Workers, 1))
 	wg.Wait()
 	return nil
