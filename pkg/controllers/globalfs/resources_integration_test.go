@@ -126,20 +126,31 @@ func TestControllerConverges(t *testing.T) {
 		dep, err = w.kube.AppsV1().Deployments(w.ns).Get(ctx, "gfsc-main", metav1.GetOptions{})
 		return err == nil
 	}, 20*time.Second, 100*time.Millisecond)
-	// No kubelet or Job controller runs: play them.
-	dep.Status = appsv1.DeploymentStatus{ObservedGeneration: dep.Generation, Replicas: 1, ReadyReplicas: 1, AvailableReplicas: 1, UpdatedReplicas: 1}
-	_, err = w.kube.AppsV1().Deployments(w.ns).UpdateStatus(ctx, dep, metav1.UpdateOptions{})
-	require.NoError(t, err)
-	job, err := w.kube.BatchV1().Jobs(w.ns).Get(ctx, "gfsc-main-seed", metav1.GetOptions{})
-	require.NoError(t, err)
-	now := metav1.Now()
-	job.Status.StartTime, job.Status.CompletionTime, job.Status.Succeeded = &now, &now, 1
-	job.Status.Conditions = []batchv1.JobCondition{
-		{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, LastTransitionTime: now, LastProbeTime: now},
-		{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: now, LastProbeTime: now},
-	}
-	_, err = w.kube.BatchV1().Jobs(w.ns).UpdateStatus(ctx, job, metav1.UpdateOptions{})
-	require.NoError(t, err)
+	// No kubelet or Job controller runs: play them. The controller may still
+	// be writing either object, so each status write retries on a conflict,
+	// and the seed Job is awaited like the Deployment.
+	require.Eventually(t, func() bool {
+		if dep, err = w.kube.AppsV1().Deployments(w.ns).Get(ctx, "gfsc-main", metav1.GetOptions{}); err != nil {
+			return false
+		}
+		dep.Status = appsv1.DeploymentStatus{ObservedGeneration: dep.Generation, Replicas: 1, ReadyReplicas: 1, AvailableReplicas: 1, UpdatedReplicas: 1}
+		_, err = w.kube.AppsV1().Deployments(w.ns).UpdateStatus(ctx, dep, metav1.UpdateOptions{})
+		return err == nil
+	}, 20*time.Second, 100*time.Millisecond, "deployment status: %v", err)
+	require.Eventually(t, func() bool {
+		job, err := w.kube.BatchV1().Jobs(w.ns).Get(ctx, "gfsc-main-seed", metav1.GetOptions{})
+		if err != nil {
+			return false
+		}
+		now := metav1.Now()
+		job.Status.StartTime, job.Status.CompletionTime, job.Status.Succeeded = &now, &now, 1
+		job.Status.Conditions = []batchv1.JobCondition{
+			{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, LastTransitionTime: now, LastProbeTime: now},
+			{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: now, LastProbeTime: now},
+		}
+		_, err = w.kube.BatchV1().Jobs(w.ns).UpdateStatus(ctx, job, metav1.UpdateOptions{})
+		return err == nil
+	}, 20*time.Second, 100*time.Millisecond, "seed job")
 
 	require.Eventually(t, func() bool {
 		g, err = w.hcc.ClerumV1alpha1().GlobalFileSystems(w.ns).Get(ctx, "main", metav1.GetOptions{})
