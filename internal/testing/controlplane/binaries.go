@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 )
@@ -17,17 +18,33 @@ const binDirEnv = "HCC_CONTROLPLANE_BIN"
 
 // binDir is resolved once per test binary: `go run . ensure` costs about a
 // second even when everything is cached.
-var binDir = sync.OnceValues(findBinDir)
+func binDir(cluster bool) (string, error) {
+	if cluster {
+		return clusterBinDir()
+	}
+	return apiServerBinDir()
+}
 
-func findBinDir() (string, error) {
+var (
+	apiServerBinDir = sync.OnceValues(func() (string, error) { return findBinDir(apiServerBinaries) })
+	clusterBinDir   = sync.OnceValues(func() (string, error) { return findBinDir(clusterBinaries) })
+)
+
+// The binaries of a control plane, and those Options.Cluster adds.
+var (
+	apiServerBinaries = []string{"etcd", "kube-apiserver"}
+	clusterBinaries   = append(slices.Clone(apiServerBinaries), "kube-controller-manager", "kube-scheduler", "kwok")
+)
+
+func findBinDir(names []string) (string, error) {
 	dir := os.Getenv(binDirEnv)
 	if dir == "" {
 		var err error
-		if dir, err = ensureBinaries(); err != nil {
+		if dir, err = ensureBinaries(names); err != nil {
 			return "", err
 		}
 	}
-	for _, name := range []string{"etcd", "kube-apiserver"} {
+	for _, name := range names {
 		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
 			return "", fmt.Errorf("control-plane binary %s missing (from $%s or hack/controlplane): %w", name, binDirEnv, err)
 		}
@@ -38,13 +55,13 @@ func findBinDir() (string, error) {
 // ensureBinaries runs `go run . ensure` in hack/controlplane and returns
 // the directory it prints. Its progress goes straight to stderr because a
 // cold build takes minutes and should not look like a hang.
-func ensureBinaries() (string, error) {
+func ensureBinaries(names []string) (string, error) {
 	root, err := repoRoot()
 	if err != nil {
 		return "", err
 	}
 	var stdout bytes.Buffer
-	cmd := exec.Command("go", "run", ".", "ensure")
+	cmd := exec.Command("go", "run", ".", "ensure", "--components", strings.Join(names, ","))
 	cmd.Dir = filepath.Join(root, "hack", "controlplane")
 	cmd.Stdout = &stdout
 	cmd.Stderr = os.Stderr

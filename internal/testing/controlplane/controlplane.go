@@ -51,13 +51,21 @@ type Options struct {
 	// go.mod, found by walking up from the working directory). A missing
 	// or empty directory installs nothing.
 	CRDDir string
+	// Cluster also runs kube-controller-manager, kube-scheduler and kwok
+	// with one fake node, a default StorageClass and static
+	// PersistentVolumes (docs/local-cluster.md): the cluster of make run and
+	// the end-to-end tests.
+	Cluster bool
+	// Logf receives progress lines; Start defaults it to t.Logf.
+	Logf func(format string, args ...any)
 }
 
 // ControlPlane is a running etcd and kube-apiserver. Its methods are not
 // safe for concurrent use, except Config, ImpersonatingConfig and
 // Kubeconfig.
 type ControlPlane struct {
-	t      testing.TB
+	t      testing.TB // nil outside a test (New)
+	opts   Options
 	dir    string // temporary directory: certificates, data, logs
 	binDir string
 	pki    *pki
@@ -70,43 +78,82 @@ type ControlPlane struct {
 	// readyzClient probes /readyz as the admin user.
 	readyzClient *http.Client
 
+	// cluster are the processes of Options.Cluster, in start order.
+	cluster []*process
+
 	kubeconfig string
 	stopped    bool
 }
 
-// Start runs etcd and kube-apiserver, installs the CRDs of opts.CRDDir and
-// returns once they are served. It fails the test if anything goes wrong,
-// and registers a cleanup that stops everything and, if the test failed,
-// logs the end of the etcd and kube-apiserver logs.
+// Start runs etcd and kube-apiserver (and, with opts.Cluster, the rest of
+// the local cluster), installs the CRDs of opts.CRDDir and returns once they
+// are served. It fails the test if anything goes wrong, and registers a
+// cleanup that stops everything and, if the test failed, logs the end of
+// every process log.
 func Start(t testing.TB, opts Options) *ControlPlane {
 	t.Helper()
-	bins, err := binDir()
+	if opts.Logf == nil {
+		opts.Logf = t.Logf
+	}
+	c, err := New(opts)
+	if c != nil {
+		c.t = t
+		t.Cleanup(c.cleanup)
+	}
 	if err != nil {
 		t.Fatalf("control plane: %v", err)
+	}
+	return c
+}
+
+// New is Start outside a test (make run): the caller must Close the
+// returned control plane. On an error, whatever started is stopped again,
+// and the returned control plane (non-nil once its directory exists) still
+// names its logs.
+func New(opts Options) (*ControlPlane, error) {
+	if opts.Logf == nil {
+		opts.Logf = func(string, ...any) {}
+	}
+	bins, err := binDir(opts.Cluster)
+	if err != nil {
+		return nil, err
 	}
 	crds, err := loadCRDs(opts.CRDDir)
 	if err != nil {
-		t.Fatalf("control plane: reading CRDs: %v", err)
+		return nil, fmt.Errorf("reading CRDs: %w", err)
 	}
 	dir, err := os.MkdirTemp("", "hcc-controlplane-")
 	if err != nil {
-		t.Fatalf("control plane: %v", err)
+		return nil, err
 	}
-	c := &ControlPlane{t: t, dir: dir, binDir: bins}
-	t.Cleanup(c.cleanup) // before starting anything, so nothing is left running
-
+	c := &ControlPlane{opts: opts, dir: dir, binDir: bins}
 	start := time.Now()
 	if err := c.start(); err != nil {
-		t.Fatalf("control plane: %v", err)
+		return c, c.failed(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := installCRDs(ctx, c.Config(), crds); err != nil {
-		t.Fatalf("control plane: %v", err)
+		return c, c.failed(err)
 	}
-	t.Logf("control plane up in %s at %s (%d CRDs installed)",
+	if opts.Cluster {
+		if err := c.startCluster(ctx); err != nil {
+			return c, c.failed(err)
+		}
+	}
+	opts.Logf("control plane up in %s at %s (%d CRDs installed)",
 		time.Since(start).Round(time.Millisecond), c.url(), len(crds))
-	return c
+	return c, nil
+}
+
+// failed stops what started when a test cleanup will not (New's caller
+// gets only the error) and returns err.
+func (c *ControlPlane) failed(err error) error {
+	if c.t == nil {
+		c.logTails()
+		_ = c.Close()
+	}
+	return err
 }
 
 func (c *ControlPlane) start() error {
@@ -335,37 +382,56 @@ func (c *ControlPlane) StartAPIServer() error {
 	return c.runAPIServer()
 }
 
-// Stop stops kube-apiserver and etcd and removes the temporary directory.
-// It is called by the test's cleanup; calling it again does nothing.
-// Failures are reported with t.Errorf.
+// Stop stops every process and removes the temporary directory. It is
+// called by the test's cleanup; calling it again does nothing. Failures are
+// reported with t.Errorf.
 func (c *ControlPlane) Stop() {
-	if c.stopped {
-		return
-	}
-	c.stopped = true
-	// kube-apiserver first, so that it does not log etcd errors while
-	// shutting down.
-	if err := c.StopAPIServer(); err != nil {
+	if err := c.Close(); err != nil {
 		c.t.Errorf("control plane: %v", err)
 	}
+}
+
+// Close stops every process, the cluster's first and etcd last, and
+// removes the temporary directory. Calling it again does nothing.
+func (c *ControlPlane) Close() error {
+	if c.stopped {
+		return nil
+	}
+	c.stopped = true
+	var errs []error
+	// kube-apiserver's clients first, then kube-apiserver, so that nothing
+	// logs connection errors while shutting down.
+	for i := len(c.cluster) - 1; i >= 0; i-- {
+		errs = append(errs, c.cluster[i].stop())
+	}
+	c.cluster = nil
+	errs = append(errs, c.StopAPIServer())
 	if c.etcd != nil {
-		if err := c.etcd.stop(); err != nil {
-			c.t.Errorf("control plane: %v", err)
-		}
+		errs = append(errs, c.etcd.stop())
 		c.etcd = nil
 	}
 	if err := os.RemoveAll(c.dir); err != nil {
-		c.t.Errorf("control plane: removing %s: %v", c.dir, err)
+		errs = append(errs, fmt.Errorf("removing %s: %w", c.dir, err))
 	}
+	return errors.Join(errs...)
 }
 
 // cleanup shows the end of the logs if the test failed, while they still
 // exist, then stops everything.
 func (c *ControlPlane) cleanup() {
 	if c.t.Failed() && !c.stopped {
-		for _, name := range []string{"etcd", "kube-apiserver"} {
-			c.t.Logf("last %d lines of the %s log:\n%s", logTailLines, name, fileTail(c.logPath(name), logTailLines))
-		}
+		c.logTails()
 	}
 	c.Stop()
 }
+
+// logTails shows the end of every process log through opts.Logf.
+func (c *ControlPlane) logTails() {
+	for _, name := range c.logNames() {
+		c.opts.Logf("last %d lines of the %s log:\n%s", logTailLines, name, fileTail(c.logPath(name), logTailLines))
+	}
+}
+
+// Dir is the control plane's temporary directory: certificates, data and
+// one log per process (NAME.log).
+func (c *ControlPlane) Dir() string { return c.dir }

@@ -19,19 +19,25 @@ import (
 // manifest.
 func (c *ControlPlane) ImpersonatingKubeconfig(user string, groups ...string) string {
 	c.t.Helper()
-	cfg, err := clientcmd.LoadFromFile(c.kubeconfig)
+	path, err := c.WriteImpersonatingKubeconfig(user, groups...)
 	if err != nil {
 		c.t.Fatalf("control plane: %v", err)
+	}
+	return path
+}
+
+// WriteImpersonatingKubeconfig is ImpersonatingKubeconfig outside a test.
+func (c *ControlPlane) WriteImpersonatingKubeconfig(user string, groups ...string) (string, error) {
+	cfg, err := clientcmd.LoadFromFile(c.kubeconfig)
+	if err != nil {
+		return "", err
 	}
 	for _, info := range cfg.AuthInfos {
 		info.Impersonate = user
 		info.ImpersonateGroups = groups
 	}
 	path := filepath.Join(c.dir, fmt.Sprintf("kubeconfig-%s", strings.NewReplacer(":", "-", "/", "-").Replace(user)))
-	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
-		c.t.Fatalf("control plane: %v", err)
-	}
-	return path
+	return path, clientcmd.WriteToFile(*cfg, path)
 }
 
 // ApplyRBAC creates the Roles, RoleBindings, ClusterRoles and
