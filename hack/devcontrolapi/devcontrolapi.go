@@ -157,6 +157,10 @@ func (s *Server) PublicKeyPEM() string {
 	return string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}))
 }
 
+// HMACSecret is a copy of the secret the bootstrap route verifies
+// bearers with: hcc-controller's INTERNAL_CONTROL_JWT_HCC_HMAC_SECRET.
+func (s *Server) HMACSecret() []byte { return bytes.Clone(s.opts.HMACSecret) }
+
 // Handler serves the two routes; anything else is 404.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()

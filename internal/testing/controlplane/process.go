@@ -41,6 +41,12 @@ type process struct {
 // startProcess runs bin in its own process group with stdout and stderr
 // appended to logPath (appended, so a restart keeps the earlier log).
 func startProcess(name, bin string, args []string, logPath string) (*process, error) {
+	return startProcessEnv(name, bin, args, nil, logPath)
+}
+
+// startProcessEnv is startProcess with env as the environment (nil: this
+// process's).
+func startProcessEnv(name, bin string, args, env []string, logPath string) (*process, error) {
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
@@ -54,6 +60,7 @@ func startProcess(name, bin string, args []string, logPath string) (*process, er
 	}
 
 	cmd := exec.Command(bin, args...)
+	cmd.Env = env
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
 	cmd.SysProcAttr = sysProcAttr()
@@ -144,3 +151,38 @@ func fileTail(path string, n int) string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// Process is a child process run as the control plane runs its own: in a
+// process group of its own, killed by the kernel if this process dies, its
+// output appended to a log file. make run and the end-to-end tests run
+// hcc-controller and hcc-api this way.
+type Process struct{ p *process }
+
+// StartProcess runs bin with args and env (nil: this process's), appending
+// its output to logPath.
+func StartProcess(name, bin string, args, env []string, logPath string) (*Process, error) {
+	p, err := startProcessEnv(name, bin, args, env, logPath)
+	if err != nil {
+		return nil, err
+	}
+	return &Process{p: p}, nil
+}
+
+// Stop ends the process group: SIGTERM, then SIGKILL after 5 s.
+func (p *Process) Stop() error { return p.p.stop() }
+
+// Kill ends the process group with SIGKILL at once, as a crash would, and
+// waits for the process to exit.
+func (p *Process) Kill() {
+	_ = syscall.Kill(-p.p.cmd.Process.Pid, syscall.SIGKILL)
+	<-p.p.done
+}
+
+// Done is closed once the process has exited.
+func (p *Process) Done() <-chan struct{} { return p.p.done }
+
+// Err is the exit status; valid once Done is closed.
+func (p *Process) Err() error { return p.p.err }
+
+// LogTail returns the last n lines of the process's log.
+func (p *Process) LogTail(n int) string { return fileTail(p.p.logPath, n) }

@@ -1,0 +1,177 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/clerum/hcc/internal/testing/controlplane"
+)
+
+// buildBinaries builds bin/hcc-controller and bin/hcc-api as make build
+// does.
+func buildBinaries(ctx context.Context, root string) error {
+	progress("building bin/hcc-controller and bin/hcc-api")
+	for _, name := range []string{"hcc-controller", "hcc-api"} {
+		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", filepath.Join(root, "bin", name), "./cmd/"+name)
+		cmd.Dir = root
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("go build ./cmd/%s: %v\n%s", name, err, out)
+		}
+	}
+	return nil
+}
+
+// startBinaries runs hcc-controller and hcc-api with the shipped
+// Deployments' configuration and the local endpoints, and returns hcc-api's
+// URL once both serve /health.
+func (r *runner) startBinaries(ctx context.Context, controlAPIURL, controllerKubeconfig, apiKubeconfig string) (string, error) {
+	ports, err := freePorts(2)
+	if err != nil {
+		return "", err
+	}
+	base := filepath.Join(r.root, "deploy", "base")
+	controllerEnv, err := shippedEnv(filepath.Join(base, "controller", "deployment.yaml"))
+	if err != nil {
+		return "", err
+	}
+	controllerEnv = append(controllerEnv,
+		"POD_NAME=make-run",
+		"HCC_CONTROLLER_PORT="+strconv.Itoa(ports[0]),
+		"INTERNAL_CONTROL_JWT_HCC_HMAC_SECRET="+string(r.controlAPI.HMACSecret()),
+		"CONTROL_API_BASE_URL="+controlAPIURL,
+		"MCP_HOST_GATEWAY_URL="+controlAPIURL,
+		// The local cluster's default class (the minikube overlay's value).
+		"CONTEXT_MAPPER_HOST_WORKSPACE_STORAGE_CLASS="+controlplane.StorageClass,
+	)
+	apiEnv, err := shippedEnv(filepath.Join(base, "api", "deployment.yaml"))
+	if err != nil {
+		return "", err
+	}
+	apiEnv = append(apiEnv,
+		"CONTEXT_MAPPER_PORT="+strconv.Itoa(ports[1]),
+		"HCC_MCP_HOST_JWT_PUBLIC_KEY="+r.controlAPI.PublicKeyPEM(),
+		"CONTEXT_MAPPER_DESKTOP_API_TOKEN="+randomHex(),
+	)
+	for _, b := range []struct {
+		name, kubeconfig string
+		env              []string
+		port             int
+	}{
+		{"hcc-controller", controllerKubeconfig, controllerEnv, ports[0]},
+		{"hcc-api", apiKubeconfig, apiEnv, ports[1]},
+	} {
+		log := filepath.Join(r.dir, b.name+".log")
+		p, err := controlplane.StartProcess(b.name, filepath.Join(r.root, "bin", b.name),
+			[]string{"--kubeconfig", b.kubeconfig}, append(baseEnv(), b.env...), log)
+		if err != nil {
+			return "", err
+		}
+		r.processes = append(r.processes, p)
+		if err := waitHealthy(ctx, p, fmt.Sprintf("http://127.0.0.1:%d/health", b.port)); err != nil {
+			return "", fmt.Errorf("%s: %w; the end of %s:\n%s", b.name, err, log, p.LogTail(20))
+		}
+		progress("%s is up (log: %s)", b.name, log)
+	}
+	return fmt.Sprintf("http://127.0.0.1:%d", ports[1]), nil
+}
+
+// shippedEnv returns the literal env entries (NAME=value) of the first
+// container of the Deployment in path: make run runs the binaries with the
+// configuration they ship with. Entries read from Secrets or ConfigMaps
+// are left to the caller.
+func shippedEnv(path string) ([]string, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var d appsv1.Deployment
+	if err := yaml.Unmarshal(raw, &d); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(d.Spec.Template.Spec.Containers) == 0 {
+		return nil, fmt.Errorf("%s: no container", path)
+	}
+	var env []string
+	for _, e := range d.Spec.Template.Spec.Containers[0].Env {
+		if e.ValueFrom == nil {
+			env = append(env, e.Name+"="+e.Value)
+		}
+	}
+	return env, nil
+}
+
+// baseEnv is what the binaries inherit: the caller's environment without
+// KUBECONFIG (each gets --kubeconfig) and without any HCC setting of the
+// caller's shell, so the shipped values apply.
+func baseEnv() []string {
+	prefixes := []string{"HCC_", "CONTEXT_MAPPER_", "CONTROL_API_", "MCP_HOST_", "INTERNAL_CONTROL_", "CLERUM_"}
+	var env []string
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if name == "KUBECONFIG" || slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(name, p) }) {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return env
+}
+
+func randomHex() string {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		panic(err) // crypto/rand does not fail on Linux
+	}
+	return hex.EncodeToString(b)
+}
+
+// waitHealthy polls url until it answers 200, the process exits or a
+// minute passes.
+func waitHealthy(ctx context.Context, p *controlplane.Process, url string) error {
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		select {
+		case <-p.Done():
+			return fmt.Errorf("exited: %v", p.Err())
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+		resp, err := http.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+	}
+	return errors.New("no healthy answer within a minute")
+}
+
+func freePorts(n int) ([]int, error) {
+	ports := make([]int, 0, n)
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		defer l.Close()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}

@@ -1,0 +1,6 @@
+//go:build !linux
+
+package main
+
+// dieWithParent has no portable equivalent outside Linux.
+func dieWithParent() {}
