@@ -37,5 +37,7 @@ kube::codegen::gen_client \
 
 echo "generating CRDs (controller-gen ${CONTROLLER_TOOLS_VERSION})" >&2
 CONTROLLER_GEN=$(hcc::tool::controller_gen)
-rm -rf deploy/crds
+# Only the generated files: deploy/crds/kustomization.yaml (which lists
+# them for deploy/base) is hand-written.
+rm -f deploy/crds/clerum.io_*.yaml
 "${CONTROLLER_GEN}" crd:crdVersions=v1 paths=./pkg/apis/... output:crd:artifacts:config=deploy/crds

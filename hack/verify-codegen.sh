@@ -12,8 +12,9 @@ trap 'rm -rf "${SCRATCH}"' EXIT
 
 cd "${HCC_ROOT}"
 # Tracked and new (not ignored) files: exactly what a commit would hold.
+# A tracked file deleted in the working tree is left out (and is no error).
 git ls-files -z --cached --others --exclude-standard | \
-  xargs -0 -I{} sh -c 'test -e "{}" && echo "{}"' | \
+  xargs -0 sh -c 'for f; do if test -e "$f"; then printf "%s\n" "$f"; fi; done' _ | \
   tar -cf - -T - | tar -xf - -C "${SCRATCH}"
 
 "${HCC_ROOT}/hack/update-codegen.sh" "${SCRATCH}" >/dev/null

@@ -27,7 +27,7 @@ type cluster struct {
 	cp   *controlplane.ControlPlane
 	kube kubernetes.Interface
 	// kubeconfig acts as the controller's service account, so the tests
-	// prove deploy/controller/rbac.yaml is enough.
+	// prove deploy/base/controller/rbac.yaml is enough.
 	kubeconfig string
 }
 
@@ -43,7 +43,7 @@ func startCluster(t *testing.T) *cluster {
 		_, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
 		require.NoError(t, err)
 	}
-	_, err := controlplane.ApplyRBAC(ctx, kube, filepath.Join("..", "..", "deploy", "controller", "rbac.yaml"))
+	_, err := controlplane.ApplyRBAC(ctx, kube, filepath.Join("..", "..", "deploy", "base", "controller", "rbac.yaml"))
 	require.NoError(t, err)
 	return &cluster{
 		cp:   cp,

@@ -193,7 +193,7 @@ func TestHostOperator(t *testing.T) {
 	resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 
-	_, err = controlplane.ApplyRBAC(ctx, kube, filepath.Join("..", "..", "deploy", "api", "rbac.yaml"))
+	_, err = controlplane.ApplyRBAC(ctx, kube, filepath.Join("..", "..", "deploy", "base", "api", "rbac.yaml"))
 	require.NoError(t, err)
 	api := apitest.Start(t, apiBinary, c.cp.ImpersonatingKubeconfig("system:serviceaccount:control-plane:hcc-api",
 		"system:serviceaccounts", "system:serviceaccounts:control-plane"), apitest.PublicKeyPEM(t, key))

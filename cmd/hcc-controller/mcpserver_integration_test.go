@@ -100,7 +100,7 @@ func TestMcpServerOperator(t *testing.T) {
 	// "authoritative" is present only as false, docs/http-api.md).
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
 	require.NoError(t, err)
-	_, err = controlplane.ApplyRBAC(ctx, kube, filepath.Join("..", "..", "deploy", "api", "rbac.yaml"))
+	_, err = controlplane.ApplyRBAC(ctx, kube, filepath.Join("..", "..", "deploy", "base", "api", "rbac.yaml"))
 	require.NoError(t, err)
 	_, err = hcc.ClerumV1alpha1().Contexts("mcp-server").Create(ctx, &clerumv1alpha1.Context{
 		ObjectMeta: metav1.ObjectMeta{Name: "tenant"},

@@ -57,7 +57,7 @@ func literalEnv(t *testing.T, vars []corev1.EnvVar) env {
 }
 
 func TestShippedControllerEnvironment(t *testing.T) {
-	vars := deploymentEnv(t, "controller/deployment.yaml", "hcc-controller")
+	vars := deploymentEnv(t, "base/controller/deployment.yaml", "hcc-controller")
 	cfg := mustLoad(t, Controller, literalEnv(t, vars))
 
 	assert.Equal(t, []string{"mcp-server", "sandbox-recipes", "rpc-proxy", "sandbox-ui"}, cfg.NetPol.RuntimeNamespaces)
@@ -78,11 +78,11 @@ func TestShippedControllerEnvironment(t *testing.T) {
 // egress side of the context pairs), so each needs the writer Role, bound to
 // the controller's service account.
 func TestShippedControllerRBACCoversEveryPolicyNamespace(t *testing.T) {
-	cfg := mustLoad(t, Controller, literalEnv(t, deploymentEnv(t, "controller/deployment.yaml", "hcc-controller")))
+	cfg := mustLoad(t, Controller, literalEnv(t, deploymentEnv(t, "base/controller/deployment.yaml", "hcc-controller")))
 
 	roles := map[string][]rbacv1.Role{}
 	bound := map[string][]string{} // namespace -> Role names bound to hcc-controller
-	for _, doc := range strings.Split(string(deployFile(t, "controller", "rbac.yaml")), "\n---\n") {
+	for _, doc := range strings.Split(string(deployFile(t, "base", "controller", "rbac.yaml")), "\n---\n") {
 		var meta struct{ Kind string }
 		require.NoError(t, yaml.Unmarshal([]byte(doc), &meta))
 		switch meta.Kind {
@@ -114,12 +114,12 @@ func TestShippedControllerRBACCoversEveryPolicyNamespace(t *testing.T) {
 		for _, r := range roles[ns] {
 			ok = ok || (writes(r) && slices.Contains(bound[ns], r.Name))
 		}
-		assert.True(t, ok, "deploy/controller/rbac.yaml lets hcc-controller write no NetworkPolicy in %s", ns)
+		assert.True(t, ok, "deploy/base/controller/rbac.yaml lets hcc-controller write no NetworkPolicy in %s", ns)
 	}
 }
 
 func TestShippedAPIEnvironment(t *testing.T) {
-	vars := deploymentEnv(t, "api/deployment.yaml", "hcc-api")
+	vars := deploymentEnv(t, "base/api/deployment.yaml", "hcc-api")
 	literalEnv(t, vars)
 	refs := map[string]*corev1.EnvVarSource{}
 	for _, v := range vars {

@@ -25,11 +25,11 @@ import (
 	"github.com/clerum/hcc/pkg/logging"
 )
 
-// apiServiceAccount is the identity deploy/api binds its read-only Roles to.
+// apiServiceAccount is the identity deploy/base/api binds its read-only Roles to.
 const apiServiceAccount = "system:serviceaccount:control-plane:hcc-api"
 
 // TestAPIServesHostScopedInventoryAndCredentials runs the real hcc-api
-// binary, two replicas, as the service account of deploy/api, whose Roles
+// binary, two replicas, as the service account of deploy/base/api, whose Roles
 // grant only get, list and watch: every answer below is proof the binary
 // needs nothing more. Keys are generated here; the Control API is played
 // by the test.
@@ -207,11 +207,11 @@ func apiServer(name string, transport clerumv1alpha1.TransportType) *clerumv1alp
 	}
 }
 
-// applyAPIRBAC creates the Roles and RoleBindings of deploy/api/rbac.yaml
+// applyAPIRBAC creates the Roles and RoleBindings of deploy/base/api/rbac.yaml
 // and checks that they grant no write verb.
 func applyAPIRBAC(t *testing.T, ctx context.Context, kube kubernetes.Interface) {
 	t.Helper()
-	roles, err := controlplane.ApplyRBAC(ctx, kube, filepath.Join("..", "..", "deploy", "api", "rbac.yaml"))
+	roles, err := controlplane.ApplyRBAC(ctx, kube, filepath.Join("..", "..", "deploy", "base", "api", "rbac.yaml"))
 	require.NoError(t, err)
 	require.Len(t, roles, 2)
 	for _, role := range roles {

@@ -130,7 +130,7 @@ const (
 )
 
 // apiGatewayService is hcc-api's Service in the control-plane namespace
-// (deploy/api/service.yaml): it shares its pods' app label.
+// (deploy/base/api/service.yaml): it shares its pods' app label.
 const apiGatewayService = names.AppAPIGateway
 
 // The numeric identity every Host and channel-reader pod runs as
