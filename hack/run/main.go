@@ -132,7 +132,7 @@ func (r *runner) run(ctx context.Context) error {
 	hcc := clientset.NewForConfigOrDie(admin)
 	if external == "" {
 		progress("applying deploy/examples")
-		if err := applyFiles(ctx, admin, filepath.Join(r.root, "deploy", "examples")); err != nil {
+		if err := controlplane.ApplyFiles(ctx, admin, filepath.Join(r.root, "deploy", "examples")); err != nil {
 			return fmt.Errorf("deploy/examples: %w", err)
 		}
 	}
@@ -164,11 +164,11 @@ func (r *runner) run(ctx context.Context) error {
 // setUpCluster creates the namespaces and applies the shipped RBAC.
 func (r *runner) setUpCluster(ctx context.Context, admin *rest.Config) error {
 	progress("creating the namespaces and applying the shipped RBAC")
-	if err := createNamespaces(ctx, admin, namespaces); err != nil {
+	if err := controlplane.CreateNamespaces(ctx, admin, namespaces); err != nil {
 		return err
 	}
 	base := filepath.Join(r.root, "deploy", "base")
-	return applyFiles(ctx, admin,
+	return controlplane.ApplyFiles(ctx, admin,
 		filepath.Join(base, "controller", "serviceaccount.yaml"),
 		filepath.Join(base, "controller", "rbac.yaml"),
 		filepath.Join(base, "api", "serviceaccount.yaml"),

@@ -243,7 +243,6 @@ func (w *watcher) printTable(ctx context.Context, out io.Writer) error {
 	return tw.Flush()
 }
 
-
 // printInventoryCommand exchanges the first ready Host's bootstrap
 // credential for an access token at the development Control API, checks
 // that hcc-api accepts it, and prints the curl line that calls the v2
@@ -361,4 +360,3 @@ func postJSON(ctx context.Context, url string, body []byte, out any) error {
 	}
 	return json.NewDecoder(resp.Body).Decode(out)
 }
-

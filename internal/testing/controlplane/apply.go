@@ -1,22 +1,16 @@
-package main
+package controlplane
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
@@ -25,10 +19,11 @@ import (
 	"k8s.io/client-go/restmapper"
 )
 
-// fieldManager owns what make run applies.
-const fieldManager = "hcc-make-run"
+// applyFieldManager owns what ApplyFiles applies.
+const applyFieldManager = "hcc-local-cluster"
 
-func createNamespaces(ctx context.Context, cfg *rest.Config, names []string) error {
+// CreateNamespaces creates the named namespaces; existing ones are fine.
+func CreateNamespaces(ctx context.Context, cfg *rest.Config, names []string) error {
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return err
@@ -42,13 +37,18 @@ func createNamespaces(ctx context.Context, cfg *rest.Config, names []string) err
 	return nil
 }
 
-// applyFiles applies, by server-side apply, every object of the YAML files
+// ApplyFiles applies, by server-side apply, every object of the YAML files
 // in paths (files, or folders read recursively for .yaml and .yml).
-func applyFiles(ctx context.Context, cfg *rest.Config, paths ...string) error {
-	objects, err := readObjects(paths)
+func ApplyFiles(ctx context.Context, cfg *rest.Config, paths ...string) error {
+	objects, err := readFiles(paths)
 	if err != nil {
 		return err
 	}
+	return ApplyObjects(ctx, cfg, objects...)
+}
+
+// ApplyObjects applies objects by server-side apply, in order.
+func ApplyObjects(ctx context.Context, cfg *rest.Config, objects ...*unstructured.Unstructured) error {
 	disc, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {
 		return err
@@ -68,25 +68,23 @@ func applyFiles(ctx context.Context, cfg *rest.Config, paths ...string) error {
 		if mapping.Scope.Name() == "namespace" {
 			client = dyn.Resource(mapping.Resource).Namespace(obj.GetNamespace())
 		}
-		if _, err := client.Apply(ctx, obj.GetName(), obj, metav1.ApplyOptions{FieldManager: fieldManager, Force: true}); err != nil {
+		if _, err := client.Apply(ctx, obj.GetName(), obj, metav1.ApplyOptions{FieldManager: applyFieldManager, Force: true}); err != nil {
 			return fmt.Errorf("%s %s/%s: %w", gvk.Kind, obj.GetNamespace(), obj.GetName(), err)
 		}
 	}
 	return nil
 }
 
-// readObjects decodes the multi-document YAML of paths, in file order.
-func readObjects(paths []string) ([]*unstructured.Unstructured, error) {
+// readFiles decodes the multi-document YAML of paths (files, or folders
+// read recursively for .yaml and .yml), files in name order.
+func readFiles(paths []string) ([]*unstructured.Unstructured, error) {
 	var files []string
 	for _, p := range paths {
 		err := filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			if !d.IsDir() && (strings.HasSuffix(path, ".yaml") || strings.HasSuffix(path, ".yml")) {
+			if err == nil && !d.IsDir() && slices.Contains([]string{".yaml", ".yml"}, filepath.Ext(path)) {
 				files = append(files, path)
 			}
-			return nil
+			return err
 		})
 		if err != nil {
 			return nil, err
@@ -95,23 +93,11 @@ func readObjects(paths []string) ([]*unstructured.Unstructured, error) {
 	slices.Sort(files)
 	var objects []*unstructured.Unstructured
 	for _, file := range files {
-		raw, err := os.ReadFile(file)
+		objs, err := readObjects(file)
 		if err != nil {
 			return nil, err
 		}
-		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096)
-		for {
-			var obj map[string]any
-			if err := dec.Decode(&obj); errors.Is(err, io.EOF) {
-				break
-			} else if err != nil {
-				return nil, fmt.Errorf("%s: %w", file, err)
-			}
-			if len(obj) == 0 {
-				continue // a comment-only document
-			}
-			objects = append(objects, &unstructured.Unstructured{Object: obj})
-		}
+		objects = append(objects, objs...)
 	}
 	return objects, nil
 }

@@ -58,6 +58,10 @@ type Options struct {
 	Cluster bool
 	// Logf receives progress lines; Start defaults it to t.Logf.
 	Logf func(format string, args ...any)
+	// AuditPolicy, when set, is a kube-apiserver audit policy (YAML): the
+	// events it selects are written, one JSON object per line and before
+	// each request is answered, to AuditLog. Tests count writes with it.
+	AuditPolicy string
 }
 
 // ControlPlane is a running etcd and kube-apiserver. Its methods are not
@@ -272,6 +276,21 @@ func (c *ControlPlane) runAPIServer() error {
 		// envtest, tests should not have to create one by hand.
 		"--disable-admission-plugins=ServiceAccount",
 	}
+	if c.opts.AuditPolicy != "" {
+		policy := filepath.Join(c.dir, "audit-policy.yaml")
+		if err := os.WriteFile(policy, []byte(c.opts.AuditPolicy), 0o644); err != nil {
+			return err
+		}
+		args = append(args,
+			"--audit-policy-file="+policy,
+			"--audit-log-path="+c.AuditLog(),
+			"--audit-log-format=json",
+			// blocking: an event is written before its response is sent,
+			// so a test that saw a write sees its event.
+			"--audit-log-mode=blocking",
+			"--audit-log-maxsize=0",
+		)
+	}
 	p, err := startProcess("kube-apiserver", filepath.Join(c.binDir, "kube-apiserver"), args, c.logPath("kube-apiserver"))
 	if err != nil {
 		return err
@@ -431,6 +450,9 @@ func (c *ControlPlane) logTails() {
 		c.opts.Logf("last %d lines of the %s log:\n%s", logTailLines, name, fileTail(c.logPath(name), logTailLines))
 	}
 }
+
+// AuditLog is the path of the audit log of Options.AuditPolicy.
+func (c *ControlPlane) AuditLog() string { return filepath.Join(c.dir, "audit.log") }
 
 // Dir is the control plane's temporary directory: certificates, data and
 // one log per process (NAME.log).
