@@ -41,10 +41,19 @@ const AnnotationPrefix = "clerum.io/"
 // references, type and key names, and for each value its SHA-256 digest in
 // hex — never the value. It also serves callers that read Secrets outside an
 // informer (render), so they see what the controller sees.
+//
+// It is idempotent, as client-go requires of a transform: an informer may
+// pass one object through it twice (the watch-list's temporary store, then
+// the FIFO's Replace). Digesting the digests would give the same Secret a
+// different digest on a cold start than on a watch event, and roll every
+// pod that reads it on each restart or failover.
 func DigestSecret(obj any) (any, error) {
 	s, ok := obj.(*corev1.Secret)
 	if !ok {
 		return obj, nil // a tombstone
+	}
+	if _, done := s.StringData[digestedMarker]; done {
+		return s, nil
 	}
 	out := &corev1.Secret{
 		TypeMeta: s.TypeMeta,
@@ -71,8 +80,15 @@ func DigestSecret(obj any) (any, error) {
 	for k, v := range s.StringData {
 		out.Data[k] = ValueDigest([]byte(v))
 	}
+	out.StringData = map[string]string{digestedMarker: "sha256"}
 	return out, nil
 }
+
+// digestedMarker marks a Secret DigestSecret produced. It is a stringData
+// key, which no Secret read from the API server carries: the server folds
+// stringData into data on every write and never returns it, and a key
+// holding '/' is no valid Secret key anyway.
+const digestedMarker = "clerum.io/values-digested"
 
 // ValueDigest is the digest DigestSecret stores for a value: SHA-256, hex.
 func ValueDigest(v []byte) []byte {
