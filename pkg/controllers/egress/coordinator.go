@@ -115,7 +115,9 @@ type Coordinator struct {
 	recorder   record.EventRecorder
 	metrics    *Metrics
 	clock      clock.WithTicker
-	log        zerolog.Logger
+	// statusWrites skips a status write the cache has not shown yet.
+	statusWrites *kit.StatusWrites
+	log          zerolog.Logger
 	// primed is closed when the startup resolution round is done.
 	primed chan struct{}
 	// settled is closed by the first NetworkPolicy pass's report, or the
@@ -130,9 +132,13 @@ type Coordinator struct {
 	// onGate is told when a server's gate may have opened or closed.
 	onGate func(server string)
 
-	mu      sync.Mutex
-	states  map[string]*serverState
-	version uint64 // bumped on every change of what a pass must program
+	mu     sync.Mutex
+	states map[string]*serverState
+	// revoking holds servers forgotten (deleted, disabled) at the version
+	// whose pass revokes their allows, until a pass has applied it: a
+	// server re-created under the name waits for that pass.
+	revoking map[string]uint64
+	version  uint64 // bumped on every change of what a pass must program
 }
 
 // New returns a coordinator over the McpServers of opts.Namespace, taken
@@ -162,17 +168,19 @@ func New(d kit.Deps, resolver Resolver, opts Options) *Coordinator {
 		resolver: resolver,
 		opts:     opts,
 		// Status writes that fail retry after 1 s, doubling to 2 min.
-		queue:      kit.New(d.Queues, "external-egress", kit.Backoff[string](time.Second, 2*time.Minute)),
-		dnsBackoff: kit.Backoff[string](2*time.Second, 5*time.Minute),
-		recorder:   d.Recorder,
-		metrics:    NewMetrics(d.Registry),
-		clock:      clk,
-		log:        d.Log.With().Str("controller", "external-egress").Logger(),
-		primed:     make(chan struct{}),
-		settled:    make(chan struct{}),
-		onChange:   func() {},
-		onGate:     func(string) {},
-		states:     map[string]*serverState{},
+		queue:        kit.New(d.Queues, "external-egress", kit.Backoff[string](time.Second, 2*time.Minute)),
+		dnsBackoff:   kit.Backoff[string](2*time.Second, 5*time.Minute),
+		recorder:     d.Recorder,
+		metrics:      NewMetrics(d.Registry),
+		clock:        clk,
+		statusWrites: kit.NewStatusWrites(clk),
+		log:          d.Log.With().Str("controller", "external-egress").Logger(),
+		primed:       make(chan struct{}),
+		settled:      make(chan struct{}),
+		onChange:     func() {},
+		onGate:       func(string) {},
+		states:       map[string]*serverState{},
+		revoking:     map[string]uint64{},
 	}
 	c.loop = &kit.Loop[string]{Name: "external-egress", Queue: c.queue, Sync: c.sync, Log: d.Log,
 		Resource: clerumv1alpha1.Resource("mcpservers")}

@@ -353,3 +353,52 @@ func TestStatusWaitsForTheFirstPass(t *testing.T) {
 		assert.Equal(t, 1, f.c.queue.Len(), "every server is queued again")
 	})
 }
+
+// A server that never declared a binding has no allows for a pass to add
+// or revoke: seeing it, or an edit of its image, leaves its gate open, so
+// the runtime is not blocked until the next pass (a flap of status and
+// events on every new server and every rollout). Removing bindings, and
+// re-creating a forgotten server before its revoking pass, still wait.
+func TestServersWithoutBindingsAreNotGated(t *testing.T) {
+	f := newFixture(t)
+	assert.True(t, f.c.Ready(f.server), "unseen")
+	f.sync(t)
+	assert.True(t, f.c.Ready(f.server), "seen: nothing to program")
+	f.update(t, func(s *clerumv1alpha1.McpServer) { s.Spec.Image = "i2" })
+	f.sync(t)
+	assert.True(t, f.c.Ready(f.server), "an image edit opens no new allow")
+
+	f.update(t, func(s *clerumv1alpha1.McpServer) {
+		s.Spec.EgressBindings = []clerumv1alpha1.EgressBinding{{Name: "net", CIDR: "93.184.216.0/24", Port: ptr.To[int32](443)}}
+	})
+	f.sync(t)
+	assert.False(t, f.c.Ready(f.server), "a binding waits for its pass")
+	_, version := f.c.Snapshot()
+	f.c.Applied(version, netpolcontroller.EgressReport{})
+	assert.True(t, f.c.Ready(f.server))
+	f.update(t, func(s *clerumv1alpha1.McpServer) { s.Spec.EgressBindings = nil })
+	f.sync(t)
+	assert.False(t, f.c.Ready(f.server), "removed bindings wait for the pass that revokes their allows")
+	_, version = f.c.Snapshot()
+	f.c.Applied(version, netpolcontroller.EgressReport{})
+	assert.True(t, f.c.Ready(f.server))
+
+	// Deleted with an allow, then re-created under the name without one.
+	f.update(t, func(s *clerumv1alpha1.McpServer) {
+		s.Spec.EgressBindings = []clerumv1alpha1.EgressBinding{{Name: "net", CIDR: "93.184.216.0/24", Port: ptr.To[int32](443)}}
+	})
+	f.sync(t)
+	_, version = f.c.Snapshot()
+	f.c.Applied(version, netpolcontroller.EgressReport{})
+	require.NoError(t, f.indexer.Delete(f.server))
+	f.sync(t)
+	again := f.server.DeepCopy()
+	again.UID, again.Generation, again.Spec.EgressBindings = "uid-2", 1, nil
+	f.server = again
+	require.NoError(t, f.indexer.Add(again))
+	f.sync(t)
+	assert.False(t, f.c.Ready(f.server), "the old incarnation's allow may still be in the cluster")
+	_, version = f.c.Snapshot()
+	f.c.Applied(version, netpolcontroller.EgressReport{})
+	assert.True(t, f.c.Ready(f.server), "its revoking pass has run")
+}

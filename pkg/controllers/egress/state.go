@@ -18,6 +18,8 @@ import (
 type serverState struct {
 	uid        types.UID
 	generation int64
+	// bindings is how many egress bindings the generation declares.
+	bindings   int
 	resolvedAt time.Time // last resolution round, successful or not
 	hostnames  bool      // the server has hostname bindings to refresh
 	// version is the coordinator version at which what a pass must program
@@ -72,6 +74,7 @@ func (c *Coordinator) forget(name string) {
 	if had {
 		delete(c.states, name)
 		c.version++
+		c.revoking[name] = c.version
 	}
 	c.mu.Unlock()
 	c.dnsBackoff.Forget(name)
@@ -110,6 +113,7 @@ func (c *Coordinator) refresh(ctx context.Context, server *clerumv1alpha1.McpSer
 	next := &serverState{
 		uid:        server.UID,
 		generation: server.Generation,
+		bindings:   len(server.Spec.EgressBindings),
 		resolvedAt: now,
 		seen:       map[string]map[netip.Addr]time.Time{},
 		dest:       map[string]destination{},
@@ -153,7 +157,13 @@ func (c *Coordinator) refresh(ctx context.Context, server *clerumv1alpha1.McpSer
 	// every binding removed): the gate must wait for a pass that applied it.
 	regated := !same || prev.generation != next.generation ||
 		!maps.Equal(prev.rejected, next.rejected) || !maps.Equal(prev.failed, next.failed)
-	changed := regated || !samePublished(prev, next)
+	if next.bindings == 0 && !c.mayHoldAllows(server.Name, prev) {
+		// No pass has anything to add or revoke for it: a new server, or
+		// an edit of one that never declared a binding, keeps its gate
+		// open instead of closing it until the next pass.
+		regated = false
+	}
+	changed := regated || prev == nil || !samePublished(prev, next)
 	if changed {
 		c.version++
 		next.version = c.version
@@ -167,6 +177,18 @@ func (c *Coordinator) refresh(ctx context.Context, server *clerumv1alpha1.McpSer
 		c.onChange()
 		c.onGate(server.Name)
 	}
+}
+
+// mayHoldAllows reports whether the cluster may still hold external allows
+// under server name: its state (prev) declared bindings or still waits for
+// a pass, or, with no state, it was forgotten and the revoking pass has not
+// been applied yet. Callers hold c.mu.
+func (c *Coordinator) mayHoldAllows(name string, prev *serverState) bool {
+	if prev != nil {
+		return prev.bindings > 0 || prev.gateVersion > prev.applied
+	}
+	_, revoking := c.revoking[name]
+	return revoking
 }
 
 // union keeps the addresses of earlier successful answers for the same
@@ -274,6 +296,13 @@ func (c *Coordinator) Applied(version uint64, report netpolcontroller.EgressRepo
 			touched = append(touched, name)
 		}
 	}
+	if !report.Blocked {
+		for name, v := range c.revoking {
+			if v <= version && !report.Failed.Has(name) {
+				delete(c.revoking, name)
+			}
+		}
+	}
 	c.mu.Unlock()
 	slices.Sort(touched)
 	for _, name := range touched {
@@ -286,9 +315,9 @@ func (c *Coordinator) Applied(version uint64, report netpolcontroller.EgressRepo
 // Ready is the runtime gate: true when every binding of server's current
 // generation is valid, resolved, accepted by the planner and in the
 // cluster, and the last pass wrote all of the server's policies. A server
-// the coordinator has not seen yet needs no gate only if it declares no
-// bindings; once seen, even a server whose bindings were all removed waits
-// for the pass that revokes their allows.
+// that declares no bindings needs no gate unless the cluster may still hold
+// allows under its name: its bindings were just removed, or it was deleted
+// and re-created before the pass that revokes them (mayHoldAllows).
 func (c *Coordinator) Ready(server *clerumv1alpha1.McpServer) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()

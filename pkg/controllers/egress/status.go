@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
@@ -89,12 +88,10 @@ func (c *Coordinator) writeStatus(ctx context.Context, server *clerumv1alpha1.Mc
 	}
 	apply := applyv1alpha1.McpServer(server.Name, server.Namespace).WithStatus(applyv1alpha1.McpServerStatus().
 		WithResolvedEgressIPs(ips...).WithConditions(conds.Apply...))
-	_, err := c.hcc.ClerumV1alpha1().McpServers(server.Namespace).ApplyStatus(ctx, apply,
-		metav1.ApplyOptions{FieldManager: clerumv1alpha1.FieldManagerNetPol, Force: true})
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	return err
+	return kit.ApplyStatus(c.statusWrites, server, apply, func() (metav1.Object, error) {
+		return c.hcc.ClerumV1alpha1().McpServers(server.Namespace).ApplyStatus(ctx, apply,
+			metav1.ApplyOptions{FieldManager: clerumv1alpha1.FieldManagerNetPol, Force: true})
+	})
 }
 
 // emitRejections posts one Warning event per new set of rejected bindings.
