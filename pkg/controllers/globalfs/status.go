@@ -6,7 +6,6 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -153,11 +152,10 @@ func (c *Controller) applyStatus(ctx context.Context, st *status) (clerumv1alpha
 		return phase, nil
 	}
 	g := st.g
-	_, err := c.hcc.ClerumV1alpha1().GlobalFileSystems(g.Namespace).ApplyStatus(ctx, apply,
-		metav1.ApplyOptions{FieldManager: clerumv1alpha1.FieldManagerGlobalFileSystem, Force: true})
-	if apierrors.IsNotFound(err) {
-		return phase, nil
-	}
+	err := kit.ApplyStatus(c.statusWrites, g, apply, func() (metav1.Object, error) {
+		return c.hcc.ClerumV1alpha1().GlobalFileSystems(g.Namespace).ApplyStatus(ctx, apply,
+			metav1.ApplyOptions{FieldManager: clerumv1alpha1.FieldManagerGlobalFileSystem, Force: true})
+	})
 	if err != nil {
 		return phase, fmt.Errorf("applying the status of GlobalFileSystem %s: %w", g.Name, err)
 	}

@@ -102,7 +102,9 @@ type Controller struct {
 	recorder  record.EventRecorder
 	metrics   *Metrics
 	clock     clock.Clock
-	log       zerolog.Logger
+	// statusWrites skips a status write the cache has not shown yet.
+	statusWrites *kit.StatusWrites
+	log          zerolog.Logger
 
 	state   *hostState
 	breaker *breaker
@@ -174,14 +176,15 @@ func New(d kit.Deps, issuer controlapi.CredentialIssuer, cfg Config) *Controller
 		readerPolicies:    readerPolicies.Lister(),
 		// A failed sync retries after 1 s, doubling to at most 5 min: a
 		// Control API outage costs each Host one call per backoff step.
-		queue:    kit.New(d.Queues, "host", kit.Backoff[cache.ObjectName](time.Second, 5*time.Minute)),
-		sweeps:   kit.New(d.Queues, "host-sweep", kit.Backoff[string](time.Second, 5*time.Minute)),
-		recorder: d.Recorder,
-		metrics:  nil, // below: its expiry gauge reads the state
-		clock:    clk,
-		log:      d.Log.With().Str("controller", "host").Logger(),
-		state:    newHostState(),
-		breaker:  &breaker{},
+		queue:        kit.New(d.Queues, "host", kit.Backoff[cache.ObjectName](time.Second, 5*time.Minute)),
+		sweeps:       kit.New(d.Queues, "host-sweep", kit.Backoff[string](time.Second, 5*time.Minute)),
+		recorder:     d.Recorder,
+		metrics:      nil, // below: its expiry gauge reads the state
+		clock:        clk,
+		statusWrites: kit.NewStatusWrites(clk),
+		log:          d.Log.With().Str("controller", "host").Logger(),
+		state:        newHostState(),
+		breaker:      &breaker{},
 	}
 	c.metrics = NewMetrics(d.Registry, func() float64 { return c.state.soonestExpiry(c.clock.Now()) })
 	c.children = kit.NewChildren(d.Kube, clerumv1alpha1.FieldManagerHost, d.Recorder, func(kind string, cause kit.Cause) {

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -149,11 +148,10 @@ func (c *Controller) applyStatus(ctx context.Context, h *clerumv1alpha1.Host, st
 	if !changed {
 		return nil
 	}
-	_, err := c.hcc.ClerumV1alpha1().Hosts(h.Namespace).ApplyStatus(ctx, apply,
-		metav1.ApplyOptions{FieldManager: clerumv1alpha1.FieldManagerHost, Force: true})
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
+	err := kit.ApplyStatus(c.statusWrites, h, apply, func() (metav1.Object, error) {
+		return c.hcc.ClerumV1alpha1().Hosts(h.Namespace).ApplyStatus(ctx, apply,
+			metav1.ApplyOptions{FieldManager: clerumv1alpha1.FieldManagerHost, Force: true})
+	})
 	if err != nil {
 		return fmt.Errorf("applying the status of Host %s: %w", h.Name, err)
 	}

@@ -12,7 +12,7 @@ import (
 func rawSecret() *corev1.Secret {
 	return &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "ns", Annotations: map[string]string{
-			"clerum.io/expires-at": "2026-12-01T00:00:00Z",
+			"clerum.io/expires-at":                             "2026-12-01T00:00:00Z",
 			"kubectl.kubernetes.io/last-applied-configuration": `{"stringData":{"token":"plain"}}`,
 		}},
 		Data: map[string][]byte{"token": []byte("plain")},

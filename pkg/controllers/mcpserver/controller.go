@@ -77,7 +77,9 @@ type Controller struct {
 	recorder record.EventRecorder
 	metrics  *Metrics
 	clock    clock.Clock
-	log      zerolog.Logger
+	// statusWrites skips a status write the cache has not shown yet.
+	statusWrites *kit.StatusWrites
+	log          zerolog.Logger
 
 	// blocked remembers the reason each server was last blocked for, so a
 	// block and its release are each one event, not one per sync.
@@ -112,12 +114,13 @@ func New(d kit.Deps, gate Gate, cfg Config) *Controller {
 		configMaps:  configMaps.Lister(),
 		secrets:     secrets.Lister(),
 		// A failed sync retries after 1 s, doubling to at most 5 min.
-		queue:    kit.New(d.Queues, "mcpserver", kit.Backoff[cache.ObjectName](time.Second, 5*time.Minute)),
-		recorder: d.Recorder,
-		metrics:  NewMetrics(d.Registry),
-		clock:    clk,
-		log:      d.Log.With().Str("controller", "mcpserver").Logger(),
-		blocked:  newBlockState(),
+		queue:        kit.New(d.Queues, "mcpserver", kit.Backoff[cache.ObjectName](time.Second, 5*time.Minute)),
+		recorder:     d.Recorder,
+		metrics:      NewMetrics(d.Registry),
+		clock:        clk,
+		statusWrites: kit.NewStatusWrites(clk),
+		log:          d.Log.With().Str("controller", "mcpserver").Logger(),
+		blocked:      newBlockState(),
 	}
 	c.children = kit.NewChildren(d.Kube, clerumv1alpha1.FieldManagerMcpServer, d.Recorder, func(kind string, cause kit.Cause) {
 		c.metrics.Refused.WithLabelValues(kind, string(cause)).Inc()

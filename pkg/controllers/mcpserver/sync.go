@@ -349,10 +349,8 @@ func (c *Controller) applyStatus(ctx context.Context, s *clerumv1alpha1.McpServe
 	if !changed {
 		return nil
 	}
-	_, err := c.hcc.ClerumV1alpha1().McpServers(s.Namespace).ApplyStatus(ctx, apply,
-		metav1.ApplyOptions{FieldManager: clerumv1alpha1.FieldManagerMcpServer, Force: true})
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	return err
+	return kit.ApplyStatus(c.statusWrites, s, apply, func() (metav1.Object, error) {
+		return c.hcc.ClerumV1alpha1().McpServers(s.Namespace).ApplyStatus(ctx, apply,
+			metav1.ApplyOptions{FieldManager: clerumv1alpha1.FieldManagerMcpServer, Force: true})
+	})
 }

@@ -109,7 +109,9 @@ type Controller struct {
 	recorder  record.EventRecorder
 	metrics   *Metrics
 	clock     clock.WithTicker
-	log       zerolog.Logger
+	// statusWrites skips a status write the cache has not shown yet.
+	statusWrites *kit.StatusWrites
+	log          zerolog.Logger
 
 	// observed remembers the deletions seen since the last pass whose
 	// revocations all succeeded.
@@ -171,18 +173,19 @@ func New(d kit.Deps, egress EgressSource, opts Options) *Controller {
 		// enough to converge after a blip, slow enough not to hammer an
 		// API server that is refusing writes. The queue also coalesces:
 		// signals while a pass is queued or running make one more pass.
-		queue:      kit.New(d.Queues, "netpol", kit.Backoff[passKind](time.Second, 2*time.Minute)),
-		readiness:  d.Readiness,
-		recorder:   d.Recorder,
-		metrics:    NewMetrics(d.Registry),
-		clock:      clk,
-		log:        d.Log.With().Str("controller", "netpol").Logger(),
-		plan:       netpol.Compute,
-		observed:   newObservations(),
-		created:    newCreatedPolicies(),
-		conflicted: sets.New[string](),
-		rejected:   sets.New[string](),
-		unmanaged:  sets.New[policyKey](),
+		queue:        kit.New(d.Queues, "netpol", kit.Backoff[passKind](time.Second, 2*time.Minute)),
+		readiness:    d.Readiness,
+		recorder:     d.Recorder,
+		metrics:      NewMetrics(d.Registry),
+		clock:        clk,
+		statusWrites: kit.NewStatusWrites(clk),
+		log:          d.Log.With().Str("controller", "netpol").Logger(),
+		plan:         netpol.Compute,
+		observed:     newObservations(),
+		created:      newCreatedPolicies(),
+		conflicted:   sets.New[string](),
+		rejected:     sets.New[string](),
+		unmanaged:    sets.New[policyKey](),
 	}
 	c.loop = &kit.Loop[passKind]{Name: "netpol", Queue: c.queue, Sync: c.sync, Log: d.Log}
 	c.readiness.Set(ReadinessCheck, false)

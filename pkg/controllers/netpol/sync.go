@@ -482,9 +482,11 @@ func (c *Controller) reportConflicts(ctx context.Context, contexts []*clerumv1al
 		}
 		apply := applyv1alpha1.Context(ctxObj.Name, ctxObj.Namespace).WithStatus(applyv1alpha1.ContextStatus().
 			WithConditions(conds.Apply...))
-		_, err := c.hcc.ClerumV1alpha1().Contexts(ctxObj.Namespace).ApplyStatus(ctx, apply,
-			metav1.ApplyOptions{FieldManager: clerumv1alpha1.FieldManagerNetPol, Force: true})
-		if err != nil && !apierrors.IsNotFound(err) {
+		err := kit.ApplyStatus(c.statusWrites, ctxObj, apply, func() (metav1.Object, error) {
+			return c.hcc.ClerumV1alpha1().Contexts(ctxObj.Namespace).ApplyStatus(ctx, apply,
+				metav1.ApplyOptions{FieldManager: clerumv1alpha1.FieldManagerNetPol, Force: true})
+		})
+		if err != nil {
 			errs = append(errs, fmt.Errorf("status of Context %s/%s: %w", ctxObj.Namespace, ctxObj.Name, err))
 		}
 	}

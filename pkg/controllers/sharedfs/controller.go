@@ -71,7 +71,9 @@ type Controller struct {
 	recorder record.EventRecorder
 	metrics  *Metrics
 	clock    clock.WithTicker
-	log      zerolog.Logger
+	// statusWrites skips a status write the cache has not shown yet.
+	statusWrites *kit.StatusWrites
+	log          zerolog.Logger
 
 	state *fsState
 }
@@ -107,12 +109,13 @@ func New(d kit.Deps, cfg Config) *Controller {
 		claims:      claims.Lister(),
 		policies:    policies.Lister(),
 		// A failed sync retries after 1 s, doubling to at most 5 min.
-		queue:    kit.New(d.Queues, "sharedfilesystem", kit.Backoff[cache.ObjectName](time.Second, 5*time.Minute)),
-		recorder: d.Recorder,
-		metrics:  NewMetrics(d.Registry),
-		clock:    clk,
-		log:      d.Log.With().Str("controller", "sharedfilesystem").Logger(),
-		state:    newFSState(),
+		queue:        kit.New(d.Queues, "sharedfilesystem", kit.Backoff[cache.ObjectName](time.Second, 5*time.Minute)),
+		recorder:     d.Recorder,
+		metrics:      NewMetrics(d.Registry),
+		clock:        clk,
+		statusWrites: kit.NewStatusWrites(clk),
+		log:          d.Log.With().Str("controller", "sharedfilesystem").Logger(),
+		state:        newFSState(),
 	}
 	c.children = kit.NewChildren(d.Kube, clerumv1alpha1.FieldManagerSharedFileSystem, d.Recorder, func(kind string, cause kit.Cause) {
 		c.metrics.Refused.WithLabelValues(kind, string(cause)).Inc()

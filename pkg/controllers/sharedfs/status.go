@@ -7,7 +7,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
@@ -174,11 +173,10 @@ func (c *Controller) applyStatus(ctx context.Context, fs *clerumv1alpha1.SharedF
 	if !changed {
 		return nil
 	}
-	_, err := c.hcc.ClerumV1alpha1().SharedFileSystems(fs.Namespace).ApplyStatus(ctx, apply,
-		metav1.ApplyOptions{FieldManager: clerumv1alpha1.FieldManagerSharedFileSystem, Force: true})
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
+	err := kit.ApplyStatus(c.statusWrites, fs, apply, func() (metav1.Object, error) {
+		return c.hcc.ClerumV1alpha1().SharedFileSystems(fs.Namespace).ApplyStatus(ctx, apply,
+			metav1.ApplyOptions{FieldManager: clerumv1alpha1.FieldManagerSharedFileSystem, Force: true})
+	})
 	if err != nil {
 		return fmt.Errorf("applying the status of SharedFileSystem %s: %w", fs.Name, err)
 	}
