@@ -1,0 +1,485 @@
+//go:build integration
+
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/yaml"
+
+	"github.com/clerum/hcc/hack/devcontrolapi"
+	"github.com/clerum/hcc/internal/testing/controlplane"
+	"github.com/clerum/hcc/internal/testing/testenv"
+	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
+	"github.com/clerum/hcc/pkg/config"
+	"github.com/clerum/hcc/pkg/controllers/kit"
+	"github.com/clerum/hcc/pkg/names"
+	"github.com/clerum/hcc/pkg/render"
+)
+
+// Leader-election timings of the scenarios: short, so a failover takes
+// seconds, and valid (renew < lease, retry < renew).
+const (
+	leaseSec = 6
+	renewSec = 4
+	retrySec = 1
+)
+
+// hmacSecret is INTERNAL_CONTROL_JWT_HCC_HMAC_SECRET of every scenario.
+const hmacSecret = "e2e-hmac-secret"
+
+// env is one scenario's development Control API and the binaries it runs.
+type env struct {
+	t          *testing.T
+	controlAPI *devcontrolapi.Server
+	devURL     string
+	// created are the YAML documents of the objects the scenario created,
+	// for the expected set (render).
+	created map[string][]byte
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	s, err := devcontrolapi.New(devcontrolapi.Options{HMACSecret: []byte(hmacSecret), MigrationAudience: devcontrolapi.DefaultMigrationAudience})
+	require.NoError(t, err)
+	srv := httptest.NewServer(s.Handler())
+	t.Cleanup(srv.Close)
+	// Each scenario calls e.cleanUp itself, while a controller still runs
+	// to delete the children.
+	return &env{t: t, controlAPI: s, devURL: srv.URL, created: map[string][]byte{}}
+}
+
+// controllerEnv is the shipped configuration (deploy/base) with the local
+// endpoints and the scenario's timings.
+func (e *env) controllerEnv(identity string, port int, extra ...string) []string {
+	shipped := shippedEnv(e.t, filepath.Join(repoRoot, "deploy", "base", "controller", "deployment.yaml"))
+	return append(append(shipped,
+		"POD_NAME="+identity,
+		"HCC_CONTROLLER_PORT="+strconv.Itoa(port),
+		"INTERNAL_CONTROL_JWT_HCC_HMAC_SECRET="+hmacSecret,
+		"CONTROL_API_BASE_URL="+e.devURL,
+		"MCP_HOST_GATEWAY_URL="+e.devURL,
+		"CONTEXT_MAPPER_HOST_WORKSPACE_STORAGE_CLASS="+controlplane.StorageClass,
+		"HCC_LEADER_LEASE_SEC="+strconv.Itoa(leaseSec),
+		"HCC_LEADER_RENEW_SEC="+strconv.Itoa(renewSec),
+		"HCC_LEADER_RETRY_SEC="+strconv.Itoa(retrySec),
+		"LOG_LEVEL=debug",
+	), extra...)
+}
+
+// binary is a running hcc-controller or hcc-api.
+type binary struct {
+	*controlplane.Process
+	name string
+	base string // http://127.0.0.1:PORT
+	log  string
+}
+
+// startController runs hcc-controller as identity and waits for /health.
+func (e *env) startController(identity string, extra ...string) *binary {
+	e.t.Helper()
+	port := testenv.FreePort(e.t)
+	return e.start("hcc-controller", identity, controllerKubeconfig, port, e.controllerEnv(identity, port, extra...))
+}
+
+// startAPI runs hcc-api and waits for /ready.
+func (e *env) startAPI() *binary {
+	e.t.Helper()
+	port := testenv.FreePort(e.t)
+	shipped := shippedEnv(e.t, filepath.Join(repoRoot, "deploy", "base", "api", "deployment.yaml"))
+	b := e.start("hcc-api", "api", apiKubeconfig, port, append(shipped,
+		"CONTEXT_MAPPER_PORT="+strconv.Itoa(port),
+		"HCC_MCP_HOST_JWT_PUBLIC_KEY="+e.controlAPI.PublicKeyPEM(),
+		"CONTEXT_MAPPER_DESKTOP_API_TOKEN=e2e-desktop-token",
+	))
+	e.eventually("hcc-api ready", time.Minute, func() bool {
+		resp, err := http.Get(b.base + "/ready")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	return b
+}
+
+func (e *env) start(name, identity, kubeconfig string, port int, environ []string) *binary {
+	e.t.Helper()
+	dir, err := binaries()
+	require.NoError(e.t, err)
+	log := filepath.Join(e.t.TempDir(), name+"-"+identity+".log")
+	p, err := controlplane.StartProcess(name, filepath.Join(dir, name), []string{"--kubeconfig", kubeconfig}, append(cleanEnv(), environ...), log)
+	require.NoError(e.t, err)
+	b := &binary{Process: p, name: name + " " + identity, base: fmt.Sprintf("http://127.0.0.1:%d", port), log: log}
+	e.t.Cleanup(func() {
+		_ = p.Stop()
+		if e.t.Failed() {
+			e.t.Logf("the end of %s's log:\n%s", b.name, p.LogTail(40))
+		}
+	})
+	e.eventually(b.name+" healthy", time.Minute, func() bool {
+		select {
+		case <-p.Done():
+			e.t.Fatalf("%s exited: %v\n%s", b.name, p.Err(), p.LogTail(40))
+		default:
+		}
+		resp, err := http.Get(b.base + "/health")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	return b
+}
+
+// cleanEnv is this process's environment without anything a binary reads.
+func cleanEnv() []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if name == "KUBECONFIG" || strings.HasPrefix(name, "HCC_") || strings.HasPrefix(name, "CONTEXT_MAPPER_") || strings.HasPrefix(name, "CLERUM_") {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
+}
+
+// shippedEnv is the literal env of the Deployment's first container.
+func shippedEnv(t *testing.T, path string) []string {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	require.NoError(t, err)
+	var d appsv1.Deployment
+	require.NoError(t, yaml.Unmarshal(raw, &d))
+	var out []string
+	for _, e := range d.Spec.Template.Spec.Containers[0].Env {
+		if e.ValueFrom == nil {
+			out = append(out, e.Name+"="+e.Value)
+		}
+	}
+	return out
+}
+
+func (e *env) eventually(what string, timeout time.Duration, cond func() bool) {
+	e.t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, func(context.Context) (bool, error) { return cond(), nil })
+	require.NoError(e.t, err, what)
+}
+
+// create creates obj (a typed clerum.io or core object) as the admin and
+// remembers it for the expected set.
+func (e *env) create(obj runtime.Object) {
+	e.t.Helper()
+	raw, err := yaml.Marshal(obj)
+	require.NoError(e.t, err)
+	m, err := meta.Accessor(obj)
+	require.NoError(e.t, err)
+	gvk := obj.GetObjectKind().GroupVersionKind()
+	require.NotEmpty(e.t, gvk.Kind, "set TypeMeta on %s", m.GetName())
+	e.created[gvk.Kind+"/"+m.GetNamespace()+"/"+m.GetName()] = raw
+	require.NoError(e.t, applyObject(context.Background(), raw))
+}
+
+// update replaces a created object (same kind, namespace and name).
+func (e *env) update(obj runtime.Object) { e.create(obj) }
+
+// expectedSet is what render plans for the created objects: every object
+// HCC should have created, as "Kind namespace/name".
+func (e *env) expectedSet() []string {
+	e.t.Helper()
+	dir := e.t.TempDir()
+	for key, raw := range e.created {
+		require.NoError(e.t, os.WriteFile(filepath.Join(dir, strings.ReplaceAll(key, "/", "_")+".yaml"), raw, 0o644))
+	}
+	for _, kv := range shippedEnv(e.t, filepath.Join(repoRoot, "deploy", "base", "controller", "deployment.yaml")) {
+		name, value, _ := strings.Cut(kv, "=")
+		e.t.Setenv(name, value)
+	}
+	e.t.Setenv("CONTEXT_MAPPER_HOST_WORKSPACE_STORAGE_CLASS", controlplane.StorageClass)
+	cfg, err := config.Load(config.Render)
+	require.NoError(e.t, err)
+	out, err := render.Render(context.Background(), render.Options{Paths: []string{dir}, Config: cfg, Warn: func(string, ...any) {}})
+	require.NoError(e.t, err)
+	var set []string
+	for doc := range strings.SplitSeq(string(out), "\n---\n") {
+		var m metav1.PartialObjectMetadata
+		require.NoError(e.t, yaml.Unmarshal([]byte(doc), &m))
+		if m.Kind != "" {
+			set = append(set, m.Kind+" "+m.Namespace+"/"+m.Name)
+		}
+	}
+	slices.Sort(set)
+	return set
+}
+
+// actualSet is every object labelled as HCC's, as "Kind namespace/name".
+func actualSet(t *testing.T) []string {
+	t.Helper()
+	ctx := context.Background()
+	opts := metav1.ListOptions{LabelSelector: names.LabelManagedBy + "=" + names.ManagedByValue}
+	all := metav1.NamespaceAll
+	var set []string
+	for kind, list := range map[string]func() (runtime.Object, error){
+		"Deployment":            func() (runtime.Object, error) { return kube.AppsV1().Deployments(all).List(ctx, opts) },
+		"Service":               func() (runtime.Object, error) { return kube.CoreV1().Services(all).List(ctx, opts) },
+		"ConfigMap":             func() (runtime.Object, error) { return kube.CoreV1().ConfigMaps(all).List(ctx, opts) },
+		"Secret":                func() (runtime.Object, error) { return kube.CoreV1().Secrets(all).List(ctx, opts) },
+		"ServiceAccount":        func() (runtime.Object, error) { return kube.CoreV1().ServiceAccounts(all).List(ctx, opts) },
+		"PersistentVolumeClaim": func() (runtime.Object, error) { return kube.CoreV1().PersistentVolumeClaims(all).List(ctx, opts) },
+		"Role":                  func() (runtime.Object, error) { return kube.RbacV1().Roles(all).List(ctx, opts) },
+		"RoleBinding":           func() (runtime.Object, error) { return kube.RbacV1().RoleBindings(all).List(ctx, opts) },
+		"NetworkPolicy":         func() (runtime.Object, error) { return kube.NetworkingV1().NetworkPolicies(all).List(ctx, opts) },
+		"Job":                   func() (runtime.Object, error) { return kube.BatchV1().Jobs(all).List(ctx, opts) },
+	} {
+		l, err := list()
+		require.NoError(t, err)
+		items, err := meta.ExtractList(l)
+		require.NoError(t, err)
+		for _, item := range items {
+			m, err := meta.Accessor(item)
+			require.NoError(t, err)
+			if m.GetDeletionTimestamp() == nil {
+				set = append(set, kind+" "+m.GetNamespace()+"/"+m.GetName())
+			}
+		}
+	}
+	slices.Sort(set)
+	return set
+}
+
+// converged reports whether every McpServer, Host and file system says
+// ready for its generation and every Deployment HCC wrote is available.
+func converged(t *testing.T) (bool, string) {
+	t.Helper()
+	ctx := context.Background()
+	servers, err := hcc.ClerumV1alpha1().McpServers("mcp-server").List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	for _, s := range servers.Items {
+		if s.Spec.IsEnabled() && (s.Status.ObservedGeneration != s.Generation || !s.Status.Ready) {
+			return false, "McpServer " + s.Name
+		}
+	}
+	hosts, err := hcc.ClerumV1alpha1().Hosts("mcp-host").List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	for _, h := range hosts.Items {
+		if h.Status.ObservedGeneration != h.Generation || !meta.IsStatusConditionTrue(h.Status.Conditions, clerumv1alpha1.ConditionReady) {
+			return false, "Host " + h.Name
+		}
+	}
+	sfs, err := hcc.ClerumV1alpha1().SharedFileSystems(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	for _, f := range sfs.Items {
+		if f.Status.ObservedGeneration != f.Generation || f.Status.Phase != clerumv1alpha1.FileSystemReady {
+			return false, "SharedFileSystem " + f.Name
+		}
+	}
+	gfs, err := hcc.ClerumV1alpha1().GlobalFileSystems(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	for _, f := range gfs.Items {
+		if f.Status.ObservedGeneration != f.Generation || f.Status.Phase != clerumv1alpha1.FileSystemReady || !f.Status.RootSeeded {
+			return false, "GlobalFileSystem " + f.Name
+		}
+	}
+	deps, err := kube.AppsV1().Deployments(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: names.LabelManagedBy + "=" + names.ManagedByValue})
+	require.NoError(t, err)
+	for _, d := range deps.Items {
+		if d.Spec.Replicas != nil && *d.Spec.Replicas == 0 {
+			continue
+		}
+		if !kit.DeploymentAvailable(&d) {
+			return false, "Deployment " + d.Namespace + "/" + d.Name
+		}
+	}
+	return true, ""
+}
+
+func (e *env) waitConverged(timeout time.Duration) {
+	e.t.Helper()
+	var last string
+	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		ok, what := converged(e.t)
+		last = what
+		return ok, nil
+	})
+	require.NoError(e.t, err, "not converged; still waiting for %s", last)
+}
+
+// cleanUp deletes the created objects and waits until HCC has removed
+// everything it made for them, leaving the cluster as the scenario found
+// it. A controller must be running.
+func (e *env) cleanUp() {
+	e.t.Helper()
+	ctx := context.Background()
+	for key := range e.created {
+		kind, rest, _ := strings.Cut(key, "/")
+		ns, name, _ := strings.Cut(rest, "/")
+		var err error
+		switch kind {
+		case "McpServer":
+			err = hcc.ClerumV1alpha1().McpServers(ns).Delete(ctx, name, metav1.DeleteOptions{})
+		case "Context":
+			err = hcc.ClerumV1alpha1().Contexts(ns).Delete(ctx, name, metav1.DeleteOptions{})
+		case "Host":
+			err = hcc.ClerumV1alpha1().Hosts(ns).Delete(ctx, name, metav1.DeleteOptions{})
+		case "SharedFileSystem":
+			err = hcc.ClerumV1alpha1().SharedFileSystems(ns).Delete(ctx, name, metav1.DeleteOptions{})
+		case "GlobalFileSystem":
+			err = hcc.ClerumV1alpha1().GlobalFileSystems(ns).Delete(ctx, name, metav1.DeleteOptions{})
+		case "Secret":
+			err = kube.CoreV1().Secrets(ns).Delete(ctx, name, metav1.DeleteOptions{})
+		case "ConfigMap":
+			err = kube.CoreV1().ConfigMaps(ns).Delete(ctx, name, metav1.DeleteOptions{})
+		default:
+			e.t.Fatalf("cleanUp: unexpected kind %s", kind)
+		}
+		require.NoError(e.t, ignoreNotFound(err))
+	}
+	e.created = map[string][]byte{}
+	want := e.expectedSet() // the namespaces' defaults only
+	e.eventually("only the namespace defaults remain", 2*time.Minute, func() bool { return slices.Equal(actualSet(e.t), want) })
+	e.eventually("every Host is gone", time.Minute, func() bool {
+		hosts, err := hcc.ClerumV1alpha1().Hosts("mcp-host").List(ctx, metav1.ListOptions{})
+		return err == nil && len(hosts.Items) == 0
+	})
+}
+
+// auditEvent is the part of a kube-apiserver audit event the tests read.
+type auditEvent struct {
+	Verb             string `json:"verb"`
+	ImpersonatedUser *struct {
+		Username string `json:"username"`
+	} `json:"impersonatedUser"`
+	ObjectRef *struct {
+		Resource    string `json:"resource"`
+		Namespace   string `json:"namespace"`
+		Name        string `json:"name"`
+		Subresource string `json:"subresource"`
+	} `json:"objectRef"`
+	ResponseStatus *struct {
+		Code int `json:"code"`
+	} `json:"responseStatus"`
+	RequestObject json.RawMessage `json:"requestObject"`
+	Received      string          `json:"requestReceivedTimestamp"`
+}
+
+// target names the object and subresource of a write.
+func (a auditEvent) target() string {
+	r := a.ObjectRef
+	s := r.Resource
+	if r.Subresource != "" {
+		s += "/" + r.Subresource
+	}
+	return s + " " + r.Namespace + "/" + r.Name
+}
+
+// auditOffset is the current length of the audit log: controllerWrites
+// reads only what follows.
+func auditOffset(t *testing.T) int64 {
+	t.Helper()
+	info, err := os.Stat(cluster.AuditLog())
+	require.NoError(t, err)
+	return info.Size()
+}
+
+// controllerWrites returns the successful writes hcc-controller made
+// after offset.
+func controllerWrites(t *testing.T, offset int64) []auditEvent {
+	t.Helper()
+	f, err := os.Open(cluster.AuditLog())
+	require.NoError(t, err)
+	defer f.Close()
+	_, err = f.Seek(offset, io.SeekStart)
+	require.NoError(t, err)
+	var out []auditEvent
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		var ev auditEvent
+		require.NoError(t, json.Unmarshal(sc.Bytes(), &ev))
+		if ev.ImpersonatedUser == nil || ev.ImpersonatedUser.Username != controllerUser || ev.ObjectRef == nil {
+			continue
+		}
+		if ev.ResponseStatus != nil && ev.ResponseStatus.Code >= 200 && ev.ResponseStatus.Code < 300 {
+			out = append(out, ev)
+		}
+	}
+	require.NoError(t, sc.Err())
+	return out
+}
+
+// duplicateWrites returns the writes that repeat an earlier write of the
+// same object with the same body: a change written twice.
+func duplicateWrites(events []auditEvent) []string {
+	seen := map[string]bool{}
+	var dups []string
+	for _, ev := range events {
+		var body bytes.Buffer
+		_ = json.Compact(&body, ev.RequestObject)
+		key := ev.Verb + " " + ev.target() + " " + body.String()
+		if seen[key] {
+			dups = append(dups, ev.Verb+" "+ev.target())
+		}
+		seen[key] = true
+	}
+	return dups
+}
+
+func createNamespaces(ctx context.Context, names []string) error {
+	return controlplane.CreateNamespaces(ctx, cluster.Config(), names)
+}
+
+func applyFile(ctx context.Context, path string) error {
+	return controlplane.ApplyFiles(ctx, cluster.Config(), path)
+}
+
+// applyObject applies one object given as YAML, as the admin.
+func applyObject(ctx context.Context, raw []byte) error {
+	obj := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal(raw, &obj.Object); err != nil {
+		return err
+	}
+	unstructured.RemoveNestedField(obj.Object, "status")
+	unstructured.RemoveNestedField(obj.Object, "metadata", "creationTimestamp")
+	return controlplane.ApplyObjects(ctx, cluster.Config(), obj)
+}
+
+func ignoreNotFound(err error) error {
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// ready reports whether the binary's /ready answers 200.
+func ready(b *binary) bool {
+	resp, err := http.Get(b.base + "/ready")
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}

@@ -1,0 +1,118 @@
+//go:build integration
+
+// Package e2e runs hcc-controller and hcc-api as real processes against the
+// local cluster of make run (etcd, kube-apiserver, kube-controller-manager,
+// kube-scheduler and kwok; docs/local-cluster.md), each through a
+// kubeconfig that impersonates its shipped ServiceAccount, so the RBAC of
+// deploy/base is proven sufficient. One cluster serves every scenario; each
+// scenario removes what it created before the next starts.
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/clerum/hcc/internal/testing/controlplane"
+	clientset "github.com/clerum/hcc/pkg/generated/clientset/versioned"
+)
+
+// Service accounts of deploy/base.
+const (
+	controllerUser = "system:serviceaccount:control-plane:hcc-controller"
+	apiUser        = "system:serviceaccount:control-plane:hcc-api"
+)
+
+// The platform's namespaces, as the shipped configuration names them.
+var namespaces = []string{"control-plane", "mcp-server", "mcp-host", "rpc-proxy", "sandbox-recipes", "sandbox-ui", "channels", "gfs"}
+
+// auditPolicy records every write at Request level except the churn of
+// the cluster's own components (pods, nodes, leases, events), so the tests
+// can count what HCC writes.
+const auditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+  - level: None
+    resources:
+      - group: ""
+        resources: [pods, pods/status, pods/binding, nodes, nodes/status, events, endpoints]
+      - group: coordination.k8s.io
+        resources: [leases]
+      - group: events.k8s.io
+        resources: [events]
+      - group: discovery.k8s.io
+        resources: [endpointslices]
+  - level: Request
+    verbs: [create, update, patch, delete, deletecollection]
+  - level: None
+`
+
+var (
+	cluster *controlplane.ControlPlane
+	kube    kubernetes.Interface
+	hcc     clientset.Interface
+	// controllerKubeconfig and apiKubeconfig impersonate the shipped
+	// service accounts.
+	controllerKubeconfig, apiKubeconfig string
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(controlplane.RunMain(m, controlplane.Options{Cluster: true, AuditPolicy: auditPolicy}, func(c *controlplane.ControlPlane) {
+		cluster = c
+		kube = kubernetes.NewForConfigOrDie(c.Config())
+		hcc = clientset.NewForConfigOrDie(c.Config())
+		if err := setUp(); err != nil {
+			fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
+			os.Exit(1)
+		}
+	}))
+}
+
+// setUp creates the namespaces, the shipped service accounts and RBAC, and
+// the impersonating kubeconfigs.
+func setUp() error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := createNamespaces(ctx, namespaces); err != nil {
+		return err
+	}
+	base := filepath.Join(repoRoot, "deploy", "base")
+	for _, f := range []string{"controller/serviceaccount.yaml", "controller/rbac.yaml", "api/serviceaccount.yaml", "api/rbac.yaml"} {
+		if err := applyFile(ctx, filepath.Join(base, f)); err != nil {
+			return err
+		}
+	}
+	var err error
+	if controllerKubeconfig, err = cluster.WriteImpersonatingKubeconfig(controllerUser, "system:serviceaccounts", "system:serviceaccounts:control-plane"); err != nil {
+		return err
+	}
+	apiKubeconfig, err = cluster.WriteImpersonatingKubeconfig(apiUser, "system:serviceaccounts", "system:serviceaccounts:control-plane")
+	return err
+}
+
+// repoRoot is the repository, two levels above this package.
+var repoRoot = filepath.Join("..", "..")
+
+// binaries builds hcc-controller and hcc-api once per test binary, with
+// the race detector.
+var binaries = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "hcc-e2e-bin-")
+	if err != nil {
+		return "", err
+	}
+	for _, name := range []string{"hcc-controller", "hcc-api"} {
+		cmd := exec.Command("go", "build", "-race", "-o", filepath.Join(dir, name), "github.com/clerum/hcc/cmd/"+name)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return "", fmt.Errorf("building %s: %v\n%s", name, err, out)
+		}
+	}
+	return dir, nil
+})
