@@ -11,10 +11,12 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 COMMIT   ?= $(shell git rev-parse --verify --quiet HEAD 2>/dev/null || echo unknown)
 LDFLAGS  := -X $(MODULE)/pkg/version.Version=$(VERSION) -X $(MODULE)/pkg/version.Commit=$(COMMIT)
 
-# Integration tests use etcd and kube-apiserver built from Go modules and
-# cached outside the repository (hack/controlplane); the first run builds
-# them (about 7 minutes on 2 cores), later runs reuse the cache.
-CONTROLPLANE = cd hack/controlplane && $(GO) run . ensure
+# Integration tests use etcd and kube-apiserver, and the end-to-end tests
+# and make run the whole local cluster (kube-controller-manager,
+# kube-scheduler, kwok too; docs/local-cluster.md), built from Go modules
+# and cached outside the repository (hack/controlplane); the first run
+# builds them (about 10 minutes on 2 cores), later runs reuse the cache.
+CONTROLPLANE = cd hack/controlplane && $(GO) run . ensure --components etcd,kube-apiserver,kube-controller-manager,kube-scheduler,kwok
 # Every package with a test file tagged integration.
 INTEGRATION_PKGS = $(shell grep -rl --include='*_test.go' '^//go:build integration' cmd pkg internal test | xargs -n1 dirname | sort -u | sed 's|^|./|')
 
