@@ -23,7 +23,7 @@ import (
 )
 
 // buildBinaries builds bin/hcc-controller and bin/hcc-api as make build
-// does.
+// does (CGO off, trimmed paths), without its version stamp.
 func buildBinaries(ctx context.Context, root string) error {
 	progress("building bin/hcc-controller and bin/hcc-api")
 	for _, name := range []string{"hcc-controller", "hcc-api"} {
@@ -37,36 +37,51 @@ func buildBinaries(ctx context.Context, root string) error {
 	return nil
 }
 
+// endpoints are where the started binaries serve.
+type endpoints struct {
+	controller, api string // http://127.0.0.1:PORT
+	desktopToken    string // CONTEXT_MAPPER_DESKTOP_API_TOKEN of hcc-api
+}
+
 // startBinaries runs hcc-controller and hcc-api with the shipped
-// Deployments' configuration and the local endpoints, and returns hcc-api's
-// URL once both serve /health.
-func (r *runner) startBinaries(ctx context.Context, controlAPIURL, controllerKubeconfig, apiKubeconfig string) (string, error) {
+// Deployments' configuration and the local endpoints, and returns where
+// they serve once both answer /health. On the local cluster the Host pods'
+// MCP_HOST_GATEWAY_URL is the development Control API and workspaces use
+// its StorageClass; on a cluster of HCC_KUBECONFIG (local false) both keep
+// the shipped values, which that cluster's pods can reach.
+func (r *runner) startBinaries(ctx context.Context, local bool, controlAPIURL, controllerKubeconfig, apiKubeconfig string) (endpoints, error) {
+	var ep endpoints
 	ports, err := freePorts(2)
 	if err != nil {
-		return "", err
+		return ep, err
 	}
 	base := filepath.Join(r.root, "deploy", "base")
 	controllerEnv, err := shippedEnv(filepath.Join(base, "controller", "deployment.yaml"))
 	if err != nil {
-		return "", err
+		return ep, err
 	}
 	controllerEnv = append(controllerEnv,
 		"POD_NAME=make-run",
 		"HCC_CONTROLLER_PORT="+strconv.Itoa(ports[0]),
 		"INTERNAL_CONTROL_JWT_HCC_HMAC_SECRET="+string(r.controlAPI.HMACSecret()),
 		"CONTROL_API_BASE_URL="+controlAPIURL,
-		"MCP_HOST_GATEWAY_URL="+controlAPIURL,
-		// The local cluster's default class (the minikube overlay's value).
-		"CONTEXT_MAPPER_HOST_WORKSPACE_STORAGE_CLASS="+controlplane.StorageClass,
 	)
+	if local {
+		controllerEnv = append(controllerEnv,
+			"MCP_HOST_GATEWAY_URL="+controlAPIURL,
+			// The local cluster's default class (the minikube overlay's value).
+			"CONTEXT_MAPPER_HOST_WORKSPACE_STORAGE_CLASS="+controlplane.StorageClass,
+		)
+	}
 	apiEnv, err := shippedEnv(filepath.Join(base, "api", "deployment.yaml"))
 	if err != nil {
-		return "", err
+		return ep, err
 	}
+	ep.desktopToken = randomHex()
 	apiEnv = append(apiEnv,
 		"CONTEXT_MAPPER_PORT="+strconv.Itoa(ports[1]),
 		"HCC_MCP_HOST_JWT_PUBLIC_KEY="+r.controlAPI.PublicKeyPEM(),
-		"CONTEXT_MAPPER_DESKTOP_API_TOKEN="+randomHex(),
+		"CONTEXT_MAPPER_DESKTOP_API_TOKEN="+ep.desktopToken,
 	)
 	for _, b := range []struct {
 		name, kubeconfig string
@@ -80,15 +95,17 @@ func (r *runner) startBinaries(ctx context.Context, controlAPIURL, controllerKub
 		p, err := controlplane.StartProcess(b.name, filepath.Join(r.root, "bin", b.name),
 			[]string{"--kubeconfig", b.kubeconfig}, append(baseEnv(), b.env...), log)
 		if err != nil {
-			return "", err
+			return ep, err
 		}
 		r.processes = append(r.processes, p)
 		if err := waitHealthy(ctx, p, fmt.Sprintf("http://127.0.0.1:%d/health", b.port)); err != nil {
-			return "", fmt.Errorf("%s: %w; the end of %s:\n%s", b.name, err, log, p.LogTail(20))
+			return ep, fmt.Errorf("%s: %w; the end of %s:\n%s", b.name, err, log, p.LogTail(20))
 		}
 		progress("%s is up (log: %s)", b.name, log)
 	}
-	return fmt.Sprintf("http://127.0.0.1:%d", ports[1]), nil
+	ep.controller = fmt.Sprintf("http://127.0.0.1:%d", ports[0])
+	ep.api = fmt.Sprintf("http://127.0.0.1:%d", ports[1])
+	return ep, nil
 }
 
 // shippedEnv returns the literal env entries (NAME=value) of the first

@@ -123,10 +123,11 @@ func (r *runner) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	apiURL, err := r.startBinaries(ctx, devURL, controllerKubeconfig, apiKubeconfig)
+	ep, err := r.startBinaries(ctx, external == "", devURL, controllerKubeconfig, apiKubeconfig)
 	if err != nil {
 		return err
 	}
+	apiURL := ep.api
 
 	kube := kubernetes.NewForConfigOrDie(admin)
 	hcc := clientset.NewForConfigOrDie(admin)
@@ -136,7 +137,9 @@ func (r *runner) run(ctx context.Context) error {
 			return fmt.Errorf("deploy/examples: %w", err)
 		}
 	}
-	w := &watcher{kube: kube, hcc: hcc}
+	// On a cluster of HCC_KUBECONFIG nothing was applied: what exists is
+	// waited for, and nothing need exist.
+	w := &watcher{kube: kube, hcc: hcc, needServers: external == ""}
 	pending := w.waitConverged(ctx)
 	if ctx.Err() != nil {
 		return nil
@@ -145,13 +148,14 @@ func (r *runner) run(ctx context.Context) error {
 	out := os.Stdout
 	fmt.Fprintln(out)
 	if r.cluster != nil {
-		fmt.Fprintf(out, "kubeconfig: %s\n", r.cluster.Kubeconfig())
+		fmt.Fprintf(out, "kubeconfig:     %s\n", r.cluster.Kubeconfig())
 	} else {
-		fmt.Fprintf(out, "kubeconfig: %s\n", external)
+		fmt.Fprintf(out, "kubeconfig:     %s\n", external)
 	}
-	fmt.Fprintf(out, "hcc-api:    %s\n", apiURL)
+	fmt.Fprintf(out, "hcc-api:        %s (desktop API token %s)\n", apiURL, ep.desktopToken)
+	fmt.Fprintf(out, "hcc-controller: %s/health, /ready, /metrics\n", ep.controller)
 	fmt.Fprintf(out, "Control API (development): %s\n", devURL)
-	fmt.Fprintf(out, "logs:       %s\n\n", r.dir)
+	fmt.Fprintf(out, "logs:           %s\n\n", r.dir)
 	if err := w.printTable(ctx, out); err != nil {
 		return err
 	}

@@ -36,6 +36,9 @@ const (
 type watcher struct {
 	kube kubernetes.Interface
 	hcc  clientset.Interface
+	// needServers: converged needs at least one McpServer (the examples
+	// were applied).
+	needServers bool
 }
 
 // waitConverged waits until every McpServer, Host and file system says
@@ -79,7 +82,7 @@ func (w *watcher) pending(ctx context.Context) []string {
 	if err != nil {
 		return []string{"listing McpServers: " + err.Error()}
 	}
-	if len(servers.Items) == 0 {
+	if len(servers.Items) == 0 && w.needServers {
 		out = append(out, "no McpServer yet")
 	}
 	for _, s := range servers.Items {
