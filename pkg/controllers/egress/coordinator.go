@@ -138,6 +138,9 @@ type Coordinator struct {
 	// whose pass revokes their allows, until a pass has applied it: a
 	// server re-created under the name waits for that pass.
 	revoking map[string]uint64
+	// passApplied: a NetworkPolicy pass has landed since this process
+	// started, so allows of servers changed while it was down are gone.
+	passApplied bool
 	version  uint64 // bumped on every change of what a pass must program
 }
 

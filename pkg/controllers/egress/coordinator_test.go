@@ -361,6 +361,7 @@ func TestStatusWaitsForTheFirstPass(t *testing.T) {
 // re-creating a forgotten server before its revoking pass, still wait.
 func TestServersWithoutBindingsAreNotGated(t *testing.T) {
 	f := newFixture(t)
+	f.c.Applied(0, netpolcontroller.EgressReport{}) // a first pass has landed
 	assert.True(t, f.c.Ready(f.server), "unseen")
 	f.sync(t)
 	assert.True(t, f.c.Ready(f.server), "seen: nothing to program")
@@ -401,4 +402,18 @@ func TestServersWithoutBindingsAreNotGated(t *testing.T) {
 	_, version = f.c.Snapshot()
 	f.c.Applied(version, netpolcontroller.EgressReport{})
 	assert.True(t, f.c.Ready(f.server), "its revoking pass has run")
+}
+
+// Until a pass has landed since the start, a server without bindings may
+// still have the allows of bindings removed while no controller ran: it
+// waits for that pass, and a pass that did not land keeps it waiting.
+func TestServersWithoutBindingsWaitForTheFirstPass(t *testing.T) {
+	f := newFixture(t)
+	f.sync(t)
+	assert.False(t, f.c.Ready(f.server), "no pass has revoked what an earlier run allowed")
+	_, version := f.c.Snapshot()
+	f.c.Applied(version, netpolcontroller.EgressReport{Blocked: true})
+	assert.False(t, f.c.Ready(f.server), "a blocked pass revoked nothing")
+	f.c.Applied(version, netpolcontroller.EgressReport{})
+	assert.True(t, f.c.Ready(f.server))
 }

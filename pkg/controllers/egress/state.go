@@ -181,14 +181,15 @@ func (c *Coordinator) refresh(ctx context.Context, server *clerumv1alpha1.McpSer
 
 // mayHoldAllows reports whether the cluster may still hold external allows
 // under server name: its state (prev) declared bindings or still waits for
-// a pass, or, with no state, it was forgotten and the revoking pass has not
-// been applied yet. Callers hold c.mu.
+// a pass; or, with no state, no pass has landed since this process started
+// (the server may have lost its bindings while no controller ran), or it
+// was forgotten and the revoking pass has not landed yet. Callers hold c.mu.
 func (c *Coordinator) mayHoldAllows(name string, prev *serverState) bool {
 	if prev != nil {
 		return prev.bindings > 0 || prev.gateVersion > prev.applied
 	}
 	_, revoking := c.revoking[name]
-	return revoking
+	return revoking || !c.passApplied
 }
 
 // union keeps the addresses of earlier successful answers for the same
@@ -297,6 +298,7 @@ func (c *Coordinator) Applied(version uint64, report netpolcontroller.EgressRepo
 		}
 	}
 	if !report.Blocked {
+		c.passApplied = true
 		for name, v := range c.revoking {
 			if v <= version && !report.Failed.Has(name) {
 				delete(c.revoking, name)
