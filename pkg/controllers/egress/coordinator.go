@@ -141,6 +141,9 @@ type Coordinator struct {
 	// passApplied: a NetworkPolicy pass has landed since this process
 	// started, so allows of servers changed while it was down are gone.
 	passApplied bool
+	// blocked: the last pass could not write a namespace's default deny,
+	// which keeps every gate closed.
+	blocked bool
 	version  uint64 // bumped on every change of what a pass must program
 }
 

@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	core "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
@@ -415,5 +416,55 @@ func TestServersWithoutBindingsWaitForTheFirstPass(t *testing.T) {
 	f.c.Applied(version, netpolcontroller.EgressReport{Blocked: true})
 	assert.False(t, f.c.Ready(f.server), "a blocked pass revoked nothing")
 	f.c.Applied(version, netpolcontroller.EgressReport{})
+	assert.True(t, f.c.Ready(f.server))
+}
+
+// The gate the McpServer controller reads may be asked before the
+// coordinator has synced the server: without state, it opens only when no
+// allow can be left under the name.
+func TestStatelessGateWaitsLikeASyncedOne(t *testing.T) {
+	f := newFixture(t)
+	assert.False(t, f.c.Ready(f.server), "no pass has landed since the start")
+	f.c.Applied(0, netpolcontroller.EgressReport{})
+	assert.True(t, f.c.Ready(f.server))
+
+	// Deleted with an allow; re-created without bindings and asked about
+	// before the coordinator syncs it.
+	f.update(t, func(s *clerumv1alpha1.McpServer) {
+		s.Spec.EgressBindings = []clerumv1alpha1.EgressBinding{{Name: "net", CIDR: "93.184.216.0/24", Port: ptr.To[int32](443)}}
+	})
+	f.sync(t)
+	_, version := f.c.Snapshot()
+	f.c.Applied(version, netpolcontroller.EgressReport{})
+	require.NoError(t, f.indexer.Delete(f.server))
+	f.sync(t)
+	again := f.server.DeepCopy()
+	again.UID, again.Generation, again.Spec.EgressBindings = "uid-2", 1, nil
+	assert.False(t, f.c.Ready(again), "the old incarnation's allow may still be in the cluster")
+}
+
+// A pass that failed to revoke the allows of a server the coordinator
+// has no state for keeps it gated until a pass succeeds.
+func TestFailedRevocationOfAStatelessServerKeepsItGated(t *testing.T) {
+	f := newFixture(t)
+	f.c.Applied(1, netpolcontroller.EgressReport{Failed: sets.New("s1")})
+	assert.False(t, f.c.Ready(f.server))
+	f.sync(t)
+	assert.False(t, f.c.Ready(f.server), "synced, it still waits")
+	_, version := f.c.Snapshot()
+	f.c.Applied(version, netpolcontroller.EgressReport{})
+	assert.True(t, f.c.Ready(f.server))
+}
+
+// While a pass cannot write a namespace's default deny, no gate opens,
+// a binding-less server's included.
+func TestBlockedPassClosesEveryGate(t *testing.T) {
+	f := newFixture(t)
+	f.c.Applied(0, netpolcontroller.EgressReport{})
+	f.sync(t)
+	require.True(t, f.c.Ready(f.server))
+	f.c.Applied(1, netpolcontroller.EgressReport{Blocked: true})
+	assert.False(t, f.c.Ready(f.server))
+	f.c.Applied(1, netpolcontroller.EgressReport{})
 	assert.True(t, f.c.Ready(f.server))
 }

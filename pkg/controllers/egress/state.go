@@ -297,6 +297,22 @@ func (c *Coordinator) Applied(version uint64, report netpolcontroller.EgressRepo
 			touched = append(touched, name)
 		}
 	}
+	// A server the coordinator has no state for whose revocations failed
+	// (its bindings went while no controller ran) waits like a forgotten
+	// one, until a pass revokes them.
+	for name := range report.Failed {
+		if _, ok := c.states[name]; !ok {
+			c.revoking[name] = version
+			touched = append(touched, name)
+		}
+	}
+	if c.blocked != report.Blocked {
+		// Every gate follows the namespace default deny.
+		for name := range c.states {
+			touched = append(touched, name)
+		}
+	}
+	c.blocked = report.Blocked
 	if !report.Blocked {
 		c.passApplied = true
 		for name, v := range c.revoking {
@@ -307,6 +323,7 @@ func (c *Coordinator) Applied(version uint64, report netpolcontroller.EgressRepo
 	}
 	c.mu.Unlock()
 	slices.Sort(touched)
+	touched = slices.Compact(touched)
 	for _, name := range touched {
 		c.queue.Add(name)
 		c.onGate(name)
@@ -323,9 +340,12 @@ func (c *Coordinator) Applied(version uint64, report netpolcontroller.EgressRepo
 func (c *Coordinator) Ready(server *clerumv1alpha1.McpServer) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.blocked {
+		return false
+	}
 	st, ok := c.states[server.Name]
 	if !ok {
-		return len(server.Spec.EgressBindings) == 0
+		return len(server.Spec.EgressBindings) == 0 && !c.mayHoldAllows(server.Name, nil)
 	}
 	return st.open(server)
 }
