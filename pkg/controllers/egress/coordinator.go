@@ -144,7 +144,7 @@ type Coordinator struct {
 	// blocked: the last pass could not write a namespace's default deny,
 	// which keeps every gate closed.
 	blocked bool
-	version  uint64 // bumped on every change of what a pass must program
+	version uint64 // bumped on every change of what a pass must program
 }
 
 // New returns a coordinator over the McpServers of opts.Namespace, taken
