@@ -50,8 +50,9 @@ func main() {
 	defer stop()
 	r := &runner{root: "."}
 	err := r.run(ctx)
-	r.shutdown()
-	if err != nil && ctx.Err() == nil {
+	failed := err != nil && ctx.Err() == nil
+	r.shutdown(failed)
+	if failed {
 		progress("error: %v", err)
 		os.Exit(1)
 	}
@@ -202,8 +203,9 @@ func (r *runner) startControlAPI() (string, error) {
 }
 
 // shutdown stops what run started, the binaries first and the cluster
-// last.
-func (r *runner) shutdown() {
+// last. After a failure the binaries' logs stay, since the error names
+// them.
+func (r *runner) shutdown(failed bool) {
 	for i := len(r.processes) - 1; i >= 0; i-- {
 		if err := r.processes[i].Stop(); err != nil {
 			progress("%v", err)
@@ -220,7 +222,11 @@ func (r *runner) shutdown() {
 			progress("%v", err)
 		}
 	}
-	if r.dir != "" {
+	switch {
+	case r.dir == "":
+	case failed:
+		progress("the binaries' logs stay in %s", r.dir)
+	default:
 		_ = os.RemoveAll(r.dir)
 	}
 }

@@ -261,24 +261,36 @@ func (r *runner) printInventoryCommand(ctx context.Context, w *watcher, devURL, 
 		return nil
 	}
 	for {
-		token, expires, err := w.accessToken(ctx, devURL, host)
-		if err != nil {
-			return err
+		next := tokenRefresh
+		if err := w.printOne(ctx, devURL, apiURL, host); err != nil {
+			// A Host being rolled or hcc-api restarting is no reason to
+			// stop the cluster: try again shortly.
+			next = 5 * time.Second
+			progress("could not make a fresh inventory command (retrying in %s): %v", next, err)
 		}
-		status, count, err := inventory(ctx, apiURL, token)
-		if err != nil {
-			return err
-		}
-		fmt.Printf("\nThe v2 inventory of Host %s/%s (%d servers, HTTP %d), with an access token valid until %s:\n",
-			host.Namespace, host.Name, count, status, expires.Local().Format(time.TimeOnly))
-		fmt.Printf("curl -sS -H 'Authorization: Bearer %s' %s/api/v2/hosts/self/mcpservers\n", token, apiURL)
-		fmt.Printf("(a fresh command follows every %s; Ctrl-C stops everything)\n", tokenRefresh)
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(tokenRefresh):
+		case <-time.After(next):
 		}
 	}
+}
+
+// printOne exchanges host's credential and prints one inventory command.
+func (w *watcher) printOne(ctx context.Context, devURL, apiURL string, host *clerumv1alpha1.Host) error {
+	token, expires, err := w.accessToken(ctx, devURL, host)
+	if err != nil {
+		return err
+	}
+	status, count, err := inventory(ctx, apiURL, token)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("\nThe v2 inventory of Host %s/%s (%d servers, HTTP %d), with an access token valid until %s:\n",
+		host.Namespace, host.Name, count, status, expires.Local().Format(time.TimeOnly))
+	fmt.Printf("curl -sS -H 'Authorization: Bearer %s' %s/api/v2/hosts/self/mcpservers\n", token, apiURL)
+	fmt.Printf("(a fresh command follows every %s; Ctrl-C stops everything)\n", tokenRefresh)
+	return nil
 }
 
 // readyHost returns the first Host, by namespace and name, whose Ready

@@ -18,11 +18,14 @@ import (
 const statusWriteTTL = time.Minute
 
 // StatusWrites remembers the status this process last applied to each
-// object until the informer shows that write, so that a sync which runs
-// before then — a requeue or another event racing the watch — does not
-// apply the same status a second time. A reconciler's "changed?" test
-// compares with the cache; without this, a cache one write behind makes it
-// write every change twice. It is safe for concurrent use.
+// object while the informer still shows the object that status was
+// computed from, so that a sync which runs before the watch delivers the
+// write — a requeue or another event racing it — does not apply the same
+// status a second time. A reconciler's "changed?" test compares with the
+// cache; without this, a cache one write behind makes it write every change
+// twice. Once the cache shows anything newer (our write, or someone else's
+// after it), the cache is compared with as usual. It is safe for concurrent
+// use.
 type StatusWrites struct {
 	clock clock.PassiveClock
 
@@ -32,9 +35,11 @@ type StatusWrites struct {
 }
 
 type statusWrite struct {
-	digest          [sha256.Size]byte
-	resourceVersion string // of the object the write returned
-	at              time.Time
+	digest [sha256.Size]byte
+	// basis is the resourceVersion of the cached object the write was
+	// computed from.
+	basis string
+	at    time.Time
 }
 
 // NewStatusWrites returns an empty memory; nil clk means the real clock.
@@ -46,10 +51,10 @@ func NewStatusWrites(clk clock.PassiveClock) *StatusWrites {
 }
 
 // Repeats reports whether apply (a status apply configuration) is the
-// status last written to cached's object while the cache does not show
-// that write yet: the caller then skips the write. Conditions'
-// lastTransitionTime is ignored, since a sync computing from the older
-// cache stamps a transition again.
+// status last written from the very object the cache still shows as
+// cached: the caller then skips the write. Conditions' lastTransitionTime
+// is ignored, since a sync computing from the same old object stamps a
+// transition again.
 func (w *StatusWrites) Repeats(cached metav1.Object, apply any) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -57,8 +62,8 @@ func (w *StatusWrites) Repeats(cached metav1.Object, apply any) bool {
 	if !ok {
 		return false
 	}
-	if cached.GetResourceVersion() == last.resourceVersion || w.clock.Since(last.at) > statusWriteTTL {
-		// The cache has caught up (or never will): compare with it.
+	if cached.GetResourceVersion() != last.basis || w.clock.Since(last.at) > statusWriteTTL {
+		// The cache has moved on (or never will): compare with it.
 		delete(w.writes, cached.GetUID())
 		return false
 	}
@@ -66,9 +71,8 @@ func (w *StatusWrites) Repeats(cached metav1.Object, apply any) bool {
 	return ok && digest == last.digest
 }
 
-// Wrote records that apply was written; written is the object the server
-// returned.
-func (w *StatusWrites) Wrote(written metav1.Object, apply any) {
+// Wrote records that apply, computed from cached, was written.
+func (w *StatusWrites) Wrote(cached metav1.Object, apply any) {
 	digest, ok := statusDigest(apply)
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -81,10 +85,10 @@ func (w *StatusWrites) Wrote(written metav1.Object, apply any) {
 		}
 		w.lastPrune = now
 	}
-	if !ok || written == nil || written.GetUID() == "" {
+	if !ok || cached.GetUID() == "" {
 		return
 	}
-	w.writes[written.GetUID()] = statusWrite{digest: digest, resourceVersion: written.GetResourceVersion(), at: now}
+	w.writes[cached.GetUID()] = statusWrite{digest: digest, basis: cached.GetResourceVersion(), at: now}
 }
 
 // statusDigest hashes apply's JSON with every lastTransitionTime removed.
@@ -119,20 +123,21 @@ func dropTransitionTimes(v any) {
 	}
 }
 
-// ApplyStatus runs write, a server-side apply of the status apply to
-// cached's object, unless w says it repeats a write the cache has not shown
-// yet, and records it. A NotFound (the object is gone) is no error.
+// ApplyStatus runs write, a server-side apply of the status apply
+// computed from cached, unless w says it repeats a write made from the
+// same cached object, and records it. A NotFound (the object is gone) is
+// no error.
 func ApplyStatus(w *StatusWrites, cached metav1.Object, apply any, write func() (metav1.Object, error)) error {
 	if w.Repeats(cached, apply) {
 		return nil
 	}
-	written, err := write()
+	_, err := write()
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	w.Wrote(written, apply)
+	w.Wrote(cached, apply)
 	return nil
 }

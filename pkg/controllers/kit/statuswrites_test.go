@@ -26,19 +26,19 @@ func TestStatusWrites(t *testing.T) {
 	ready := statusApply("Available", now)
 
 	assert.False(t, w.Repeats(objectAt("4"), ready), "nothing written yet")
-	w.Wrote(objectAt("5"), ready)
-	assert.True(t, w.Repeats(objectAt("4"), ready), "the cache is behind the write: the same status is not written again")
+	w.Wrote(objectAt("4"), ready)
+	assert.True(t, w.Repeats(objectAt("4"), ready), "the cache still shows the object the write was computed from")
 	assert.True(t, w.Repeats(objectAt("4"), statusApply("Available", now.Add(time.Second))), "a transition stamped again is the same status")
 	assert.False(t, w.Repeats(objectAt("4"), statusApply("Progressing", now)), "another status is written")
 
-	assert.False(t, w.Repeats(objectAt("5"), ready), "the cache shows the write: compare with the cache")
+	assert.False(t, w.Repeats(objectAt("5"), ready), "the cache moved on (our write, or another writer's): compare with it")
 	assert.False(t, w.Repeats(objectAt("4"), ready), "and the write is forgotten")
 
-	w.Wrote(objectAt("7"), ready)
+	w.Wrote(objectAt("6"), ready)
 	clk.Step(statusWriteTTL + time.Second)
 	assert.False(t, w.Repeats(objectAt("6"), ready), "a write the cache never showed is forgotten after a minute")
 
-	other := &metav1.ObjectMeta{Name: "s", UID: "uid-2", ResourceVersion: "4"}
-	w.Wrote(objectAt("9"), ready)
+	other := &metav1.ObjectMeta{Name: "s", UID: "uid-2", ResourceVersion: "8"}
+	w.Wrote(objectAt("8"), ready)
 	assert.False(t, w.Repeats(other, ready), "a recreated object (another UID) is compared with the cache")
 }
