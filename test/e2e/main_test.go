@@ -34,8 +34,9 @@ const (
 var namespaces = []string{"control-plane", "mcp-server", "mcp-host", "rpc-proxy", "sandbox-recipes", "sandbox-ui", "channels", "gfs"}
 
 // auditPolicy records every write at Request level except the churn of
-// the cluster's own components (pods, nodes, leases, events), so the tests
-// can count what HCC writes.
+// the cluster's own components (pods, nodes, leases), so the tests can
+// count what HCC writes; Events only at Metadata level: the tests count
+// them, their bodies do not matter.
 const auditPolicy = `apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: [RequestReceived]
@@ -43,13 +44,18 @@ rules:
   - level: None
     resources:
       - group: ""
-        resources: [pods, pods/status, pods/binding, nodes, nodes/status, events, endpoints]
+        resources: [pods, pods/status, pods/binding, nodes, nodes/status, endpoints]
       - group: coordination.k8s.io
         resources: [leases]
-      - group: events.k8s.io
-        resources: [events]
       - group: discovery.k8s.io
         resources: [endpointslices]
+  - level: Metadata
+    verbs: [create, update, patch]
+    resources:
+      - group: ""
+        resources: [events]
+      - group: events.k8s.io
+        resources: [events]
   - level: Request
     verbs: [create, update, patch, delete, deletecollection]
   - level: None
