@@ -181,7 +181,7 @@ func TestHostSeesItsContext(t *testing.T) {
 			return true
 		}
 	}
-	require.True(t, policiesExist(true)(), "beta's L2 policies exist while it is granted")
+	e.eventually("beta's L2 policies exist while it is granted", 30*time.Second, policiesExist(true))
 
 	e.update(contextOf("team", "alpha", "delta"))
 	e.eventually("the credential route refuses beta", 30*time.Second, func() bool {

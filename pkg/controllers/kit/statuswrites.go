@@ -3,6 +3,7 @@ package kit
 import (
 	"crypto/sha256"
 	"encoding/json"
+	"strconv"
 	"sync"
 	"time"
 
@@ -18,14 +19,13 @@ import (
 const statusWriteTTL = time.Minute
 
 // StatusWrites remembers the status this process last applied to each
-// object while the informer still shows the object that status was
-// computed from, so that a sync which runs before the watch delivers the
-// write — a requeue or another event racing it — does not apply the same
-// status a second time. A reconciler's "changed?" test compares with the
-// cache; without this, a cache one write behind makes it write every change
-// twice. Once the cache shows anything newer (our write, or someone else's
-// after it), the cache is compared with as usual. It is safe for concurrent
-// use.
+// object until the informer shows that write, so that a sync which runs
+// before then — a requeue, or another writer's event racing the watch —
+// does not apply the same status a second time. A reconciler's "changed?"
+// test compares with the cache; without this, a cache one write behind
+// makes it write one change twice. Once the cache shows the write or
+// anything after it (another writer overwriting our fields included), the
+// cache is compared with as usual. It is safe for concurrent use.
 type StatusWrites struct {
 	clock clock.PassiveClock
 
@@ -37,9 +37,9 @@ type StatusWrites struct {
 type statusWrite struct {
 	digest [sha256.Size]byte
 	// basis is the resourceVersion of the cached object the write was
-	// computed from.
-	basis string
-	at    time.Time
+	// computed from, written that of the object the write returned.
+	basis, written string
+	at             time.Time
 }
 
 // NewStatusWrites returns an empty memory; nil clk means the real clock.
@@ -51,10 +51,10 @@ func NewStatusWrites(clk clock.PassiveClock) *StatusWrites {
 }
 
 // Repeats reports whether apply (a status apply configuration) is the
-// status last written from the very object the cache still shows as
-// cached: the caller then skips the write. Conditions' lastTransitionTime
-// is ignored, since a sync computing from the same old object stamps a
-// transition again.
+// status last written to cached's object while the cache does not show
+// that write yet: the caller then skips the write. Conditions'
+// lastTransitionTime is ignored, since a sync computing from an older
+// object stamps a transition again.
 func (w *StatusWrites) Repeats(cached metav1.Object, apply any) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -62,8 +62,9 @@ func (w *StatusWrites) Repeats(cached metav1.Object, apply any) bool {
 	if !ok {
 		return false
 	}
-	if cached.GetResourceVersion() != last.basis || w.clock.Since(last.at) > statusWriteTTL {
-		// The cache has moved on (or never will): compare with it.
+	if !last.behind(cached.GetResourceVersion()) || w.clock.Since(last.at) > statusWriteTTL {
+		// The cache shows the write or something newer (or never will):
+		// compare with it.
 		delete(w.writes, cached.GetUID())
 		return false
 	}
@@ -71,8 +72,22 @@ func (w *StatusWrites) Repeats(cached metav1.Object, apply any) bool {
 	return ok && digest == last.digest
 }
 
-// Wrote records that apply, computed from cached, was written.
-func (w *StatusWrites) Wrote(cached metav1.Object, apply any) {
+// behind reports whether a cached object of resourceVersion rv predates
+// the write. resourceVersions are etcd revisions, so an older object has a
+// smaller one; where they do not parse as numbers, only the object the
+// write was computed from counts as older.
+func (last statusWrite) behind(rv string) bool {
+	cachedRV, err1 := strconv.ParseUint(rv, 10, 64)
+	writtenRV, err2 := strconv.ParseUint(last.written, 10, 64)
+	if err1 != nil || err2 != nil {
+		return rv == last.basis
+	}
+	return cachedRV < writtenRV
+}
+
+// Wrote records that apply, computed from cached, was written; written is
+// the object the server returned.
+func (w *StatusWrites) Wrote(cached, written metav1.Object, apply any) {
 	digest, ok := statusDigest(apply)
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -85,10 +100,11 @@ func (w *StatusWrites) Wrote(cached metav1.Object, apply any) {
 		}
 		w.lastPrune = now
 	}
-	if !ok || cached.GetUID() == "" {
+	if !ok || cached.GetUID() == "" || written == nil {
 		return
 	}
-	w.writes[cached.GetUID()] = statusWrite{digest: digest, basis: cached.GetResourceVersion(), at: now}
+	w.writes[cached.GetUID()] = statusWrite{digest: digest, basis: cached.GetResourceVersion(),
+		written: written.GetResourceVersion(), at: now}
 }
 
 // statusDigest hashes apply's JSON with every lastTransitionTime removed.
@@ -124,20 +140,20 @@ func dropTransitionTimes(v any) {
 }
 
 // ApplyStatus runs write, a server-side apply of the status apply
-// computed from cached, unless w says it repeats a write made from the
-// same cached object, and records it. A NotFound (the object is gone) is
+// computed from cached, unless w says it repeats a write the cache does
+// not show yet, and records it. A NotFound (the object is gone) is
 // no error.
 func ApplyStatus(w *StatusWrites, cached metav1.Object, apply any, write func() (metav1.Object, error)) error {
 	if w.Repeats(cached, apply) {
 		return nil
 	}
-	_, err := write()
+	written, err := write()
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	w.Wrote(cached, apply)
+	w.Wrote(cached, written, apply)
 	return nil
 }
