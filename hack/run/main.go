@@ -96,7 +96,11 @@ func (r *runner) run(ctx context.Context) error {
 		}
 		controllerKubeconfig, apiKubeconfig = external, external
 	} else {
-		progress("starting the local cluster (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok); the first run builds them, about ten minutes")
+		progress("building or reusing the local cluster's binaries (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok); the first run builds them, about ten minutes")
+		if _, err := controlplane.EnsureBinaries(ctx, true); err != nil {
+			return fmt.Errorf("local cluster binaries: %w", err)
+		}
+		progress("starting the local cluster")
 		r.cluster, err = controlplane.New(controlplane.Options{
 			CRDDir:  filepath.Join(r.root, "deploy", "crds"),
 			Cluster: true,

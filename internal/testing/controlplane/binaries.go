@@ -2,6 +2,7 @@ package controlplane
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -10,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
+	"time"
 )
 
 // binDirEnv names a directory holding prebuilt etcd and kube-apiserver
@@ -56,15 +59,36 @@ func findBinDir(names []string) (string, error) {
 // the directory it prints. Its progress goes straight to stderr because a
 // cold build takes minutes and should not look like a hang.
 func ensureBinaries(names []string) (string, error) {
+	return ensureBinariesContext(context.Background(), names)
+}
+
+// EnsureBinaries builds (or finds cached) the binaries of a control plane,
+// all five of the local cluster with cluster, and returns their directory.
+// It ignores HCC_CONTROLPLANE_BIN. Ending ctx stops a build at once — the
+// go command and the compilers it runs — which New, taking no context,
+// cannot: make run calls this first so that Ctrl-C during a first build
+// returns promptly.
+func EnsureBinaries(ctx context.Context, cluster bool) (string, error) {
+	if cluster {
+		return ensureBinariesContext(ctx, clusterBinaries)
+	}
+	return ensureBinariesContext(ctx, apiServerBinaries)
+}
+
+func ensureBinariesContext(ctx context.Context, names []string) (string, error) {
 	root, err := repoRoot()
 	if err != nil {
 		return "", err
 	}
 	var stdout bytes.Buffer
-	cmd := exec.Command("go", "run", ".", "ensure", "--components", strings.Join(names, ","))
+	cmd := exec.CommandContext(ctx, "go", "run", ".", "ensure", "--components", strings.Join(names, ","))
 	cmd.Dir = filepath.Join(root, "hack", "controlplane")
 	cmd.Stdout = &stdout
 	cmd.Stderr = os.Stderr
+	// Its own process group, so a cancel reaches the build it runs too.
+	cmd.SysProcAttr = sysProcAttr()
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM) }
+	cmd.WaitDelay = 10 * time.Second
 	if err := cmd.Run(); err != nil {
 		return "", fmt.Errorf("building control-plane binaries (go run . ensure in %s; or set $%s): %w", cmd.Dir, binDirEnv, err)
 	}
