@@ -6,18 +6,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
-	"strings"
 	"time"
-
-	appsv1 "k8s.io/api/apps/v1"
-	"sigs.k8s.io/yaml"
 
 	"github.com/clerum/hcc/internal/testing/controlplane"
 )
@@ -51,12 +45,12 @@ type endpoints struct {
 // the shipped values, which that cluster's pods can reach.
 func (r *runner) startBinaries(ctx context.Context, local bool, controlAPIURL, controllerKubeconfig, apiKubeconfig string) (endpoints, error) {
 	var ep endpoints
-	ports, err := freePorts(2)
+	ports, err := controlplane.FreePorts(2)
 	if err != nil {
 		return ep, err
 	}
 	base := filepath.Join(r.root, "deploy", "base")
-	controllerEnv, err := shippedEnv(filepath.Join(base, "controller", "deployment.yaml"))
+	controllerEnv, err := controlplane.ShippedEnv(filepath.Join(base, "controller", "deployment.yaml"))
 	if err != nil {
 		return ep, err
 	}
@@ -73,7 +67,7 @@ func (r *runner) startBinaries(ctx context.Context, local bool, controlAPIURL, c
 			"CONTEXT_MAPPER_HOST_WORKSPACE_STORAGE_CLASS="+controlplane.StorageClass,
 		)
 	}
-	apiEnv, err := shippedEnv(filepath.Join(base, "api", "deployment.yaml"))
+	apiEnv, err := controlplane.ShippedEnv(filepath.Join(base, "api", "deployment.yaml"))
 	if err != nil {
 		return ep, err
 	}
@@ -93,7 +87,7 @@ func (r *runner) startBinaries(ctx context.Context, local bool, controlAPIURL, c
 	} {
 		log := filepath.Join(r.dir, b.name+".log")
 		p, err := controlplane.StartProcess(b.name, filepath.Join(r.root, "bin", b.name),
-			[]string{"--kubeconfig", b.kubeconfig}, append(baseEnv(), b.env...), log)
+			[]string{"--kubeconfig", b.kubeconfig}, append(controlplane.BinaryEnv(), b.env...), log)
 		if err != nil {
 			return ep, err
 		}
@@ -106,47 +100,6 @@ func (r *runner) startBinaries(ctx context.Context, local bool, controlAPIURL, c
 	ep.controller = fmt.Sprintf("http://127.0.0.1:%d", ports[0])
 	ep.api = fmt.Sprintf("http://127.0.0.1:%d", ports[1])
 	return ep, nil
-}
-
-// shippedEnv returns the literal env entries (NAME=value) of the first
-// container of the Deployment in path: make run runs the binaries with the
-// configuration they ship with. Entries read from Secrets or ConfigMaps
-// are left to the caller.
-func shippedEnv(path string) ([]string, error) {
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	var d appsv1.Deployment
-	if err := yaml.Unmarshal(raw, &d); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	if len(d.Spec.Template.Spec.Containers) == 0 {
-		return nil, fmt.Errorf("%s: no container", path)
-	}
-	var env []string
-	for _, e := range d.Spec.Template.Spec.Containers[0].Env {
-		if e.ValueFrom == nil {
-			env = append(env, e.Name+"="+e.Value)
-		}
-	}
-	return env, nil
-}
-
-// baseEnv is what the binaries inherit: the caller's environment without
-// KUBECONFIG (each gets --kubeconfig) and without any HCC setting of the
-// caller's shell, so the shipped values apply.
-func baseEnv() []string {
-	prefixes := []string{"HCC_", "CONTEXT_MAPPER_", "CONTROL_API_", "MCP_HOST_", "INTERNAL_CONTROL_", "CLERUM_"}
-	var env []string
-	for _, kv := range os.Environ() {
-		name, _, _ := strings.Cut(kv, "=")
-		if name == "KUBECONFIG" || slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(name, p) }) {
-			continue
-		}
-		env = append(env, kv)
-	}
-	return env
 }
 
 func randomHex() string {
@@ -178,17 +131,4 @@ func waitHealthy(ctx context.Context, p *controlplane.Process, url string) error
 		}
 	}
 	return errors.New("no healthy answer within a minute")
-}
-
-func freePorts(n int) ([]int, error) {
-	ports := make([]int, 0, n)
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		defer l.Close()
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }

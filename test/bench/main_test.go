@@ -31,10 +31,8 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/stretchr/testify/require"
-	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
-	"sigs.k8s.io/yaml"
 
 	"github.com/clerum/hcc/internal/testing/controlplane"
 )
@@ -125,7 +123,7 @@ func startBinary(b *testing.B, name, bin, kubeconfig string, port int, environ [
 	b.Helper()
 	log := filepath.Join(b.TempDir(), name+".log")
 	started := time.Now()
-	p, err := controlplane.StartProcess(name, bin, []string{"--kubeconfig", kubeconfig}, append(cleanEnv(), environ...), log)
+	p, err := controlplane.StartProcess(name, bin, []string{"--kubeconfig", kubeconfig}, append(controlplane.BinaryEnv(), environ...), log)
 	require.NoError(b, err)
 	proc := &process{Process: p, name: name, base: fmt.Sprintf("http://127.0.0.1:%d", port), log: log, started: started}
 	b.Cleanup(func() {
@@ -192,35 +190,12 @@ func (p *process) logProblems(b *testing.B, limit int) (errors, warnings []strin
 	return errors, warnings, nErrors, nWarnings
 }
 
-// cleanEnv is this process's environment without anything a binary reads.
-func cleanEnv() []string {
-	var out []string
-	for _, kv := range os.Environ() {
-		name, _, _ := strings.Cut(kv, "=")
-		if name == "KUBECONFIG" || strings.HasPrefix(name, "HCC_") || strings.HasPrefix(name, "CONTEXT_MAPPER_") || strings.HasPrefix(name, "CLERUM_") {
-			continue
-		}
-		out = append(out, kv)
-	}
-	return out
-}
-
-// shippedEnv is the literal env of the first container of the Deployment
-// of deploy/base/COMPONENT/deployment.yaml (entries from Secrets and
-// ConfigMaps are the caller's).
+// shippedEnv is the literal env of deploy/base/COMPONENT/deployment.yaml.
 func shippedEnv(b *testing.B, component string) []string {
 	b.Helper()
-	raw, err := os.ReadFile(filepath.Join(repoRoot, "deploy", "base", component, "deployment.yaml"))
+	env, err := controlplane.ShippedEnv(filepath.Join(repoRoot, "deploy", "base", component, "deployment.yaml"))
 	require.NoError(b, err)
-	var d appsv1.Deployment
-	require.NoError(b, yaml.Unmarshal(raw, &d))
-	var out []string
-	for _, e := range d.Spec.Template.Spec.Containers[0].Env {
-		if e.ValueFrom == nil {
-			out = append(out, e.Name+"="+e.Value)
-		}
-	}
-	return out
+	return env
 }
 
 // parallel runs f for 0..n-1 on workers goroutines and fails b on the

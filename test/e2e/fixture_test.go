@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -129,7 +128,7 @@ func (e *env) start(name, identity, kubeconfig string, port int, environ []strin
 	dir, err := binaries()
 	require.NoError(e.t, err)
 	log := filepath.Join(e.t.TempDir(), name+"-"+identity+".log")
-	p, err := controlplane.StartProcess(name, filepath.Join(dir, name), []string{"--kubeconfig", kubeconfig}, append(cleanEnv(), environ...), log)
+	p, err := controlplane.StartProcess(name, filepath.Join(dir, name), []string{"--kubeconfig", kubeconfig}, append(controlplane.BinaryEnv(), environ...), log)
 	require.NoError(e.t, err)
 	b := &binary{Process: p, name: name + " " + identity, base: fmt.Sprintf("http://127.0.0.1:%d", port), log: log}
 	e.t.Cleanup(func() {
@@ -154,33 +153,12 @@ func (e *env) start(name, identity, kubeconfig string, port int, environ []strin
 	return b
 }
 
-// cleanEnv is this process's environment without anything a binary reads.
-func cleanEnv() []string {
-	var out []string
-	for _, kv := range os.Environ() {
-		name, _, _ := strings.Cut(kv, "=")
-		if name == "KUBECONFIG" || strings.HasPrefix(name, "HCC_") || strings.HasPrefix(name, "CONTEXT_MAPPER_") || strings.HasPrefix(name, "CLERUM_") {
-			continue
-		}
-		out = append(out, kv)
-	}
-	return out
-}
-
-// shippedEnv is the literal env of the Deployment's first container.
+// shippedEnv is the literal env of the Deployment manifest at path.
 func shippedEnv(t *testing.T, path string) []string {
 	t.Helper()
-	raw, err := os.ReadFile(path)
+	env, err := controlplane.ShippedEnv(path)
 	require.NoError(t, err)
-	var d appsv1.Deployment
-	require.NoError(t, yaml.Unmarshal(raw, &d))
-	var out []string
-	for _, e := range d.Spec.Template.Spec.Containers[0].Env {
-		if e.ValueFrom == nil {
-			out = append(out, e.Name+"="+e.Value)
-		}
-	}
-	return out
+	return env
 }
 
 func (e *env) eventually(what string, timeout time.Duration, cond func() bool) {
