@@ -28,6 +28,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -186,7 +187,7 @@ func (s *Server) bootstrapCredentials(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req bootstrapRequest
-	if err := decodeStrict(r.Body, &req); err != nil || req.Namespace == "" || req.HostRef == "" || req.HostUID == "" {
+	if err := decodeStrict(r.Body, &req, "namespace", "hostRef", "hostUid"); err != nil || req.Namespace == "" || req.HostRef == "" || req.HostUID == "" {
 		s.refuse(w, http.StatusBadRequest, "bootstrap: body is not {namespace, hostRef, hostUid}")
 		return
 	}
@@ -214,7 +215,7 @@ type exchangeRequest struct {
 
 func (s *Server) tokenExchange(w http.ResponseWriter, r *http.Request) {
 	var req exchangeRequest
-	if err := decodeStrict(r.Body, &req); err != nil || req.Credential == "" {
+	if err := decodeStrict(r.Body, &req, "credential"); err != nil || req.Credential == "" {
 		s.refuse(w, http.StatusBadRequest, "exchange: body is not {credential}")
 		return
 	}
@@ -307,18 +308,45 @@ func (s *Server) refuse(w http.ResponseWriter, status int, why string) {
 	writeJSON(w, status, map[string]string{"error": strings.ToLower(strings.ReplaceAll(http.StatusText(status), " ", "_"))})
 }
 
-// decodeStrict reads one JSON object with only v's members and nothing
-// after it.
-func decodeStrict(body io.Reader, v any) error {
-	dec := json.NewDecoder(io.LimitReader(body, maxBodyBytes))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+// decodeStrict reads one JSON object whose members are exactly the JSON
+// names of v's fields — matched case-sensitively, each once — with
+// nothing after it. (encoding/json alone matches names case-insensitively
+// and lets a duplicate's last value win.)
+func decodeStrict(body io.Reader, v any, members ...string) error {
+	raw, err := io.ReadAll(io.LimitReader(body, maxBodyBytes+1))
+	if err != nil {
+		return err
+	}
+	if len(raw) > maxBodyBytes {
+		return errors.New("body too large")
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return errors.New("not a JSON object")
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		name, _ := tok.(string)
+		if seen[name] || !slices.Contains(members, name) {
+			return fmt.Errorf("unexpected or repeated member %q", name)
+		}
+		seen[name] = true
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return err
+		}
+	}
+	if _, err := dec.Token(); err != nil { // the closing brace
 		return err
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return errors.New("data after the JSON object")
 	}
-	return nil
+	return json.Unmarshal(raw, v)
 }
 
 func randomCredential() (string, error) {

@@ -138,6 +138,8 @@ func TestRefusals(t *testing.T) {
 		"trailing data":            {RouteBootstrapCredentials, good, body + `{}`, http.StatusBadRequest},
 		"unknown credential":       {RouteTokenExchange, "", `{"credential":"nope"}`, http.StatusUnauthorized},
 		"exchange, wrong member":   {RouteTokenExchange, "", `{"token":"nope"}`, http.StatusBadRequest},
+		"exchange, case variant":   {RouteTokenExchange, "", `{"Credential":"nope"}`, http.StatusBadRequest},
+		"duplicate member":         {RouteBootstrapCredentials, good, `{"namespace":"a","hostRef":"b","hostUid":"c","hostUid":"d"}`, http.StatusBadRequest},
 	} {
 		t.Run(name, func(t *testing.T) {
 			code, out := post(t, srv.URL+tc.route, tc.bearer, tc.body)
