@@ -55,7 +55,10 @@ func (r *runner) startBinaries(ctx context.Context, local bool, controlAPIURL, c
 		return ep, err
 	}
 	controllerEnv = append(controllerEnv,
-		"POD_NAME=make-run",
+		// A leader-election identity of its own: two make runs against one
+		// cluster (HCC_KUBECONFIG) must not both believe they hold the
+		// Lease.
+		fmt.Sprintf("POD_NAME=make-run-%d", os.Getpid()),
 		"HCC_CONTROLLER_PORT="+strconv.Itoa(ports[0]),
 		"INTERNAL_CONTROL_JWT_HCC_HMAC_SECRET="+string(r.controlAPI.HMACSecret()),
 		"CONTROL_API_BASE_URL="+controlAPIURL,

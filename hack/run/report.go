@@ -260,13 +260,22 @@ func (r *runner) printInventoryCommand(ctx context.Context, w *watcher, devURL, 
 		<-ctx.Done()
 		return nil
 	}
-	for {
+	for failures := 0; ; {
 		next := tokenRefresh
 		if err := w.printOne(ctx, devURL, apiURL, host); err != nil {
 			// A Host being rolled or hcc-api restarting is no reason to
-			// stop the cluster: try again shortly.
-			next = 5 * time.Second
+			// stop the cluster: try again, shortly at first.
+			failures++
+			if failures <= 3 {
+				next = 5 * time.Second
+			}
 			progress("could not make a fresh inventory command (retrying in %s): %v", next, err)
+			if failures == 3 {
+				progress("only a credential this run's development Control API issued exchanges here; " +
+					"one from another Control API (an earlier run, the platform's) does not until the controller replaces it")
+			}
+		} else {
+			failures = 0
 		}
 		select {
 		case <-ctx.Done():
