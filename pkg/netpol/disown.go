@@ -168,7 +168,7 @@ func (j *Judge) disposeContextAllow(x string) (Disposition, string) {
 		if j.observed.RetiredContextIDs[id] || j.observed.DeletedServers[server] {
 			return Disowned, server
 		}
-		if s, ok := j.servers[server]; ok && !s.Spec.IsEnabled() {
+		if s, ok := j.servers[server]; ok && !j.opts.ServerActive(s) {
 			return Disowned, server
 		}
 		if holder, ok := j.holders[id]; ok && !slices.Contains(holder.Spec.McpServers, server) {

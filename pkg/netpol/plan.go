@@ -107,7 +107,7 @@ func newPlanner(inv Inventory, opts Options) *planner {
 		// A name that is not a DNS label cannot be a label value, so no
 		// policy could select the server's pods (the CRD rejects such names;
 		// render input may hold them).
-		if _, dup := servers[s.Name]; dup || !s.Spec.IsEnabled() || len(validation.IsDNS1123Label(s.Name)) > 0 {
+		if _, dup := servers[s.Name]; dup || !opts.ServerActive(s) || len(validation.IsDNS1123Label(s.Name)) > 0 {
 			continue
 		}
 		servers[s.Name] = s

@@ -44,6 +44,18 @@ type Options struct {
 	// ClusterDomain (CONTEXT_MAPPER_CLUSTER_DOMAIN): hostnames under it are
 	// refused like *.cluster.local.
 	ClusterDomain string
+
+	// ImageRefused, when set, reports whether the image allowlist in enforce
+	// mode refuses a server: such a server is planned and judged like a
+	// disabled one (no allows; its allows are disowned). Nil refuses none
+	// (audit mode).
+	ImageRefused func(*clerumv1alpha1.McpServer) bool
+}
+
+// ServerActive reports whether s may hold allows: it is enabled and the
+// image allowlist does not refuse it (docs/networkpolicy.md).
+func (o Options) ServerActive(s *clerumv1alpha1.McpServer) bool {
+	return s.Spec.IsEnabled() && (o.ImageRefused == nil || !o.ImageRefused(s))
 }
 
 // Inventory is everything the planner reads besides Options. Objects are
