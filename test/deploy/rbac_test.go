@@ -47,3 +47,29 @@ func TestLeaderElectionRoleNamesItsLease(t *testing.T) {
 		}
 	}
 }
+
+// TestNothingShippedWritesMcpHostConfig: mcp-host-config chooses the
+// environment of every Host and the key every WFC trusts, so only the
+// platform's deployer may write ConfigMaps in mcp-host. No Role the install
+// ships grants that, HCC's included (the controller reads them), and so
+// none can be handed on: RBAC lets a subject grant only what it holds.
+func TestNothingShippedWritesMcpHostConfig(t *testing.T) {
+	for _, tree := range []string{productionTree, minikubeTree} {
+		objs := build(t, tree)
+		assert.Empty(t, ofKind(objs, "ClusterRole"), tree)
+		assert.Empty(t, ofKind(objs, "ClusterRoleBinding"), tree)
+		for _, o := range ofKind(objs, "Role") {
+			if o.GetNamespace() != "mcp-host" {
+				continue
+			}
+			var role rbacv1.Role
+			typed(t, o, &role)
+			for _, verb := range []string{"create", "update", "patch", "delete", "deletecollection"} {
+				assert.False(t, roleAllows(role.Rules, verb, "", "configmaps", "mcp-host-config"),
+					"%s: Role %s may %s mcp-host-config", tree, role.Name, verb)
+				assert.False(t, roleAllows(role.Rules, verb, "", "configmaps", ""),
+					"%s: Role %s may %s ConfigMaps in mcp-host", tree, role.Name, verb)
+			}
+		}
+	}
+}
