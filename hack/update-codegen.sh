@@ -37,7 +37,10 @@ kube::codegen::gen_client \
 
 echo "generating CRDs (controller-gen ${CONTROLLER_TOOLS_VERSION})" >&2
 CONTROLLER_GEN=$(hcc::tool::controller_gen)
-# Only the generated files: deploy/crds/kustomization.yaml (which lists
-# them for deploy/base) is hand-written.
-rm -f deploy/crds/clerum.io_*.yaml
+# deploy/crds holds the generated CRDs and nothing else, so that
+# `kubectl apply -f deploy/crds` applies exactly them (docs/deploy.md): the
+# whole directory is regenerated, and hack/verify-codegen.sh reports any
+# other file there as stale.
+rm -rf deploy/crds
+mkdir -p deploy/crds
 "${CONTROLLER_GEN}" crd:crdVersions=v1 paths=./pkg/apis/... output:crd:artifacts:config=deploy/crds

@@ -5,6 +5,8 @@
 set -o errexit -o nounset -o pipefail
 
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+# deploy/crds is compared whole: a file there that update-codegen.sh does not
+# write (a kustomization.yaml, say) is reported as stale.
 GENERATED=(pkg/apis pkg/generated deploy/crds docs/configuration.md)
 
 SCRATCH=$(mktemp -d)

@@ -5,6 +5,8 @@ package deploy
 import (
 	"context"
 	"fmt"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -12,7 +14,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/discovery"
@@ -117,11 +121,41 @@ func (a *applier) applyAll(ctx context.Context, t *testing.T, objs []*unstructur
 // install and of the minikube overlay against a real kube-apiserver:
 // schema, defaulting, validation and admission, for the built-in kinds and
 // the CRDs alike.
+//
+// The control plane starts without HCC's CRDs, as a fresh cluster does:
+// `kubectl apply -f deploy/crds` is the first step of the install.
 func TestManifestsPassTheAPIServer(t *testing.T) {
-	cp := controlplane.Start(t, controlplane.Options{})
+	cp := controlplane.Start(t, controlplane.Options{CRDDir: t.TempDir()})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	a, kube := newApplier(t, cp)
+
+	// The first step, object by object as kubectl -f sends them: every
+	// document of every file must be an object some resource serves (a
+	// kustomization.yaml there is not).
+	t.Run("deploy/crds", func(t *testing.T) {
+		files := crdFiles(t)
+		require.NotEmpty(t, files)
+		for file, crd := range files {
+			assert.NoError(t, a.apply(ctx, crd, true), "the API server rejects %s", file)
+			assert.Empty(t, a.warnings.take(), "the API server warns about %s", file)
+		}
+	})
+
+	// The same with kubectl itself, as the install says.
+	t.Run("kubectl apply -f deploy/crds", func(t *testing.T) {
+		kubectl, err := exec.LookPath("kubectl")
+		if err != nil {
+			t.Skip("no kubectl on PATH; the subtest above dry-runs the same objects")
+		}
+		cmd := exec.CommandContext(ctx, kubectl, "--kubeconfig", cp.Kubeconfig(),
+			"apply", "--dry-run=server", "-f", filepath.Join(repoRoot(t), crdsDir))
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		for _, crd := range crdFiles(t) {
+			assert.Contains(t, string(out), "customresourcedefinition.apiextensions.k8s.io/"+crd.GetName()+" created (server dry run)")
+		}
+	})
 
 	t.Run("production", func(t *testing.T) {
 		objs := build(t, productionTree)
@@ -132,6 +166,49 @@ func TestManifestsPassTheAPIServer(t *testing.T) {
 			require.NoError(t, err)
 		}
 		a.applyAll(ctx, t, objs)
+	})
+
+	// The leader-election Role, applied for real and judged by the API
+	// server's RBAC authorizer for hcc-controller's account.
+	t.Run("leader election Role", func(t *testing.T) {
+		objs := build(t, productionTree)
+		// control-plane exists when the production subtest ran first.
+		_, err := kube.CoreV1().Namespaces().Create(ctx,
+			&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "control-plane"}}, metav1.CreateOptions{})
+		if !apierrors.IsAlreadyExists(err) {
+			require.NoError(t, err)
+		}
+		for _, o := range []*unstructured.Unstructured{
+			find(t, objs, "Role", "hcc-controller-leader-election"),
+			find(t, objs, "RoleBinding", "hcc-controller-leader-election"),
+		} {
+			require.NoError(t, a.apply(ctx, o, false), "%s %s", o.GetKind(), o.GetName())
+		}
+		a.warnings.take()
+		allowed := func(verb, name string) bool {
+			review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+				User:   "system:serviceaccount:control-plane:hcc-controller",
+				Groups: []string{"system:serviceaccounts", "system:serviceaccounts:control-plane", "system:authenticated"},
+				ResourceAttributes: &authorizationv1.ResourceAttributes{
+					Namespace: "control-plane", Verb: verb, Group: "coordination.k8s.io", Resource: "leases", Name: name,
+				},
+			}}
+			got, err := kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
+			require.NoError(t, err)
+			return got.Status.Allowed
+		}
+		// RBAC objects reach the authorizer's cache shortly after they are
+		// written: wait for the granted request to pass.
+		require.Eventually(t, func() bool { return allowed("get", "hcc-controller") }, 10*time.Second, 100*time.Millisecond,
+			"hcc-controller may not get its Lease")
+		for _, verb := range []string{"get", "update"} {
+			assert.True(t, allowed(verb, "hcc-controller"), "%s the hcc-controller Lease", verb)
+			assert.False(t, allowed(verb, "kube-scheduler"), "%s another component's Lease", verb)
+		}
+		assert.True(t, allowed("create", ""), "the first replica creates the Lease")
+		for _, verb := range []string{"list", "watch", "patch", "delete"} {
+			assert.False(t, allowed(verb, ""), "%s Leases", verb)
+		}
 	})
 
 	t.Run("minikube", func(t *testing.T) {

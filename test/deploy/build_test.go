@@ -15,7 +15,7 @@ import (
 
 // The trees under deploy/ that are built and applied as they are.
 const (
-	// productionTree is `kubectl apply -k deploy/`: the CRDs and base.
+	// productionTree is `kubectl apply -k deploy/`: base, without the CRDs.
 	productionTree = "deploy"
 	// baseTree is HCC's workloads alone.
 	baseTree = "deploy/base"

@@ -19,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
@@ -58,25 +59,6 @@ func TestProductionInstallCreatesNoNamespace(t *testing.T) {
 
 func TestProductionInstallIsBase(t *testing.T) {
 	assert.Equal(t, build(t, baseTree), build(t, productionTree), "deploy/ installs exactly deploy/base")
-}
-
-// TestProductionInstallHoldsEveryGeneratedCRD: make generate writes the
-// CRDs into deploy/crds; its kustomization must list each of them.
-func TestProductionInstallHoldsEveryGeneratedCRD(t *testing.T) {
-	generated, err := filepath.Glob(filepath.Join(repoRoot(t), "deploy", "crds", "clerum.io_*.yaml"))
-	require.NoError(t, err)
-	require.Len(t, generated, 5)
-	var want []string
-	for _, f := range generated {
-		// clerum.io_hosts.yaml holds hosts.clerum.io.
-		group, plural, _ := strings.Cut(strings.TrimSuffix(filepath.Base(f), ".yaml"), "_")
-		want = append(want, plural+"."+group)
-	}
-	var got []string
-	for _, crd := range ofKind(build(t, productionTree), "CustomResourceDefinition") {
-		got = append(got, crd.GetName())
-	}
-	assert.ElementsMatch(t, want, got)
 }
 
 func TestProductionWorkloads(t *testing.T) {
@@ -250,16 +232,14 @@ func TestMcpHostIsDeniedByDefault(t *testing.T) {
 	assert.Empty(t, deny.Spec.Ingress)
 	assert.Empty(t, deny.Spec.Egress)
 
-	var internet networkingv1.NetworkPolicy
-	typed(t, find(t, objs, "NetworkPolicy", "mcp-host-internet-egress"), &internet)
-	require.Len(t, internet.Spec.Egress, 1)
-	require.Len(t, internet.Spec.Egress[0].To, 1)
-	block := internet.Spec.Egress[0].To[0].IPBlock
-	require.NotNil(t, block)
-	assert.Equal(t, "0.0.0.0/0", block.CIDR)
-	assert.ElementsMatch(t, []string{"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "169.254.0.0/16", "127.0.0.0/8"}, block.Except)
-	require.Len(t, internet.Spec.Egress[0].Ports, 1)
-	assert.EqualValues(t, 443, internet.Spec.Egress[0].Ports[0].Port.IntVal)
+	// Base's except list is every IPv4 range HCC's own public-web egress
+	// never opens: the same safe default, with no cluster range (only an
+	// overlay knows those).
+	except := internetExcept(t, objs)
+	assert.ElementsMatch(t, publicEgressExceptionsV4(), except)
+	for _, must := range []string{"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "169.254.0.0/16", "127.0.0.0/8", "0.0.0.0/8", "198.18.0.0/15"} {
+		assert.Contains(t, except, must)
+	}
 
 	// The API-server rule of mcp-host is an ipBlock: a rule to every address
 	// on 443 would void the carve-outs above, since allows add up.
@@ -298,7 +278,11 @@ func TestMinikubeOverlayHoldsBase(t *testing.T) {
 	for _, o := range build(t, productionTree) {
 		assert.True(t, overlay[o.GetKind()+"/"+o.GetNamespace()+"/"+o.GetName()], "%s %s/%s", o.GetKind(), o.GetNamespace(), o.GetName())
 	}
-	assert.Empty(t, ofKind(build(t, minikubeTree), "ConfigMap"), "the overlay's variables are local-config: never applied")
+	var configMaps []string
+	for _, o := range ofKind(build(t, minikubeTree), "ConfigMap") {
+		configMaps = append(configMaps, o.GetNamespace()+"/"+o.GetName())
+	}
+	assert.Equal(t, []string{"mcp-host/mcp-host-config"}, configMaps, "base's one ConfigMap; the overlay's variables are local-config: never applied")
 }
 
 func TestMinikubeOverlayValues(t *testing.T) {
@@ -329,32 +313,23 @@ func TestMinikubeOverlayValues(t *testing.T) {
 	var k8s networkingv1.NetworkPolicy
 	typed(t, find(t, objs, "NetworkPolicy", "mcp-host-k8s-api-egress"), &k8s)
 	assert.Equal(t, "192.168.49.2/32", k8s.Spec.Egress[0].To[0].IPBlock.CIDR, "the overlay's apiServerCIDR")
+
+	// The cluster's ranges: the controller's HCC_EGRESS_DENY_CIDRS
+	// (egressDenyCIDRs), and the same ranges on top of base's list in the
+	// except list of mcp-host-internet-egress (internetEgressExcept).
+	var deny []string
+	for _, p := range cfg.NetPol.EgressDenyCIDRs {
+		deny = append(deny, p.String())
+	}
+	assert.Equal(t, []string{"10.244.0.0/16", "10.96.0.0/12", "192.168.49.0/24"}, deny, "the overlay's egressDenyCIDRs")
+	assert.ElementsMatch(t, append(publicEgressExceptionsV4(), deny...), internetExcept(t, objs), "the overlay's internetEgressExcept")
 }
 
 // TestMonitoringNamespaceIsAnOverlayVariable changes the overlay's
 // monitoringNamespace in a copy of deploy/ and checks that both scrape
 // rules follow it.
 func TestMonitoringNamespaceIsAnOverlayVariable(t *testing.T) {
-	mem := filesys.MakeFsInMemory()
-	root := repoRoot(t)
-	require.NoError(t, filepath.WalkDir(filepath.Join(root, "deploy"), func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		raw, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		return mem.WriteFile(path, raw)
-	}))
-	vars := filepath.Join(root, minikubeTree, "variables.yaml")
-	raw, err := mem.ReadFile(vars)
-	require.NoError(t, err)
-	changed := strings.Replace(string(raw), "monitoringNamespace: monitoring", "monitoringNamespace: prometheus", 1)
-	require.NotEqual(t, string(raw), changed)
-	require.NoError(t, mem.WriteFile(vars, []byte(changed)))
-
-	objs := buildIn(t, mem, filepath.Join(root, minikubeTree))
+	objs := buildWithVariables(t, "monitoringNamespace: monitoring", "monitoringNamespace: prometheus")
 	scrapers := func(name string) []string {
 		var p networkingv1.NetworkPolicy
 		typed(t, find(t, objs, "NetworkPolicy", name), &p)
@@ -373,6 +348,31 @@ func TestMonitoringNamespaceIsAnOverlayVariable(t *testing.T) {
 	// Base, which no overlay variable reaches, keeps the default.
 	objs = build(t, productionTree)
 	assert.Equal(t, []string{"monitoring"}, scrapers("hcc-controller-ingress"))
+}
+
+// buildWithVariables builds the minikube overlay from an in-memory copy of
+// deploy/ whose variables.yaml has old replaced by new.
+func buildWithVariables(t *testing.T, old, new string) []*unstructured.Unstructured {
+	t.Helper()
+	mem := filesys.MakeFsInMemory()
+	root := repoRoot(t)
+	require.NoError(t, filepath.WalkDir(filepath.Join(root, "deploy"), func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		return mem.WriteFile(path, raw)
+	}))
+	vars := filepath.Join(root, minikubeTree, "variables.yaml")
+	raw, err := mem.ReadFile(vars)
+	require.NoError(t, err)
+	changed := strings.Replace(string(raw), old, new, 1)
+	require.NotEqual(t, string(raw), changed, "variables.yaml holds no %q", old)
+	require.NoError(t, mem.WriteFile(vars, []byte(changed)))
+	return buildIn(t, mem, filepath.Join(root, minikubeTree))
 }
 
 // literalEnv is the literal env of the named container.
