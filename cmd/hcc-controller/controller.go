@@ -130,7 +130,6 @@ func reconcile(ctx context.Context, log zerolog.Logger, cfg *config.Config, clie
 	// Informers start once every reconciler has asked for its own, and stop
 	// with them: Shutdown waits for the informers, which end only when
 	// their stop channel closes, so it must be this function's own.
-	g, ctx := errgroup.WithContext(ctx)
 	informersCtx, stopInformers := context.WithCancel(ctx)
 	deps.Informers.Start(informersCtx.Done())
 	defer func() {
@@ -138,15 +137,7 @@ func reconcile(ctx context.Context, log zerolog.Logger, cfg *config.Config, clie
 		deps.Informers.Shutdown()
 	}()
 	log.Info().Msg("reconciling")
-	for _, r := range reconcilers {
-		g.Go(func() error {
-			if err := r.Run(ctx); err != nil {
-				return fmt.Errorf("%s: %w", r.Name(), err)
-			}
-			return nil
-		})
-	}
-	return g.Wait()
+	return kit.RunAll(ctx, reconcilers)
 }
 
 // newReconcilers builds every reconciler hcc-controller runs, wired to each

@@ -1,9 +1,12 @@
 package kit
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"sync"
 
+	"golang.org/x/sync/errgroup"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -165,10 +168,36 @@ func StripManagedFields(obj any) (any, error) {
 	return obj, nil
 }
 
+// ErrStoppedBeforeSync is what WaitForSync returns when it is stopped before
+// the caches synced: a shutdown that came early (a SIGTERM while a loaded
+// API server still serves the initial lists), not a failure. RunAll counts
+// it as a clean stop.
+var ErrStoppedBeforeSync = errors.New("stopped before the caches synced")
+
 // WaitForSync waits until every informer in synced has synced, or stop.
+// cache.WaitForNamedCacheSync polls until the caches sync or stop closes,
+// so its false means only that stop closed.
 func WaitForSync(name string, stop <-chan struct{}, synced ...cache.InformerSynced) error {
 	if !cache.WaitForNamedCacheSync(name, stop, synced...) {
-		return fmt.Errorf("%s: caches did not sync", name)
+		return fmt.Errorf("%s: %w", name, ErrStoppedBeforeSync)
 	}
 	return nil
+}
+
+// RunAll runs every reconciler until ctx is done and returns once all of
+// them have stopped; the first to fail stops the others and is returned. A
+// reconciler stopped before its caches synced, because ctx ended, has
+// stopped cleanly.
+func RunAll(ctx context.Context, reconcilers []Reconciler) error {
+	g, ctx := errgroup.WithContext(ctx)
+	for _, r := range reconcilers {
+		g.Go(func() error {
+			err := r.Run(ctx)
+			if err == nil || (errors.Is(err, ErrStoppedBeforeSync) && ctx.Err() != nil) {
+				return nil
+			}
+			return fmt.Errorf("%s: %w", r.Name(), err)
+		})
+	}
+	return g.Wait()
 }

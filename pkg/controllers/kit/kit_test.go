@@ -2,6 +2,7 @@ package kit
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -218,4 +219,50 @@ func TestDeleteChildTouchesOnlyTheOwnersChildren(t *testing.T) {
 			assert.Equal(t, map[bool]int{true: 1, false: 0}[tc.deleted], deletes)
 		})
 	}
+}
+
+// stubReconciler runs run as its Run.
+type stubReconciler struct {
+	name string
+	run  func(ctx context.Context) error
+}
+
+func (s stubReconciler) Name() string                  { return s.name }
+func (s stubReconciler) Run(ctx context.Context) error { return s.run(ctx) }
+
+// waitsForCachesThatNeverSync is a reconciler stopped while its caches sync.
+func waitsForCachesThatNeverSync(name string) stubReconciler {
+	return stubReconciler{name: name, run: func(ctx context.Context) error {
+		return WaitForSync(name, ctx.Done(), func() bool { return false })
+	}}
+}
+
+func TestAShutdownBeforeTheCachesSyncIsACleanStop(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- RunAll(ctx, []Reconciler{waitsForCachesThatNeverSync("a"), waitsForCachesThatNeverSync("b")})
+	}()
+	cancel()
+	require.NoError(t, <-done, "a SIGTERM while the initial lists are served must exit 0")
+}
+
+func TestAFailingReconcilerStopsTheOthersAndIsReported(t *testing.T) {
+	boom := errors.New("boom")
+	failing := stubReconciler{name: "failing", run: func(context.Context) error { return boom }}
+	err := RunAll(context.Background(), []Reconciler{failing, waitsForCachesThatNeverSync("waiting")})
+	require.ErrorIs(t, err, boom)
+	assert.Contains(t, err.Error(), "failing: boom")
+}
+
+func TestCachesThatDidNotSyncWithoutAShutdownAreAFailure(t *testing.T) {
+	// A reconciler that reports the sync error although nothing asked it to
+	// stop (its own stop channel closed) is a failure, not a clean stop.
+	early := stubReconciler{name: "early", run: func(context.Context) error {
+		stop := make(chan struct{})
+		close(stop)
+		return WaitForSync("early", stop, func() bool { return false })
+	}}
+	err := RunAll(context.Background(), []Reconciler{early})
+	require.ErrorIs(t, err, ErrStoppedBeforeSync)
 }
