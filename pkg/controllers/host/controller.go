@@ -362,6 +362,9 @@ type hostState struct {
 	// issuances are the credentials stored by this process, so a sync that
 	// reads a cache not yet showing one never asks for another.
 	issuances map[string]issuance
+	// forged is, per Host, the runtime-token Secret version last reported
+	// as not believed, so each is one event and one count.
+	forged map[string]string
 	// unstored are credentials issued whose Secret write failed, held in
 	// memory (never logged) so the retry stores them instead of asking
 	// the Control API for another.
@@ -371,6 +374,21 @@ type hostState struct {
 type unstored struct {
 	uid  types.UID
 	cred controlapi.Credential
+}
+
+// forgedOnce reports whether version (UID and resourceVersion) of host's
+// runtime-token Secret is reported for the first time, and remembers it.
+func (s *hostState) forgedOnce(host, version string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.forged == nil {
+		s.forged = map[string]string{}
+	}
+	if s.forged[host] == version {
+		return false
+	}
+	s.forged[host] = version
+	return true
 }
 
 func (s *hostState) holdUnstored(host string, uid types.UID, cred controlapi.Credential) {
@@ -498,6 +516,7 @@ func (s *hostState) forget(host string) {
 	delete(s.expiry, host)
 	delete(s.issuances, host)
 	delete(s.unstored, host)
+	delete(s.forged, host)
 }
 
 // Metrics are the operator's series, all named clerum_hcc_host_*.
@@ -509,6 +528,7 @@ type Metrics struct {
 	Refused    *prometheus.CounterVec
 	CapTrips   prometheus.Counter
 	Orphans    *prometheus.CounterVec
+	Forged     *prometheus.CounterVec
 }
 
 // NewMetrics registers the operator's metrics with reg; soonest reports
@@ -543,8 +563,12 @@ func NewMetrics(reg prometheus.Registerer, soonest func() float64) *Metrics {
 			Name: "clerum_hcc_host_orphans_deleted_total",
 			Help: "Per-Host objects deleted by the orphan sweep, by whether their Host's deletion was observed (explained) or not (unexplained).",
 		}, []string{"class"}),
+		Forged: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "clerum_hcc_host_forged_credentials_total",
+			Help: "Runtime-token Secrets found claiming a credential HCC does not believe, by trust: unmarked (no mark) or mismatch (a mark that does not verify). Each is re-issued.",
+		}, []string{"trust"}),
 	}
-	reg.MustRegister(m.Hosts, m.Blocked, m.Expiry, m.SyncErrors, m.Refused, m.CapTrips, m.Orphans)
+	reg.MustRegister(m.Hosts, m.Blocked, m.Expiry, m.SyncErrors, m.Refused, m.CapTrips, m.Orphans, m.Forged)
 	return m
 }
 

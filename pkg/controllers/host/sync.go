@@ -312,7 +312,9 @@ func (c *Controller) ensureCredential(ctx context.Context, h *clerumv1alpha1.Hos
 			unwritable = err
 		}
 	}
-	uid, expiresAt, ok := CredentialIssuance(live)
+	iss := ReadIssuance(live, c.cfg.Build.RuntimeTokenMark)
+	ok := believed(iss)
+	uid, expiresAt := iss.UID, iss.ExpiresAt
 	if ok && uid == h.UID {
 		if pending, ok := c.state.issuedFor(h.Name); ok && pending.expiresAt.After(expiresAt) {
 			expiresAt = pending.expiresAt // written, not yet in the cache
@@ -321,6 +323,8 @@ func (c *Controller) ensureCredential(ctx context.Context, h *clerumv1alpha1.Hos
 		// Issued moments ago; the cache has not caught up. Never call the
 		// Control API twice for one credential.
 		uid, expiresAt, ok = pending.uid, pending.expiresAt, true
+	} else if !ok && iss.Trust != NoCredential {
+		c.reportForged(h, live, iss)
 	}
 	valid := ok && uid == h.UID && now.Before(expiresAt)
 	refreshAt := expiresAt.Add(-c.cfg.RefreshBefore)
@@ -331,6 +335,10 @@ func (c *Controller) ensureCredential(ctx context.Context, h *clerumv1alpha1.Hos
 
 	why := "no credential yet"
 	switch {
+	case live != nil && !ok && iss.Trust == Unmarked:
+		why = "the runtime-token Secret carries no mark of HCC's: what it holds is not believed"
+	case live != nil && !ok && iss.Trust == Mismatch:
+		why = "the runtime-token Secret's mark does not verify: what it holds is not believed"
 	case live != nil && ok && uid != h.UID:
 		why = "the credential was issued for an earlier Host of this name"
 	case live != nil && !ok:
@@ -379,11 +387,43 @@ func (c *Controller) ensureCredential(ctx context.Context, h *clerumv1alpha1.Hos
 		return credential{present: present}, err
 	}
 	// The expiry as the Secret records it (whole seconds, rounded down).
-	_, stored, _ := CredentialIssuance(desired)
+	stored := issued.ExpiresAt.UTC().Truncate(time.Second)
 	c.state.issued(h.Name, issuance{uid: h.UID, expiresAt: stored, at: now})
 	c.log.Info().Str("host", h.Name).Str("why", why).Time("expiresAt", stored).Msg("bootstrap credential stored")
 	st.auth(metav1.ConditionTrue, kit.ReasonCredentialIssued, fmt.Sprintf("bootstrap credential valid until %s", stored.UTC().Format(time.RFC3339)), stored)
 	return credential{present: true, refreshIn: max(stored.Add(-c.cfg.RefreshBefore).Sub(now), minRefreshIn)}, nil
+}
+
+// believed is the one rule for which runtime-token Secrets HCC takes at
+// their word: only those whose mark verifies (docs/host.md, "HCC's mark").
+// An unmarked Secret — written by someone else, or by an HCC from before
+// marks — holds nothing HCC believes and is re-issued; a rule that keeps
+// an earlier HCC's credentials across an upgrade would go here.
+func believed(iss Issuance) bool {
+	return iss.Trust == Marked
+}
+
+// EventForgedCredential is the Warning event of a runtime-token Secret
+// whose credential HCC does not believe: it carries no mark, or one that
+// does not verify. A new credential is issued and written over it.
+const EventForgedCredential = "ForgedCredential"
+
+// reportForged reports, once per version of the Secret, a runtime-token
+// Secret that claims a credential HCC does not believe: a Warning event and
+// clerum_hcc_host_forged_credentials_total. Nothing of its content is
+// quoted.
+func (c *Controller) reportForged(h *clerumv1alpha1.Host, s *corev1.Secret, iss Issuance) {
+	if !c.state.forgedOnce(h.Name, string(s.UID)+"/"+s.ResourceVersion) {
+		return
+	}
+	why := "carries no mark of HCC's (written by someone else, or by an HCC from before marks)"
+	if iss.Trust == Mismatch {
+		why = "carries a mark that does not verify (written or edited by someone else, or marked under an earlier INTERNAL_CONTROL_JWT_HCC_HMAC_SECRET)"
+	}
+	c.log.Warn().Str("host", h.Name).Str("secret", s.Name).Str("trust", iss.Trust.String()).Msg("runtime-token Secret not believed; re-issuing its credential")
+	c.metrics.Forged.WithLabelValues(iss.Trust.String()).Inc()
+	c.recorder.Eventf(h, corev1.EventTypeWarning, EventForgedCredential,
+		"the runtime-token Secret %s %s: its credential is not used, and a new one is issued and written over it", s.Name, why)
 }
 
 // minRefreshIn is the soonest a stored credential is looked at again.

@@ -1,0 +1,156 @@
+package host
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
+	"github.com/clerum/hcc/pkg/controlapi"
+	"github.com/clerum/hcc/pkg/controllers/kit"
+	"github.com/clerum/hcc/pkg/mark"
+)
+
+const runtimeTokensH1 = "host-h1-mcp-host-runtime-tokens"
+
+// forgedSecret is a runtime-token Secret for h1 that someone other than HCC
+// pre-created with HCC's labels: the attacker's credential, valid for a
+// day by its annotations, with the given mark ("" for none).
+func forgedSecret(markValue string) *corev1.Secret {
+	h1 := newHost("h1")
+	s := BuildEmptyRuntimeTokenSecret(h1, testOptions)
+	s.UID, s.ResourceVersion = "uid-forged", "1"
+	expiry := t0.Add(24 * time.Hour).Format(time.RFC3339)
+	s.Annotations = map[string]string{AnnotationIssuedForUID: "uid-h1", AnnotationExpiresAt: expiry}
+	if markValue != "" {
+		s.Annotations[mark.Annotation] = markValue
+	}
+	s.Data = map[string][]byte{KeyBootstrapCredential: []byte("attacker-credential"), KeyExpiresAt: []byte(expiry)}
+	return s
+}
+
+// A runtime-token Secret with HCC's labels is believed only under HCC's
+// mark: a forged one (forged annotations, no mark; a forged mark; a mark
+// made under another HMAC secret) has a new credential issued and written
+// over it before any pod mounts it, a ForgedCredential event and a count.
+func TestAForgedRuntimeTokenSecretIsReissued(t *testing.T) {
+	other := testOptions
+	other.RuntimeTokenMark = mark.NewKey("not-hcc's-secret", mark.PurposeRuntimeToken)
+	byOtherKey := BuildRuntimeTokenSecret(newHost("h1"), other, "attacker-credential", t0.Add(24*time.Hour))
+	byOtherKey.UID, byOtherKey.ResourceVersion = "uid-forged", "1"
+	for name, tc := range map[string]struct {
+		s     *corev1.Secret
+		trust string
+	}{
+		"forged annotations, no mark": {forgedSecret(""), "unmarked"},
+		"a forged mark":               {forgedSecret("v1:" + strings.Repeat("ab", 32)), "mismatch"},
+		"a mark under another secret": {byOtherKey, "mismatch"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t, newHost("h1"), context1(), tc.s)
+			f.mustSync("h1")
+			assert.Equal(t, 1, f.issuer.calls(), "the Control API is asked")
+			s := f.secret(runtimeTokensH1)
+			assert.Equal(t, credentialValue, string(s.Data[KeyBootstrapCredential]), "the attacker's credential is overwritten")
+			assert.Equal(t, t0.Add(lifetime).Format(time.RFC3339), s.Annotations[AnnotationExpiresAt])
+			assert.Equal(t, Marked, ReadIssuance(cached(s).(*corev1.Secret), testOptions.RuntimeTokenMark).Trust,
+				"what HCC wrote verifies from the cache")
+			assert.Equal(t, with(without(created("h1"), "create secrets/"+runtimeTokensH1), "update secrets/"+runtimeTokensH1), f.writes())
+			ev := eventsWithPrefix(f.events(), "Warning "+EventForgedCredential)
+			require.Len(t, ev, 1)
+			assert.NotContains(t, ev[0], "attacker-credential")
+			assert.Equal(t, 1.0, counter(t, f.reg, "clerum_hcc_host_forged_credentials_total", map[string]string{"trust": tc.trust}))
+			assert.Equal(t, kit.ReasonCredentialIssued, f.condition("h1", clerumv1alpha1.ConditionAuthReady).Reason)
+
+			// The next pass, the cache showing HCC's Secret: nothing.
+			f.syncCaches()
+			f.mustSync("h1")
+			assert.Empty(t, f.writes())
+			assert.Equal(t, 1, f.issuer.calls())
+			assert.Empty(t, f.events())
+		})
+	}
+}
+
+// While no new credential can be had, a forged Secret's credential is
+// never mounted: no Deployment is created, and the forgery is reported
+// once, not on every retry.
+func TestAForgedCredentialIsNeverMounted(t *testing.T) {
+	f := newFixture(t, newHost("h1"), context1(), forgedSecret(""))
+	f.issuer.fail(fmt.Errorf("HTTP 503: %w", controlapi.ErrUnavailable))
+	_, err := f.sync("h1")
+	require.Error(t, err)
+	assert.False(t, f.exists(kit.Deployments, hostNS, "h1"), "no pod mounts the forged credential")
+	assert.Equal(t, "attacker-credential", string(f.secret(runtimeTokensH1).Data[KeyBootstrapCredential]))
+	auth := f.condition("h1", clerumv1alpha1.ConditionAuthReady)
+	assert.Equal(t, metav1.ConditionFalse, auth.Status)
+	assert.Contains(t, auth.Message, "carries no mark")
+	assert.Equal(t, kit.ReasonCredentialPending, f.condition("h1", clerumv1alpha1.ConditionReady).Reason)
+	_, _ = f.sync("h1")
+	assert.Len(t, eventsWithPrefix(f.events(), "Warning "+EventForgedCredential), 1, "one event per Secret version")
+	assert.Equal(t, 1.0, counter(t, f.reg, "clerum_hcc_host_forged_credentials_total", map[string]string{"trust": "unmarked"}))
+}
+
+// The upgrade: Secrets written by an HCC from before marks carry none, so
+// the first pass re-issues each Host's credential once, and never again;
+// the pods keep running meanwhile (the Deployment is not touched).
+func TestUpgradeReissuesEachCredentialOnce(t *testing.T) {
+	const hosts = 3
+	var objs []any
+	for i := range hosts {
+		objs = append(objs, fmt.Sprintf("h%d", i+1))
+	}
+	f := newFixture(t, context1())
+	for _, n := range objs {
+		f.addHost(newHost(n.(string)))
+	}
+	for _, n := range objs {
+		f.mustSync(n.(string))
+	}
+	f.syncCaches()
+	require.Equal(t, hosts, f.issuer.calls())
+
+	// The previous HCC's Secrets: the same, without the mark.
+	for _, n := range objs {
+		s := f.secret("host-" + n.(string) + "-mcp-host-runtime-tokens")
+		delete(s.Annotations, mark.Annotation)
+		_, err := f.kube.CoreV1().Secrets(hostNS).Update(t.Context(), s, metav1.UpdateOptions{})
+		require.NoError(t, err)
+	}
+	f.syncCaches()
+	f.clock.Step(2 * cacheGrace) // a new process remembers no issuance
+	for pass := range 3 {
+		for _, n := range objs {
+			f.mustSync(n.(string))
+		}
+		f.syncCaches()
+		assert.Equal(t, 2*hosts, f.issuer.calls(), "pass %d: one issuance per Host, once", pass)
+	}
+	assert.Equal(t, float64(hosts), counter(t, f.reg, "clerum_hcc_host_forged_credentials_total", map[string]string{"trust": "unmarked"}))
+	for _, n := range objs {
+		assert.Equal(t, int32(1), *f.deployment(hostNS, n.(string)).Spec.Replicas, "no outage")
+	}
+}
+
+// Rotating INTERNAL_CONTROL_JWT_HCC_HMAC_SECRET: one issuance per Host, no
+// outage.
+func TestRotatingTheHMACSecretReissuesOnce(t *testing.T) {
+	f := deployed(t)
+	require.Equal(t, 1, f.issuer.calls())
+	// The controller restarts with the new secret.
+	f.c.cfg.Build.RuntimeTokenMark = mark.NewKey("the-rotated-secret", mark.PurposeRuntimeToken)
+	f.clock.Step(2 * cacheGrace)
+	for range 3 {
+		f.mustSync("h1")
+		f.syncCaches()
+	}
+	assert.Equal(t, 2, f.issuer.calls())
+	assert.Equal(t, int32(1), *f.deployment(hostNS, "h1").Spec.Replicas)
+	assert.Equal(t, 1.0, counter(t, f.reg, "clerum_hcc_host_forged_credentials_total", map[string]string{"trust": "mismatch"}))
+}
