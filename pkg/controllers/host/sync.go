@@ -36,9 +36,12 @@ import (
 //     tenant may hold);
 //  3. the identity (ServiceAccount, Role, RoleBinding), workspace claim and
 //     runtime-token Secret are written, the credential obtained from the
-//     Control API when it is missing, issued for another UID or due;
-//  4. the Deployment is written only once all of those are HCC's; the
-//     Service, desktop policy and channel-reader objects regardless;
+//     Control API when it is missing, not marked by HCC, issued for
+//     another UID or due;
+//  4. the Deployment is written only once all of those, and the desktop
+//     policy when the desktop is on, are HCC's; the Service regardless; in
+//     the channels namespace the reader's egress policy first, the reader
+//     only once that policy is HCC's;
 //  5. status is applied when it changed, and the Host is looked at again
 //     when its credential is next due.
 func (c *Controller) syncHost(ctx context.Context, key cache.ObjectName) (kit.Result, error) {
@@ -193,6 +196,14 @@ func (c *Controller) ensure(ctx context.Context, h *clerumv1alpha1.Host, context
 	write(err)
 	ready = cred.present && ready
 
+	// With the desktop on, its policy is written before the pods start: in
+	// a host namespace without a default deny it is what confines their
+	// ingress, so the Deployment waits for it like for its volumes.
+	desktop := BuildDesktopPolicy(h, opts)
+	if desktop != nil {
+		ready = write(ensure(ctx, c.children, kit.NetworkPolicies, owner, c.policies.NetworkPolicies(h.Namespace), desktop)) && ready
+	}
+
 	var live *appsv1.Deployment
 	switch {
 	case ready && c.admit(h, newStatus(h)).ContextID != contextID:
@@ -207,22 +218,19 @@ func (c *Controller) ensure(ctx context.Context, h *clerumv1alpha1.Host, context
 		write(err)
 	case len(refused) > 0:
 		// Something the pods depend on — their account, its Role or
-		// binding, their volume, their credential — is not HCC's: the pods
-		// stop rather than run with someone else's.
+		// binding, their volume, their credential, their desktop policy —
+		// is not HCC's: the pods stop rather than run with someone else's.
 		errs = append(errs, c.stopPods(ctx, h))
 	}
 	write(ensure(ctx, c.children, kit.Services, owner, c.services.Services(h.Namespace), BuildService(h, opts)))
-	if p := BuildDesktopPolicy(h, opts); p != nil {
-		write(ensure(ctx, c.children, kit.NetworkPolicies, owner, c.policies.NetworkPolicies(h.Namespace), p))
-	} else if p, err := c.policies.NetworkPolicies(h.Namespace).Get(names.HostDesktopPolicy(h.Name)); err == nil {
-		_, err := kit.DeleteChild(ctx, c.children, kit.NetworkPolicies, gvk, h.Name, names.LabelHost, p)
-		write(err)
+	if desktop == nil {
+		// Deleted after the Deployment has dropped the desktop.
+		if p, err := c.policies.NetworkPolicies(h.Namespace).Get(names.HostDesktopPolicy(h.Name)); err == nil {
+			_, err := kit.DeleteChild(ctx, c.children, kit.NetworkPolicies, gvk, h.Name, names.LabelHost, p)
+			write(err)
+		}
 	}
-	// The channels namespace: no owner reference reaches it.
-	reader := owner.WithoutReference()
-	write(ensure(ctx, c.children, kit.Deployments, reader, c.readerDeployments.Deployments(opts.ChannelsNamespace), BuildChannelReaderDeployment(h, opts)))
-	write(ensure(ctx, c.children, kit.Services, reader, c.readerServices.Services(opts.ChannelsNamespace), BuildChannelReaderService(h, opts)))
-	write(ensure(ctx, c.children, kit.NetworkPolicies, reader, c.readerPolicies.NetworkPolicies(opts.ChannelsNamespace), BuildChannelReaderPolicy(h, opts)))
+	errs = append(errs, c.ensureReader(ctx, h, owner.WithoutReference(), write)...)
 
 	var result kit.Result
 	if cred.refreshIn > 0 {
@@ -247,6 +255,30 @@ func (c *Controller) ensure(ctx context.Context, h *clerumv1alpha1.Host, context
 		st.deployed(contextID, live)
 	}
 	return result, errs
+}
+
+// ensureReader writes h's channel-reader objects in the channels namespace,
+// which no owner reference reaches. Its egress policy comes first and the
+// reader Deployment only once the policy is HCC's: that policy alone
+// isolates the reader (the channels namespace has no default deny). A
+// policy whose write failed keeps a reader from being created or rolled;
+// one held by an object HCC does not own also stops a running reader, its
+// confinement being someone else's now.
+func (c *Controller) ensureReader(ctx context.Context, h *clerumv1alpha1.Host, reader kit.Owner, write func(error) bool) []error {
+	opts := c.cfg.Build
+	var errs []error
+	err := ensure(ctx, c.children, kit.NetworkPolicies, reader, c.readerPolicies.NetworkPolicies(opts.ChannelsNamespace), BuildChannelReaderPolicy(h, opts))
+	switch {
+	case write(err):
+		write(ensure(ctx, c.children, kit.Deployments, reader, c.readerDeployments.Deployments(opts.ChannelsNamespace), BuildChannelReaderDeployment(h, opts)))
+	case isOwnership(err):
+		live, lerr := c.readerDeployments.Deployments(opts.ChannelsNamespace).Get(names.ChannelReader(h.Name))
+		if lerr == nil {
+			errs = append(errs, c.scaleToZero(ctx, h, reader, live))
+		}
+	}
+	write(ensure(ctx, c.children, kit.Services, reader, c.readerServices.Services(opts.ChannelsNamespace), BuildChannelReaderService(h, opts)))
+	return errs
 }
 
 // lister is the part of a namespaced lister ensure reads.
@@ -477,14 +509,18 @@ func isOwnership(err error) bool {
 // stopPods scales h's Deployment to zero, keeping its template: the Host's
 // Context no longer vouches for the contextId its pods carry.
 func (c *Controller) stopPods(ctx context.Context, h *clerumv1alpha1.Host) error {
-	live := c.deploymentOf(h)
+	return c.scaleToZero(ctx, h, kit.Owner{Object: h, GVK: gvk, IdentityLabel: names.LabelHost}, c.deploymentOf(h))
+}
+
+// scaleToZero scales live, a Deployment of h's, to zero, keeping its
+// template.
+func (c *Controller) scaleToZero(ctx context.Context, h *clerumv1alpha1.Host, owner kit.Owner, live *appsv1.Deployment) error {
 	if live == nil || ptr.Deref(live.Spec.Replicas, 1) == 0 ||
 		live.Labels[names.LabelManagedBy] != names.ManagedByValue || live.Labels[names.LabelHost] != names.Label(h.Name) {
 		return nil // none, stopped, or not this Host's to stop
 	}
 	desired := live.DeepCopy()
 	desired.Spec.Replicas = ptr.To[int32](0)
-	owner := kit.Owner{Object: h, GVK: gvk, IdentityLabel: names.LabelHost}
 	_, _, err := kit.Ensure(ctx, c.children, kit.Deployments, owner, live, desired)
 	if errors.Is(err, kit.ErrNotOwned) {
 		return nil // reported by Ensure; never written

@@ -1,6 +1,7 @@
 package host
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -9,7 +10,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	core "k8s.io/client-go/testing"
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/controlapi"
@@ -153,4 +158,66 @@ func TestRotatingTheHMACSecretReissuesOnce(t *testing.T) {
 	assert.Equal(t, 2, f.issuer.calls())
 	assert.Equal(t, int32(1), *f.deployment(hostNS, "h1").Spec.Replicas)
 	assert.Equal(t, 1.0, counter(t, f.reg, "clerum_hcc_host_forged_credentials_total", map[string]string{"trust": "mismatch"}))
+}
+
+// channel-reader-H-egress alone isolates the reader: the reader is created
+// only once that policy is HCC's. A failed write holds the reader back
+// (retried); a name held by an object HCC does not own also stops a
+// running reader.
+func TestTheReaderWaitsForItsEgressPolicy(t *testing.T) {
+	readerPolicy := "channel-reader-h1-egress"
+	t.Run("the policy fails to write", func(t *testing.T) {
+		f := newFixture(t, newHost("h1"), context1())
+		f.kube.PrependReactor("create", "networkpolicies", func(a core.Action) (bool, runtime.Object, error) {
+			return true, nil, apierrors.NewInternalError(errors.New("etcd is sulking"))
+		})
+		_, err := f.sync("h1")
+		require.Error(t, err, "retried")
+		assert.False(t, f.exists(kit.Deployments, readerNS, "channel-reader-h1"), "no reader without its policy")
+		assert.NotContains(t, f.writes(), "create deployments/channel-reader-h1")
+		assert.True(t, f.exists(kit.Deployments, hostNS, "h1"), "the Host itself is not held back")
+	})
+	t.Run("the policy's name is held by an unmanaged object", func(t *testing.T) {
+		foreign := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: readerNS, Name: readerPolicy, UID: "foreign", ResourceVersion: "1"}}
+		f := newFixture(t, newHost("h1"), context1(), foreign)
+		res, err := f.sync("h1")
+		require.NoError(t, err, "a refusal is reported, not retried")
+		assert.False(t, f.exists(kit.Deployments, readerNS, "channel-reader-h1"), "no reader confined by someone else's policy")
+		assert.Equal(t, kit.ReasonNotOwned, f.condition("h1", clerumv1alpha1.ConditionReady).Reason)
+		assert.Equal(t, refusedRetry, res.RequeueAfter)
+	})
+	t.Run("a running reader stops when someone else holds its policy's name", func(t *testing.T) {
+		f := deployed(t)
+		require.Equal(t, int32(1), *f.deployment(readerNS, "channel-reader-h1").Spec.Replicas)
+		// HCC's policy is replaced by an unmanaged one of the same name.
+		require.NoError(t, f.kube.NetworkingV1().NetworkPolicies(readerNS).Delete(t.Context(), readerPolicy, metav1.DeleteOptions{}))
+		_, err := f.kube.NetworkingV1().NetworkPolicies(readerNS).Create(t.Context(),
+			&networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: readerNS, Name: readerPolicy}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		f.syncCaches()
+		_, err = f.sync("h1")
+		require.NoError(t, err)
+		assert.Equal(t, int32(0), *f.deployment(readerNS, "channel-reader-h1").Spec.Replicas, "stopped")
+		assert.Equal(t, int32(1), *f.deployment(hostNS, "h1").Spec.Replicas, "the Host runs on")
+		assert.Empty(t, f.deployment(readerNS, "channel-reader-h1").OwnerReferences, "still no reference across namespaces")
+	})
+}
+
+// With the desktop on, allow-rpc-proxy-desktop-H is written before the Host
+// pods start: the Deployment waits for it.
+func TestTheHostWaitsForItsDesktopPolicy(t *testing.T) {
+	f := newFixture(t, newHost("h1", withDesktop), context1())
+	f.kube.PrependReactor("create", "networkpolicies", func(a core.Action) (bool, runtime.Object, error) {
+		if a.(core.CreateAction).GetObject().(metav1.Object).GetName() == "allow-rpc-proxy-desktop-h1" {
+			return true, nil, apierrors.NewInternalError(errors.New("etcd is sulking"))
+		}
+		return false, nil, nil
+	})
+	_, err := f.sync("h1")
+	require.Error(t, err)
+	assert.False(t, f.exists(kit.Deployments, hostNS, "h1"), "no desktop pod before its policy")
+	f.kube.ReactionChain = f.kube.ReactionChain[1:]
+	f.syncCaches()
+	f.mustSync("h1")
+	assert.True(t, f.exists(kit.Deployments, hostNS, "h1"))
 }
