@@ -397,7 +397,9 @@ func (c *Controller) ensureCredential(ctx context.Context, h *clerumv1alpha1.Hos
 			reason = kit.ReasonCredentialRefused
 		}
 		c.recorder.Eventf(h, corev1.EventTypeWarning, kit.EventCredentialFailed, "obtaining a bootstrap credential (%s) failed: %v", why, err)
-		result := credential{present: present, retryAfter: retryAfter(err)}
+		// Never later than the refresh window, whatever the Control API
+		// says (its client caps it too).
+		result := credential{present: present, retryAfter: min(retryAfter(err), c.cfg.RefreshBefore)}
 		if valid {
 			// Degraded, not down: the pod keeps a working credential.
 			st.auth(metav1.ConditionTrue, reason, fmt.Sprintf("bootstrap credential valid until %s; refreshing it failed: %v",

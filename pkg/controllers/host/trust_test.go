@@ -221,3 +221,13 @@ func TestTheHostWaitsForItsDesktopPolicy(t *testing.T) {
 	f.mustSync("h1")
 	assert.True(t, f.exists(kit.Deployments, hostNS, "h1"))
 }
+
+// A Retry-After beyond the refresh window (4294967295 s) puts the Host off
+// for the window at most.
+func TestARetryAfterIsCappedAtTheRefreshWindow(t *testing.T) {
+	f := newFixture(t, newHost("h1"), context1())
+	f.issuer.fail(&controlapi.StatusError{Route: controlapi.RouteBootstrapCredentials, Code: 429, RetryAfter: 4294967295 * time.Second})
+	res, err := f.sync("h1")
+	require.NoError(t, err, "the Control API said when")
+	assert.Equal(t, refreshBefore, res.RequeueAfter)
+}
