@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"slices"
 	"sync"
@@ -11,8 +12,10 @@ import (
 	"github.com/rs/zerolog"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -92,7 +95,13 @@ type Controller struct {
 	readerDeployments appslisters.DeploymentLister
 	readerServices    corelisters.ServiceLister
 	readerPolicies    networkinglisters.NetworkPolicyLister
-	synced            []cache.InformerSynced
+	// configMaps caches the one ConfigMap every mcp-host container loads
+	// (cfg.Build.ConfigMapName), and of it only that it exists; nil when
+	// no ConfigMap is named. Its factory is the operator's own: kit's
+	// factories select by label, this one by name.
+	configMaps       cache.SharedIndexInformer
+	configMapFactory kubeinformers.SharedInformerFactory
+	synced           []cache.InformerSynced
 
 	queue     workqueue.TypedRateLimitingInterface[cache.ObjectName]
 	loop      *kit.Loop[cache.ObjectName]
@@ -204,12 +213,63 @@ func New(d kit.Deps, issuer controlapi.CredentialIssuer, cfg Config) *Controller
 	}
 	_, _ = secrets.Informer().AddEventHandler(c.secretHandlers(owner))
 	_, _ = contexts.Informer().AddEventHandler(c.contextHandlers())
+	if name := cfg.Build.ConfigMapName; name != "" {
+		c.configMapFactory = kubeinformers.NewSharedInformerFactoryWithOptions(d.Kube, 0, kubeinformers.WithNamespace(hostNS),
+			kubeinformers.WithTweakListOptions(func(o *metav1.ListOptions) {
+				o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
+			}))
+		c.configMaps = c.configMapFactory.Core().V1().ConfigMaps().Informer()
+		_ = c.configMaps.SetTransform(existenceOnly)
+		_, _ = c.configMaps.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(any) { c.queueAllHosts() },
+			UpdateFunc: func(any, any) {},
+			DeleteFunc: func(any) { c.queueAllHosts() },
+		})
+	}
 	c.synced = []cache.InformerSynced{hosts.Informer().HasSynced, contexts.Informer().HasSynced, secrets.Informer().HasSynced,
 		deployments.Informer().HasSynced, services.Informer().HasSynced, claims.Informer().HasSynced,
 		accounts.Informer().HasSynced, roles.Informer().HasSynced, bindings.Informer().HasSynced,
 		policies.Informer().HasSynced, readerDeployments.Informer().HasSynced, readerServices.Informer().HasSynced,
 		readerPolicies.Informer().HasSynced}
+	if c.configMaps != nil {
+		c.synced = append(c.synced, c.configMaps.HasSynced)
+	}
 	return c
+}
+
+// existenceOnly is the ConfigMap informer's transform: the controller needs
+// to know only that the ConfigMap exists, so none of its data is cached.
+func existenceOnly(obj any) (any, error) {
+	cm, ok := obj.(*corev1.ConfigMap)
+	if !ok {
+		return obj, nil // a tombstone
+	}
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: cm.Namespace, Name: cm.Name, UID: cm.UID,
+		ResourceVersion: cm.ResourceVersion, DeletionTimestamp: cm.DeletionTimestamp}}, nil
+}
+
+// queueAllHosts queues every Host: the ConfigMap all of them load appeared
+// or went.
+func (c *Controller) queueAllHosts() {
+	for _, o := range c.hostIndex.List() {
+		if k, ok := kit.KeyOf(o); ok {
+			c.queue.Add(k)
+		}
+	}
+}
+
+// configMissing returns why the Host's ConfigMap keeps its Deployment from
+// being written, or "" when it exists or none is named.
+func (c *Controller) configMissing() string {
+	name := c.cfg.Build.ConfigMapName
+	if c.configMaps == nil {
+		return ""
+	}
+	if _, exists, err := c.configMaps.GetIndexer().GetByKey(c.cfg.Build.HostNamespace + "/" + name); err == nil && exists {
+		return ""
+	}
+	return fmt.Sprintf("ConfigMap %s does not exist in %s: the mcp-host container loads it whole (its trust anchors and proxy), so no Deployment is written without it",
+		name, c.cfg.Build.HostNamespace)
 }
 
 // Name implements kit.Reconciler.
@@ -219,6 +279,10 @@ func (c *Controller) Name() string { return "host" }
 // once at startup and every Resync (each sweep also queues every Host: the
 // periodic full reconcile), and serves the queue with cfg.Workers workers.
 func (c *Controller) Run(ctx context.Context) error {
+	if c.configMapFactory != nil {
+		c.configMapFactory.Start(ctx.Done())
+		defer c.configMapFactory.Shutdown()
+	}
 	if err := kit.WaitForSync("host", ctx.Done(), c.synced...); err != nil {
 		c.queue.ShutDown()
 		c.sweeps.ShutDown()

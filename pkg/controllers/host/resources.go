@@ -95,8 +95,7 @@ const (
 )
 
 // Environment variables of the mcp-host container (docs/host.md). They are
-// set after the optional ConfigMap's envFrom, so the ConfigMap cannot
-// override them.
+// set after the ConfigMap's envFrom, so the ConfigMap cannot override them.
 const (
 	EnvHostName         = "MCP_HOST_NAME"
 	EnvHostNamespace    = "MCP_HOST_NAMESPACE"
@@ -157,8 +156,8 @@ type Options struct {
 	ImagePullSecret string            // CONTEXT_MAPPER_HOST_IMAGE_PULL_SECRET; empty: none
 	Port            int32             // CONTEXT_MAPPER_HOST_PORT
 	// ConfigMapName (CONTEXT_MAPPER_HOST_CONFIGMAP_NAME) is loaded through
-	// an optional envFrom; empty: none. It is not validated: a missing
-	// ConfigMap starts the pod without it.
+	// a required envFrom; empty: none. The controller writes no Deployment
+	// while it is missing.
 	ConfigMapName         string
 	Resources             corev1.ResourceRequirements
 	WorkspaceStorageClass string // empty: the cluster's default class
@@ -345,9 +344,12 @@ func hostPodSpec(h *clerumv1alpha1.Host, opts Options) corev1.PodSpec {
 	mcpHost.ReadinessProbe = tcpProbe(PortHTTP)
 	mcpHost.Resources = *opts.Resources.DeepCopy()
 	if opts.ConfigMapName != "" {
+		// Required, not optional: the ConfigMap holds the platform's trust
+		// anchors (the WFC's public key, the proxy), and a pod must not
+		// start without them. The controller writes no Deployment while it
+		// is missing.
 		mcpHost.EnvFrom = []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{
 			LocalObjectReference: corev1.LocalObjectReference{Name: opts.ConfigMapName},
-			Optional:             ptr.To(true),
 		}}}
 	}
 	mcpHost.Env = []corev1.EnvVar{

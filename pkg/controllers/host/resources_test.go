@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
@@ -320,11 +321,11 @@ func TestOptionalSettings(t *testing.T) {
 		opts.ConfigMapName = ""
 		assert.Nil(t, deployment(t, newHost("h"), opts).Spec.Template.Spec.Containers[0].EnvFrom)
 	})
-	t.Run("a ConfigMap is loaded through an optional envFrom", func(t *testing.T) {
+	t.Run("a ConfigMap is loaded through a required envFrom", func(t *testing.T) {
 		from := deployment(t, newHost("h"), testOptions).Spec.Template.Spec.Containers[0].EnvFrom
 		require.Len(t, from, 1)
 		assert.Equal(t, "mcp-host-config", from[0].ConfigMapRef.Name)
-		assert.True(t, *from[0].ConfigMapRef.Optional, "a missing ConfigMap must not keep the pod from starting")
+		assert.False(t, ptr.Deref(from[0].ConfigMapRef.Optional, false), "no pod starts without its trust anchors")
 	})
 	t.Run("no storage class: the cluster's default", func(t *testing.T) {
 		opts := testOptions

@@ -195,6 +195,10 @@ func (c *Controller) ensure(ctx context.Context, h *clerumv1alpha1.Host, context
 	cred, err := c.ensureCredential(ctx, h, owner, st)
 	write(err)
 	ready = cred.present && ready
+	// The ConfigMap every mcp-host container loads: a pod must not start
+	// without it. A running one is left as it is (not rolled).
+	configMissing := c.configMissing()
+	ready = configMissing == "" && ready
 
 	// With the desktop on, its policy is written before the pods start: in
 	// a host namespace without a default deny it is what confines their
@@ -246,6 +250,8 @@ func (c *Controller) ensure(ctx context.Context, h *clerumv1alpha1.Host, context
 		if result.RequeueAfter == 0 || result.RequeueAfter > refusedRetry {
 			result.RequeueAfter = refusedRetry
 		}
+	case configMissing != "":
+		st.configMissing(configMissing)
 	case !cred.present:
 		st.waitingForCredential()
 	case live == nil:

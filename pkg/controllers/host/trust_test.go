@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	core "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/controlapi"
@@ -230,4 +231,49 @@ func TestARetryAfterIsCappedAtTheRefreshWindow(t *testing.T) {
 	res, err := f.sync("h1")
 	require.NoError(t, err, "the Control API said when")
 	assert.Equal(t, refreshBefore, res.RequeueAfter)
+}
+
+// mcp-host-config holds every Host's trust anchors: a Host whose ConfigMap
+// is missing is Ready=False/ConfigMissing and gets no Deployment, and
+// recovers when the ConfigMap appears.
+func TestAMissingHostConfigMapHoldsTheDeployment(t *testing.T) {
+	f := newFixture(t, newHost("h1"), context1())
+	require.NoError(t, f.c.configMaps.GetIndexer().Delete(hostConfigMap()))
+	f.mustSync("h1")
+	assert.False(t, f.exists(kit.Deployments, hostNS, "h1"), "no pod starts without its configuration")
+	ready := f.condition("h1", clerumv1alpha1.ConditionReady)
+	assert.Equal(t, metav1.ConditionFalse, ready.Status)
+	assert.Equal(t, kit.ReasonConfigMissing, ready.Reason)
+	assert.Contains(t, ready.Message, "ConfigMap mcp-host-config does not exist in mcp-host")
+	assert.Equal(t, 1, f.issuer.calls(), "the credential is obtained meanwhile")
+
+	// The ConfigMap appears: its event queues the Host, which deploys.
+	f.syncCaches()
+	require.NoError(t, f.c.configMaps.GetIndexer().Add(hostConfigMap()))
+	f.c.queueAllHosts()
+	require.Equal(t, 1, f.c.queue.Len())
+	f.mustSync("h1")
+	assert.True(t, f.exists(kit.Deployments, hostNS, "h1"))
+}
+
+// The operator caches that one ConfigMap, by name, and none of its data.
+func TestTheConfigMapInformerSelectsOneConfigMap(t *testing.T) {
+	f := newFixture(t)
+	var selectors []string
+	f.kube.PrependReactor("list", "configmaps", func(a core.Action) (bool, runtime.Object, error) {
+		selectors = append(selectors, a.(core.ListAction).GetListRestrictions().Fields.String())
+		return false, nil, nil
+	})
+	stop := make(chan struct{})
+	defer close(stop)
+	f.c.configMapFactory.Start(stop)
+	require.True(t, cache.WaitForCacheSync(stop, f.c.configMaps.HasSynced))
+	require.NotEmpty(t, selectors)
+	for _, s := range selectors {
+		assert.Equal(t, "metadata.name=mcp-host-config", s)
+	}
+	out, err := existenceOnly(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "mcp-host-config"},
+		Data: map[string]string{"HTTPS_PROXY": "http://proxy"}})
+	require.NoError(t, err)
+	assert.Empty(t, out.(*corev1.ConfigMap).Data)
 }
