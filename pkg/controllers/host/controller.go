@@ -107,10 +107,16 @@ type Controller struct {
 	loop      *kit.Loop[cache.ObjectName]
 	sweeps    workqueue.TypedRateLimitingInterface[string]
 	sweepLoop *kit.Loop[string]
-	children  *kit.Children
-	recorder  record.EventRecorder
-	metrics   *Metrics
-	clock     clock.Clock
+	// stops is the fast path that scales a Host's pods to zero when its
+	// Context no longer vouches for the contextId they carry. It has a
+	// worker of its own and never calls the Control API, so a stop never
+	// waits behind credential calls on the main queue.
+	stops    workqueue.TypedRateLimitingInterface[cache.ObjectName]
+	stopLoop *kit.Loop[cache.ObjectName]
+	children *kit.Children
+	recorder record.EventRecorder
+	metrics  *Metrics
+	clock    clock.Clock
 	// statusWrites skips a status write the cache has not shown yet.
 	statusWrites *kit.StatusWrites
 	log          zerolog.Logger
@@ -187,6 +193,7 @@ func New(d kit.Deps, issuer controlapi.CredentialIssuer, cfg Config) *Controller
 		// Control API outage costs each Host one call per backoff step.
 		queue:        kit.New(d.Queues, "host", kit.Backoff[cache.ObjectName](time.Second, 5*time.Minute)),
 		sweeps:       kit.New(d.Queues, "host-sweep", kit.Backoff[string](time.Second, 5*time.Minute)),
+		stops:        kit.New(d.Queues, "host-stop", kit.Backoff[cache.ObjectName](100*time.Millisecond, time.Minute)),
 		recorder:     d.Recorder,
 		metrics:      nil, // below: its expiry gauge reads the state
 		clock:        clk,
@@ -202,9 +209,12 @@ func New(d kit.Deps, issuer controlapi.CredentialIssuer, cfg Config) *Controller
 	c.loop = &kit.Loop[cache.ObjectName]{Name: "host", Queue: c.queue, Sync: c.syncHost, Log: d.Log,
 		Resource: clerumv1alpha1.Resource("hosts"), Errors: c.metrics.SyncErrors}
 	c.sweepLoop = &kit.Loop[string]{Name: "host-sweep", Queue: c.sweeps, Sync: c.sweep, Log: d.Log, Errors: c.metrics.SyncErrors}
+	c.stopLoop = &kit.Loop[cache.ObjectName]{Name: "host-stop", Queue: c.stops, Sync: c.syncStop, Log: d.Log,
+		Resource: clerumv1alpha1.Resource("hosts"), Errors: c.metrics.SyncErrors}
 
 	enqueue := func(k cache.ObjectName) { c.queue.Add(k) }
-	_, _ = hosts.Informer().AddEventHandler(c.hostHandlers(enqueue))
+	// A Host's own change (its contextRef) may also stop its pods.
+	_, _ = hosts.Informer().AddEventHandler(c.hostHandlers(c.enqueueWithStop))
 	owner := kit.OwnerByRefOrLabel(gvk.GroupVersion().String(), gvk.Kind, hostNS, names.LabelHost)
 	for _, inf := range []cache.SharedIndexInformer{deployments.Informer(), services.Informer(), claims.Informer(),
 		accounts.Informer(), roles.Informer(), bindings.Informer(), policies.Informer(),
@@ -286,12 +296,14 @@ func (c *Controller) Run(ctx context.Context) error {
 	if err := kit.WaitForSync("host", ctx.Done(), c.synced...); err != nil {
 		c.queue.ShutDown()
 		c.sweeps.ShutDown()
+		c.stops.ShutDown()
 		return err
 	}
 	c.sweeps.Add(sweepKey)
 	workers := max(c.cfg.Workers, 1)
 	var wg sync.WaitGroup
 	wg.Go(func() { c.sweepLoop.Run(ctx, 1) })
+	wg.Go(func() { c.stopLoop.Run(ctx, 1) })
 	c.loop.Run(ctx, workers)
 	wg.Wait()
 	return nil
@@ -323,6 +335,13 @@ func (c *Controller) hostHandlers(enqueue func(cache.ObjectName)) cache.Resource
 			own.OnDelete(obj)
 		},
 	}
+}
+
+// enqueueWithStop queues a Host on the main queue and on the stop fast
+// path: a change that may move who holds its contextId.
+func (c *Controller) enqueueWithStop(k cache.ObjectName) {
+	c.stops.Add(k)
+	c.queue.Add(k)
 }
 
 // secretHandlers queue the Host whose runtime-token Secret changed and the
@@ -392,7 +411,7 @@ func (c *Controller) contextHandlers() cache.ResourceEventHandler {
 			dependents, _ := c.hostIndex.ByIndex(hostsByContext, name)
 			for _, o := range dependents {
 				if k, ok := kit.KeyOf(o); ok {
-					c.queue.Add(k)
+					c.enqueueWithStop(k)
 				}
 			}
 		}

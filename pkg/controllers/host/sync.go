@@ -98,6 +98,31 @@ func (c *Controller) syncHost(ctx context.Context, key cache.ObjectName) (kit.Re
 	return result, errors.Join(errs...)
 }
 
+// syncStop is the stop fast path (docs/host.md): when h's running pods
+// carry a contextId its Context no longer holds — the Context is gone, an
+// older Context holds its contextId, or the contextId changed — they are
+// scaled to zero at once, from the listers alone, before the NetworkPolicy
+// operator can grant that contextId's allows to another tenant's Context.
+// Everything else, restarting the pods included, is the main sync's.
+func (c *Controller) syncStop(ctx context.Context, key cache.ObjectName) (kit.Result, error) {
+	h, err := c.hosts.Hosts(key.Namespace).Get(key.Name)
+	if err != nil || h.DeletionTimestamp != nil {
+		return kit.Result{}, nil // gone or going: the main sync deletes its children
+	}
+	live := c.deploymentOf(h)
+	if live == nil || ptr.Deref(live.Spec.Replicas, 1) == 0 {
+		return kit.Result{}, nil
+	}
+	running := live.Spec.Template.Labels[names.LabelContext]
+	a := c.admit(h, newStatus(h))
+	if a.ContextID != "" && a.ContextID == running {
+		return kit.Result{}, nil // still vouched for (a Secret block leaves pods running)
+	}
+	c.log.Info().Str("host", h.Name).Str("running", running).Str("holds", a.ContextID).Str("reason", a.Block).
+		Msg("stopping the Host's pods: its Context no longer holds the contextId they carry")
+	return kit.Result{}, c.stopPods(ctx, h)
+}
+
 // admit decides h's admission from the listers (Admit) and records it in
 // st.
 func (c *Controller) admit(h *clerumv1alpha1.Host, st *status) Admission {

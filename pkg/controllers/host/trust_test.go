@@ -21,6 +21,7 @@ import (
 	"github.com/clerum/hcc/pkg/controlapi"
 	"github.com/clerum/hcc/pkg/controllers/kit"
 	"github.com/clerum/hcc/pkg/mark"
+	"github.com/clerum/hcc/pkg/names"
 )
 
 const runtimeTokensH1 = "host-h1-mcp-host-runtime-tokens"
@@ -276,4 +277,71 @@ func TestTheConfigMapInformerSelectsOneConfigMap(t *testing.T) {
 		Data: map[string]string{"HTTPS_PROXY": "http://proxy"}})
 	require.NoError(t, err)
 	assert.Empty(t, out.(*corev1.ConfigMap).Data)
+}
+
+// When a contextId changes holder, the old holder's Host pods are stopped
+// on a fast path of their own: queued by the Context event beside the main
+// sync, judged from the listers, never behind a Control API call.
+func TestAContextIDHolderChangeStopsPodsOnTheFastPath(t *testing.T) {
+	stopped := func(t *testing.T, f *fixture, host string) {
+		t.Helper()
+		calls := f.issuer.calls()
+		// The Control API hangs: the fast path never asks it.
+		f.issuer.fail(fmt.Errorf("HTTP 503: %w", controlapi.ErrUnavailable))
+		require.Equal(t, 1, f.c.stops.Len(), "the Context event queued the stop")
+		k, _ := f.c.stops.Get()
+		_, err := f.c.syncStop(t.Context(), k)
+		f.c.stops.Done(k)
+		require.NoError(t, err)
+		assert.Equal(t, int32(0), *f.deployment(hostNS, host).Spec.Replicas)
+		assert.Equal(t, calls, f.issuer.calls(), "no Control API call on the fast path")
+		assert.Equal(t, []string{"update deployments/" + host}, f.writes(), "the stop and nothing else")
+	}
+	t.Run("the holder's Context is deleted; a younger one holds the contextId now", func(t *testing.T) {
+		younger := newContext("context2", "ctx-1", t0)
+		f := newFixture(t, newHost("h1"), context1(), younger)
+		f.mustSync("h1")
+		f.syncCaches()
+		require.Equal(t, int32(1), *f.deployment(hostNS, "h1").Spec.Replicas)
+		f.unindex(context1())
+		f.c.contextHandlers().OnDelete(context1())
+		stopped(t, f, "h1")
+	})
+	t.Run("the Context turns to a contextId an older Context holds", func(t *testing.T) {
+		f := deployed(t)
+		older := newContext("context0", "ctx-0", t0.Add(-2*time.Hour))
+		f.index(older)
+		taken := context1()
+		taken.Spec.ContextID, taken.ResourceVersion = "ctx-0", "2"
+		f.index(taken)
+		f.c.contextHandlers().OnUpdate(context1(), taken)
+		stopped(t, f, "h1")
+	})
+	t.Run("the Context's contextId changes: the old label's pods stop at once", func(t *testing.T) {
+		f := deployed(t)
+		relabelled := context1()
+		relabelled.Spec.ContextID, relabelled.ResourceVersion = "ctx-2", "2"
+		f.index(relabelled)
+		f.c.contextHandlers().OnUpdate(context1(), relabelled)
+		stopped(t, f, "h1")
+		// The main sync then starts them again under the new label.
+		f.issuer.fail(nil)
+		f.syncCaches()
+		f.mustSync("h1")
+		d := f.deployment(hostNS, "h1")
+		assert.Equal(t, "ctx-2", d.Spec.Template.Labels[names.LabelContext])
+		assert.Equal(t, int32(1), *d.Spec.Replicas)
+	})
+	t.Run("a Host still vouched for is left alone, a Secret block included", func(t *testing.T) {
+		f := deployed(t)
+		require.Equal(t, int32(1), *f.deployment(hostNS, "h1").Spec.Replicas)
+		f.setHost(newHost("h1", withSecretRef("gone")))
+		f.clearActions()
+		f.c.stops.Add(cache.ObjectName{Namespace: hostNS, Name: "h1"})
+		k, _ := f.c.stops.Get()
+		_, err := f.c.syncStop(t.Context(), k)
+		f.c.stops.Done(k)
+		require.NoError(t, err)
+		assert.Empty(t, f.writes())
+	})
 }
