@@ -109,23 +109,23 @@ func TestAForgedCredentialIsNeverMounted(t *testing.T) {
 // the pods keep running meanwhile (the Deployment is not touched).
 func TestUpgradeReissuesEachCredentialOnce(t *testing.T) {
 	const hosts = 3
-	var objs []any
+	var hostNames []string
 	for i := range hosts {
-		objs = append(objs, fmt.Sprintf("h%d", i+1))
+		hostNames = append(hostNames, fmt.Sprintf("h%d", i+1))
 	}
 	f := newFixture(t, context1())
-	for _, n := range objs {
-		f.addHost(newHost(n.(string)))
+	for _, n := range hostNames {
+		f.addHost(newHost(n))
 	}
-	for _, n := range objs {
-		f.mustSync(n.(string))
+	for _, n := range hostNames {
+		f.mustSync(n)
 	}
 	f.syncCaches()
 	require.Equal(t, hosts, f.issuer.calls())
 
 	// The previous HCC's Secrets: the same, without the mark.
-	for _, n := range objs {
-		s := f.secret("host-" + n.(string) + "-mcp-host-runtime-tokens")
+	for _, n := range hostNames {
+		s := f.secret("host-" + n + "-mcp-host-runtime-tokens")
 		delete(s.Annotations, mark.Annotation)
 		_, err := f.kube.CoreV1().Secrets(hostNS).Update(t.Context(), s, metav1.UpdateOptions{})
 		require.NoError(t, err)
@@ -133,15 +133,15 @@ func TestUpgradeReissuesEachCredentialOnce(t *testing.T) {
 	f.syncCaches()
 	f.clock.Step(2 * cacheGrace) // a new process remembers no issuance
 	for pass := range 3 {
-		for _, n := range objs {
-			f.mustSync(n.(string))
+		for _, n := range hostNames {
+			f.mustSync(n)
 		}
 		f.syncCaches()
 		assert.Equal(t, 2*hosts, f.issuer.calls(), "pass %d: one issuance per Host, once", pass)
 	}
 	assert.Equal(t, float64(hosts), counter(t, f.reg, "clerum_hcc_host_forged_credentials_total", map[string]string{"trust": "unmarked"}))
-	for _, n := range objs {
-		assert.Equal(t, int32(1), *f.deployment(hostNS, n.(string)).Spec.Replicas, "no outage")
+	for _, n := range hostNames {
+		assert.Equal(t, int32(1), *f.deployment(hostNS, n).Spec.Replicas, "no outage")
 	}
 }
 
