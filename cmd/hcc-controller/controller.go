@@ -182,7 +182,11 @@ func newReconcilers(deps kit.Deps, resolver egress.Resolver) ([]kit.Reconciler, 
 		// A credential must outlive its refresh window by a margin, or
 		// every Host would refresh again seconds after the last.
 		MinLifetime: cfg.Host.BootstrapRefreshBefore + host.MinCredentialMargin,
-		Observe:     controlapi.NewMetrics(deps.Registry).Observe,
+		MaxLifetime: cfg.Host.CredentialMaxLifetime,
+		// A Host is asked for again within its refresh window, whatever
+		// Retry-After the Control API sends.
+		RetryAfterCap: cfg.Host.BootstrapRefreshBefore,
+		Observe:       controlapi.NewMetrics(deps.Registry).Observe,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("the Control API client: %w", err)

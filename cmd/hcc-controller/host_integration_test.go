@@ -18,6 +18,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,7 +30,9 @@ import (
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/controlapi"
 	"github.com/clerum/hcc/pkg/controllers/host"
+	"github.com/clerum/hcc/pkg/controllers/kit"
 	clientset "github.com/clerum/hcc/pkg/generated/clientset/versioned"
+	"github.com/clerum/hcc/pkg/mark"
 	"github.com/clerum/hcc/pkg/names"
 )
 
@@ -97,7 +100,12 @@ func (f *fakeControlAPI) bootstrapCalls() int {
 // real API server and a fake Control API: a Host converges in both
 // namespaces; its Secret holds a bootstrap credential that exchanges for an
 // access token hcc-api accepts, whose inventory lists exactly the servers
-// of the Host's Context; deleting the Host leaves nothing behind.
+// of the Host's Context; deleting the Host leaves nothing behind. Two
+// faults come first: mcp-host-config is missing (the Host waits,
+// Ready=False/ConfigMissing, and converges once it appears), and a
+// runtime-token Secret was pre-created with HCC's labels and forged
+// annotations (it is overwritten with a credential from the Control API,
+// read through the real Secret informer and its digesting transform).
 func TestHostOperator(t *testing.T) {
 	apiBinary := apitest.Build(t)
 	c := startCluster(t)
@@ -128,9 +136,19 @@ func TestHostOperator(t *testing.T) {
 		Spec:       clerumv1alpha1.ContextSpec{ContextID: "tenant", McpServers: []string{"alpha"}},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	_, err = hcc.ClerumV1alpha1().Hosts("mcp-host").Create(ctx, &clerumv1alpha1.Host{
+	created, err := hcc.ClerumV1alpha1().Hosts("mcp-host").Create(ctx, &clerumv1alpha1.Host{
 		ObjectMeta: metav1.ObjectMeta{Name: "h1"},
 		Spec:       clerumv1alpha1.HostSpec{ContextRef: "tenant", Desktop: &clerumv1alpha1.DesktopSpec{Enabled: true}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	// Someone who may write Secrets in mcp-host, but does not hold
+	// INTERNAL_CONTROL_JWT_HCC_HMAC_SECRET, plants a credential of theirs.
+	forgedExpiry := time.Now().Add(24 * time.Hour).UTC().Format(time.RFC3339)
+	_, err = kube.CoreV1().Secrets("mcp-host").Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "host-h1-mcp-host-runtime-tokens",
+			Labels:      map[string]string{names.LabelManagedBy: names.ManagedByValue, names.LabelHost: "h1"},
+			Annotations: map[string]string{host.AnnotationIssuedForUID: string(created.UID), host.AnnotationExpiresAt: forgedExpiry}},
+		Data: map[string][]byte{host.KeyBootstrapCredential: []byte("attacker-credential"), host.KeyExpiresAt: []byte(forgedExpiry)},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
 
@@ -148,6 +166,18 @@ func TestHostOperator(t *testing.T) {
 		return got
 	}
 	exists := func(err error) bool { return err == nil }
+
+	// No mcp-host-config yet: no Deployment, and Ready says why.
+	waitUntil("Ready=False/ConfigMissing without mcp-host-config", func() bool {
+		cond := meta.FindStatusCondition(getHost().Status.Conditions, clerumv1alpha1.ConditionReady)
+		return cond != nil && cond.Reason == kit.ReasonConfigMissing
+	})
+	_, err = kube.AppsV1().Deployments("mcp-host").Get(ctx, "h1", metav1.GetOptions{})
+	require.True(t, apierrors.IsNotFound(err), "no Host pod starts without its configuration: %v", err)
+	_, err = kube.CoreV1().ConfigMaps("mcp-host").Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "mcp-host-config"}, Data: map[string]string{"CLERUM_AUTH_JWT_PUBLIC_KEY": "k"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+
 	waitUntil("the Host's objects exist in both namespaces", func() bool {
 		_, d := kube.AppsV1().Deployments("mcp-host").Get(ctx, "h1", metav1.GetOptions{})
 		_, s := kube.CoreV1().Services("mcp-host").Get(ctx, "h1", metav1.GetOptions{})
@@ -185,6 +215,23 @@ func TestHostOperator(t *testing.T) {
 	require.NoError(t, err)
 	credential := string(secret.Data[host.KeyBootstrapCredential])
 	require.NotEmpty(t, credential)
+	assert.NotEqual(t, "attacker-credential", credential, "the forged credential is overwritten")
+	assert.NotEmpty(t, secret.Annotations[mark.Annotation])
+	var forged []corev1.Event
+	waitUntil("a ForgedCredential event", func() bool {
+		events, err := kube.CoreV1().Events("mcp-host").List(ctx, metav1.ListOptions{})
+		require.NoError(t, err)
+		forged = nil
+		for _, e := range events.Items {
+			if e.Reason == host.EventForgedCredential && e.InvolvedObject.Name == "h1" {
+				forged = append(forged, e)
+			}
+		}
+		return len(forged) > 0
+	})
+	require.Len(t, forged, 1)
+	assert.Equal(t, int32(1), forged[0].Count, "reported once")
+	assert.NotContains(t, forged[0].Message, "attacker-credential")
 	body, _ := json.Marshal(map[string]string{"credential": credential})
 	resp, err := http.Post(controlAPI.URL+"/api/v1/mcp-host/token", "application/json", strings.NewReader(string(body)))
 	require.NoError(t, err)

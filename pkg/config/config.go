@@ -125,6 +125,9 @@ type Host struct {
 	// BootstrapRefreshBefore is how long before expiry the bootstrap
 	// credential Secret is replaced.
 	BootstrapRefreshBefore time.Duration
+	// CredentialMaxLifetime is the longest credential lifetime accepted
+	// from the Control API (HCC_HOST_CREDENTIAL_MAX_LIFETIME_SEC).
+	CredentialMaxLifetime time.Duration
 }
 
 // HostAuth configures verification of the RS256 tokens mcp-host presents to

@@ -175,6 +175,7 @@ func seedDefaults(t *testing.T) Config {
 			Resources:              resources("128Mi", "100m", "512Mi", "500m"),
 			Resync:                 300 * time.Second,
 			BootstrapRefreshBefore: 900 * time.Second,
+			CredentialMaxLifetime:  2592000 * time.Second,
 		},
 		HostAuth: HostAuth{
 			Issuer:             "control-api",
@@ -342,6 +343,7 @@ func TestEveryVariableIsDeclaredOnce(t *testing.T) {
 		"CONTEXT_MAPPER_NODELOCAL_DNS_CIDR", "CONTEXT_MAPPER_NETPOL_RESYNC_SEC", "CONTEXT_MAPPER_NETPOL_DEFAULTS_RESYNC_SEC",
 		"CONTEXT_MAPPER_NETPOL_ORPHAN_DELETE_CAP", "CONTEXT_MAPPER_NETPOL_ORPHAN_DELETE_CAP_PERCENT", "KUBERNETES_SERVICE_HOST",
 		"HCC_EGRESS_DENY_CIDRS", "HCC_HOST_ORPHAN_DELETE_CAP", "HCC_HOST_ORPHAN_DELETE_CAP_PERCENT",
+		"HCC_HOST_CREDENTIAL_MAX_LIFETIME_SEC",
 		// Plugin image allowlist.
 		"CONTEXT_MAPPER_ALLOWED_IMAGE_PREFIXES", "CONTEXT_MAPPER_ENFORCE_IMAGE_ALLOWLIST",
 		// Control-API integration.
@@ -375,7 +377,7 @@ var intVars = []string{
 	"CONTEXT_MAPPER_NETPOL_RESYNC_SEC", "CONTEXT_MAPPER_NETPOL_DEFAULTS_RESYNC_SEC",
 	"CONTEXT_MAPPER_NETPOL_ORPHAN_DELETE_CAP", "CONTEXT_MAPPER_NETPOL_ORPHAN_DELETE_CAP_PERCENT",
 	"HCC_MCPSERVER_WORKERS", "HCC_HOST_WORKERS", "HCC_FILESYSTEM_WORKERS",
-	"HCC_HOST_ORPHAN_DELETE_CAP", "HCC_HOST_ORPHAN_DELETE_CAP_PERCENT",
+	"HCC_HOST_ORPHAN_DELETE_CAP", "HCC_HOST_ORPHAN_DELETE_CAP_PERCENT", "HCC_HOST_CREDENTIAL_MAX_LIFETIME_SEC",
 	// The leader timings are integers too, but judged together:
 	// TestLeaderTimings.
 }
@@ -419,8 +421,31 @@ func TestIntegersMustBeCanonical(t *testing.T) {
 			})
 		}
 		t.Run(name+" accepts a canonical value", func(t *testing.T) {
-			mustLoad(t, Controller, env{name: "7"})
+			value := "7"
+			if name == "HCC_HOST_CREDENTIAL_MAX_LIFETIME_SEC" {
+				value = "7200" // it must exceed the refresh window and its margin
+			}
+			mustLoad(t, Controller, env{name: value})
 		})
+	}
+}
+
+// The maximum credential lifetime must leave room for a credential: more
+// than the refresh window plus the 5-minute margin, or none would ever be
+// accepted.
+func TestCredentialMaxLifetime(t *testing.T) {
+	const name = "HCC_HOST_CREDENTIAL_MAX_LIFETIME_SEC"
+	assert.Equal(t, 30*24*time.Hour, mustLoad(t, Controller, env{}).Host.CredentialMaxLifetime)
+	assert.Equal(t, 30*24*time.Hour, mustLoad(t, Controller, env{name: ""}).Host.CredentialMaxLifetime, "empty means the default")
+	assert.Equal(t, 1201*time.Second, mustLoad(t, Controller, env{name: "1201"}).Host.CredentialMaxLifetime)
+	for _, tc := range []env{
+		{name: "1200"},
+		{name: "3600", "HCC_MCP_HOST_RUNTIME_BOOTSTRAP_REFRESH_BEFORE_SEC": "3300"},
+	} {
+		_, err := LoadFrom(Controller, required(t, Controller, tc).lookup)
+		require.Error(t, err, "%v", tc)
+		assert.Equal(t, []string{name}, failedVars(t, err))
+		assert.Contains(t, err.Error(), "by more than 300 seconds")
 	}
 }
 

@@ -234,6 +234,12 @@ var groups = []group{{
 		name: "HCC_MCP_HOST_RUNTIME_BOOTSTRAP_REFRESH_BEFORE_SEC", def: "900",
 		desc:  "How long before expiry the bootstrap credential Secret of a Host is replaced.",
 		field: seconds(func(c *Config) *time.Duration { return &c.Host.BootstrapRefreshBefore }, 1),
+	}, {
+		name: "HCC_HOST_CREDENTIAL_MAX_LIFETIME_SEC", def: "2592000",
+		desc: "Longest bootstrap credential lifetime accepted from the Control API (30 days): an answer whose `expiresAt` lies further out is invalid and not stored. " +
+			"Must exceed `HCC_MCP_HOST_RUNTIME_BOOTSTRAP_REFRESH_BEFORE_SEC` by more than 300 seconds, the shortest lifetime accepted.",
+		field: seconds(func(c *Config) *time.Duration { return &c.Host.CredentialMaxLifetime }, 1),
+		cross: &crossCheck{needs: []string{"HCC_MCP_HOST_RUNTIME_BOOTSTRAP_REFRESH_BEFORE_SEC"}, check: credentialLifetimes},
 	}},
 }, {
 	title: "mcp-host API authorization",
@@ -649,6 +655,21 @@ func requireSigningSecret(c *Config) error {
 		return errors.New("required unless CLERUM_DEV_MODE is true")
 	case isPlaceholder(s):
 		return errors.New("is still a replace-with-… placeholder")
+	}
+	return nil
+}
+
+// minCredentialMargin is how much longer than the refresh window a
+// credential must live (the Host operator's MinCredentialMargin).
+const minCredentialMargin = 5 * time.Minute
+
+// credentialLifetimes refuses a maximum credential lifetime no credential
+// could meet: it must exceed the shortest accepted, the refresh window plus
+// its margin.
+func credentialLifetimes(c *Config) error {
+	if c.Host.CredentialMaxLifetime <= c.Host.BootstrapRefreshBefore+minCredentialMargin {
+		return fmt.Errorf("must exceed HCC_MCP_HOST_RUNTIME_BOOTSTRAP_REFRESH_BEFORE_SEC (%d) by more than %d seconds",
+			int64(c.Host.BootstrapRefreshBefore/time.Second), int64(minCredentialMargin/time.Second))
 	}
 	return nil
 }

@@ -30,6 +30,12 @@ const (
 	DefaultMaxAttempts    = 3
 	DefaultRetryBackoff   = 250 * time.Millisecond
 	DefaultMaxRetryAfter  = 5 * time.Second
+	// DefaultRetryAfterCap is the seed's refresh window
+	// (HCC_MCP_HOST_RUNTIME_BOOTSTRAP_REFRESH_BEFORE_SEC, 900).
+	DefaultRetryAfterCap = 15 * time.Minute
+	// DefaultMaxLifetime is HCC_HOST_CREDENTIAL_MAX_LIFETIME_SEC's default,
+	// 30 days.
+	DefaultMaxLifetime = 30 * 24 * time.Hour
 	// MaxResponseBytes caps the body read from the Control API; a larger
 	// 200 body is ErrInvalidResponse.
 	MaxResponseBytes = 64 << 10
@@ -87,6 +93,17 @@ type Options struct {
 	// MaxRetryAfter is the longest Retry-After the client waits for within
 	// a call. A longer one ends the call with the StatusError carrying it.
 	MaxRetryAfter time.Duration
+	// RetryAfterCap is the longest Retry-After the client reports
+	// (StatusError.RetryAfter): a longer one, up to 136 years in seconds or
+	// an HTTP date, is reported as RetryAfterCap. The controller passes the
+	// refresh window, so a Host is asked for again within it whatever the
+	// Control API says.
+	RetryAfterCap time.Duration
+	// MaxLifetime is the longest credential lifetime accepted
+	// (HCC_HOST_CREDENTIAL_MAX_LIFETIME_SEC): an answer expiring later is
+	// ErrInvalidResponse. A credential that outlives its revocation by
+	// years, or a Control API bug, is never stored.
+	MaxLifetime time.Duration
 	// MinLifetime is the shortest credential lifetime accepted: the refresh
 	// window, HCC_MCP_HOST_RUNTIME_BOOTSTRAP_REFRESH_BEFORE_SEC. A credential
 	// expiring sooner is ErrExpiresTooSoon, so the controller does not
@@ -111,6 +128,8 @@ type Client struct {
 	maxAttempts    int
 	retryBackoff   time.Duration
 	maxRetryAfter  time.Duration
+	retryAfterCap  time.Duration
+	maxLifetime    time.Duration
 	minLifetime    time.Duration
 	sleep          func(context.Context, time.Duration) error
 	observe        func(string, string, time.Duration)
@@ -132,8 +151,10 @@ func New(o Options) (*Client, error) {
 		return nil, errors.New("controlapi: base URL must not have a query or fragment")
 	case len(o.HMACSecret) == 0:
 		return nil, errors.New("controlapi: HMAC secret is empty")
-	case o.AttemptTimeout < 0, o.MaxAttempts < 0, o.RetryBackoff < 0, o.MaxRetryAfter < 0, o.MinLifetime < 0:
+	case o.AttemptTimeout < 0, o.MaxAttempts < 0, o.RetryBackoff < 0, o.MaxRetryAfter < 0, o.RetryAfterCap < 0, o.MinLifetime < 0, o.MaxLifetime < 0:
 		return nil, errors.New("controlapi: negative timeout, attempt count, backoff or lifetime")
+	case o.MaxLifetime > 0 && o.MaxLifetime <= o.MinLifetime:
+		return nil, errors.New("controlapi: the maximum credential lifetime must exceed the minimum")
 	}
 
 	c := &Client{
@@ -144,6 +165,8 @@ func New(o Options) (*Client, error) {
 		maxAttempts:    o.MaxAttempts,
 		retryBackoff:   o.RetryBackoff,
 		maxRetryAfter:  o.MaxRetryAfter,
+		retryAfterCap:  o.RetryAfterCap,
+		maxLifetime:    o.MaxLifetime,
 		minLifetime:    o.MinLifetime,
 		sleep:          o.Sleep,
 		observe:        o.Observe,
@@ -169,6 +192,15 @@ func New(o Options) (*Client, error) {
 	}
 	if c.maxRetryAfter == 0 {
 		c.maxRetryAfter = DefaultMaxRetryAfter
+	}
+	if c.retryAfterCap == 0 {
+		c.retryAfterCap = DefaultRetryAfterCap
+	}
+	if c.maxLifetime == 0 {
+		c.maxLifetime = DefaultMaxLifetime
+		if c.maxLifetime <= c.minLifetime {
+			return nil, errors.New("controlapi: the minimum credential lifetime must be below the default maximum")
+		}
 	}
 	if c.sleep == nil {
 		c.sleep = sleepContext
@@ -335,7 +367,7 @@ func (c *Client) exchange(ctx, actx context.Context, body []byte) (Credential, s
 		return Credential{}, strconv.Itoa(resp.StatusCode), &StatusError{
 			Route:      RouteBootstrapCredentials,
 			Code:       resp.StatusCode,
-			RetryAfter: retryAfter(resp.Header.Get("Retry-After"), c.clock.Now()),
+			RetryAfter: min(retryAfter(resp.Header.Get("Retry-After"), c.clock.Now()), c.retryAfterCap),
 		}
 	}
 	data, err := io.ReadAll(io.LimitReader(resp.Body, MaxResponseBytes+1))
@@ -384,6 +416,11 @@ func (c *Client) parseCredential(data []byte) (Credential, error) {
 	}
 	if expiresAt.Sub(now) <= c.minLifetime {
 		return Credential{}, expiresTooSoon(expiresAt, fmt.Sprintf("within the minimum lifetime of %s", c.minLifetime))
+	}
+	if expiresAt.Sub(now) > c.maxLifetime {
+		// Sub saturates: the year 9999 is beyond it too.
+		return Credential{}, invalidResponse(fmt.Sprintf("credential expires at %s, beyond the maximum lifetime of %s",
+			expiresAt.Format(time.RFC3339), c.maxLifetime))
 	}
 	return Credential{Value: *r.Credential, ExpiresAt: expiresAt}, nil
 }

@@ -664,6 +664,10 @@ func TestNewValidatesOptions(t *testing.T) {
 		{"negative backoff", func(o *Options) { o.RetryBackoff = -1 }},
 		{"negative Retry-After cap", func(o *Options) { o.MaxRetryAfter = -1 }},
 		{"negative minimum lifetime", func(o *Options) { o.MinLifetime = -1 }},
+		{"negative reported Retry-After cap", func(o *Options) { o.RetryAfterCap = -1 }},
+		{"negative maximum lifetime", func(o *Options) { o.MaxLifetime = -1 }},
+		{"a maximum lifetime not above the minimum", func(o *Options) { o.MinLifetime, o.MaxLifetime = time.Hour, time.Hour }},
+		{"a minimum lifetime beyond the default maximum", func(o *Options) { o.MinLifetime = 31 * 24 * time.Hour }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -680,6 +684,8 @@ func TestNewValidatesOptions(t *testing.T) {
 	assert.Equal(t, valid.BaseURL+RouteBootstrapCredentials, c.endpoint)
 	assert.Equal(t, DefaultAttemptTimeout, c.attemptTimeout)
 	assert.Equal(t, DefaultMaxAttempts, c.maxAttempts)
+	assert.Equal(t, DefaultRetryAfterCap, c.retryAfterCap)
+	assert.Equal(t, DefaultMaxLifetime, c.maxLifetime)
 	transport, ok := c.http.Transport.(*http.Transport)
 	require.True(t, ok)
 	assert.Nil(t, transport.Proxy, "the bearer never goes through an environment proxy")
@@ -737,4 +743,91 @@ func TestBootstrapCredentialTimesOutReadingTheBody(t *testing.T) {
 	require.ErrorAs(t, err, &te)
 	assert.True(t, te.Timeout)
 	assert.Equal(t, []string{RouteBootstrapCredentials + " timeout"}, h.recordedCodes())
+}
+
+// A Retry-After is reported at most as RetryAfterCap (the refresh window):
+// 4294967295 seconds, or an HTTP date centuries away, would otherwise put a
+// Host off for longer than its credential lives.
+func TestBootstrapCredentialCapsAReportedRetryAfter(t *testing.T) {
+	const window = 15 * time.Minute
+	for name, value := range map[string]func(now time.Time) string{
+		"the largest delay-seconds": func(time.Time) string { return "4294967295" },
+		"an HTTP date in 9999":      func(time.Time) string { return "Fri, 31 Dec 9999 23:59:59 GMT" },
+		"an hour":                   func(time.Time) string { return "3600" },
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t, func(h *harness, w http.ResponseWriter, _ *http.Request, _ int) {
+				w.Header().Set("Retry-After", value(h.clock.Now()))
+				respond(w, http.StatusTooManyRequests, "")
+			})
+			_, err := h.client(t, func(o *Options) { o.RetryAfterCap = window }).BootstrapCredential(context.Background(), testRequest)
+			var se *StatusError
+			require.ErrorAs(t, err, &se)
+			assert.Equal(t, window, se.RetryAfter)
+			assert.EqualValues(t, 1, h.calls.Load())
+		})
+	}
+	t.Run("without RetryAfterCap, the default", func(t *testing.T) {
+		h := newHarness(t, func(_ *harness, w http.ResponseWriter, _ *http.Request, _ int) {
+			w.Header().Set("Retry-After", "4294967295")
+			respond(w, http.StatusServiceUnavailable, "")
+		})
+		_, err := h.client(t, nil).BootstrapCredential(context.Background(), testRequest)
+		var se *StatusError
+		require.ErrorAs(t, err, &se)
+		assert.Equal(t, DefaultRetryAfterCap, se.RetryAfter)
+	})
+	t.Run("a shorter one is reported as it is", func(t *testing.T) {
+		h := newHarness(t, func(_ *harness, w http.ResponseWriter, _ *http.Request, _ int) {
+			w.Header().Set("Retry-After", "120")
+			respond(w, http.StatusServiceUnavailable, "")
+		})
+		_, err := h.client(t, func(o *Options) { o.RetryAfterCap = window }).BootstrapCredential(context.Background(), testRequest)
+		var se *StatusError
+		require.ErrorAs(t, err, &se)
+		assert.Equal(t, 2*time.Minute, se.RetryAfter)
+	})
+}
+
+// A credential living longer than MaxLifetime
+// (HCC_HOST_CREDENTIAL_MAX_LIFETIME_SEC) is an invalid answer, the year
+// 9999 included.
+func TestBootstrapCredentialRefusesALifetimeBeyondTheMaximum(t *testing.T) {
+	const maxLifetime = 30 * 24 * time.Hour
+	tests := []struct {
+		name      string
+		expiresAt string
+		wantErr   bool
+	}{
+		{"the year 9999", "9999-12-31T23:59:59Z", true},
+		{"a second beyond the maximum", testNow.Add(maxLifetime + time.Second).Format(time.RFC3339), true},
+		{"exactly the maximum", testNow.Add(maxLifetime).Format(time.RFC3339), false},
+		{"a day", testNow.Add(24 * time.Hour).Format(time.RFC3339), false},
+	}
+	for _, tt := range tests {
+		for _, configured := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s, configured %v", tt.name, configured), func(t *testing.T) {
+				h := newHarness(t, func(_ *harness, w http.ResponseWriter, _ *http.Request, _ int) {
+					respond(w, 200, fmt.Sprintf(`{"credential":"c","expiresAt":%q}`, tt.expiresAt))
+				})
+				edit := func(o *Options) {
+					if configured {
+						o.MaxLifetime = maxLifetime
+					}
+				}
+				cred, err := h.client(t, edit).BootstrapCredential(context.Background(), testRequest)
+				assert.EqualValues(t, 1, h.calls.Load(), "not retried")
+				if !tt.wantErr {
+					require.NoError(t, err)
+					return
+				}
+				assert.Zero(t, cred)
+				assert.ErrorIs(t, err, ErrInvalidResponse)
+				assert.NotErrorIs(t, err, ErrExpiresTooSoon)
+				assert.NotErrorIs(t, err, ErrUnavailable)
+				assert.Contains(t, err.Error(), "beyond the maximum lifetime of 720h0m0s")
+				assert.Equal(t, []string{RouteBootstrapCredentials + " invalid"}, h.recordedCodes())
+			})
+		}
+	}
 }

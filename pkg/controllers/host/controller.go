@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"slices"
 	"sync"
@@ -11,8 +12,10 @@ import (
 	"github.com/rs/zerolog"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -92,16 +95,28 @@ type Controller struct {
 	readerDeployments appslisters.DeploymentLister
 	readerServices    corelisters.ServiceLister
 	readerPolicies    networkinglisters.NetworkPolicyLister
-	synced            []cache.InformerSynced
+	// configMaps caches the one ConfigMap every mcp-host container loads
+	// (cfg.Build.ConfigMapName), and of it only that it exists; nil when
+	// no ConfigMap is named. Its factory is the operator's own: kit's
+	// factories select by label, this one by name.
+	configMaps       cache.SharedIndexInformer
+	configMapFactory kubeinformers.SharedInformerFactory
+	synced           []cache.InformerSynced
 
 	queue     workqueue.TypedRateLimitingInterface[cache.ObjectName]
 	loop      *kit.Loop[cache.ObjectName]
 	sweeps    workqueue.TypedRateLimitingInterface[string]
 	sweepLoop *kit.Loop[string]
-	children  *kit.Children
-	recorder  record.EventRecorder
-	metrics   *Metrics
-	clock     clock.Clock
+	// stops is the fast path that scales a Host's pods to zero when its
+	// Context no longer vouches for the contextId they carry. It has a
+	// worker of its own and never calls the Control API, so a stop never
+	// waits behind credential calls on the main queue.
+	stops    workqueue.TypedRateLimitingInterface[cache.ObjectName]
+	stopLoop *kit.Loop[cache.ObjectName]
+	children *kit.Children
+	recorder record.EventRecorder
+	metrics  *Metrics
+	clock    clock.Clock
 	// statusWrites skips a status write the cache has not shown yet.
 	statusWrites *kit.StatusWrites
 	log          zerolog.Logger
@@ -178,6 +193,7 @@ func New(d kit.Deps, issuer controlapi.CredentialIssuer, cfg Config) *Controller
 		// Control API outage costs each Host one call per backoff step.
 		queue:        kit.New(d.Queues, "host", kit.Backoff[cache.ObjectName](time.Second, 5*time.Minute)),
 		sweeps:       kit.New(d.Queues, "host-sweep", kit.Backoff[string](time.Second, 5*time.Minute)),
+		stops:        kit.New(d.Queues, "host-stop", kit.Backoff[cache.ObjectName](100*time.Millisecond, time.Minute)),
 		recorder:     d.Recorder,
 		metrics:      nil, // below: its expiry gauge reads the state
 		clock:        clk,
@@ -193,9 +209,12 @@ func New(d kit.Deps, issuer controlapi.CredentialIssuer, cfg Config) *Controller
 	c.loop = &kit.Loop[cache.ObjectName]{Name: "host", Queue: c.queue, Sync: c.syncHost, Log: d.Log,
 		Resource: clerumv1alpha1.Resource("hosts"), Errors: c.metrics.SyncErrors}
 	c.sweepLoop = &kit.Loop[string]{Name: "host-sweep", Queue: c.sweeps, Sync: c.sweep, Log: d.Log, Errors: c.metrics.SyncErrors}
+	c.stopLoop = &kit.Loop[cache.ObjectName]{Name: "host-stop", Queue: c.stops, Sync: c.syncStop, Log: d.Log,
+		Resource: clerumv1alpha1.Resource("hosts"), Errors: c.metrics.SyncErrors}
 
 	enqueue := func(k cache.ObjectName) { c.queue.Add(k) }
-	_, _ = hosts.Informer().AddEventHandler(c.hostHandlers(enqueue))
+	// A Host's own change (its contextRef) may also stop its pods.
+	_, _ = hosts.Informer().AddEventHandler(c.hostHandlers(c.enqueueWithStop))
 	owner := kit.OwnerByRefOrLabel(gvk.GroupVersion().String(), gvk.Kind, hostNS, names.LabelHost)
 	for _, inf := range []cache.SharedIndexInformer{deployments.Informer(), services.Informer(), claims.Informer(),
 		accounts.Informer(), roles.Informer(), bindings.Informer(), policies.Informer(),
@@ -204,12 +223,63 @@ func New(d kit.Deps, issuer controlapi.CredentialIssuer, cfg Config) *Controller
 	}
 	_, _ = secrets.Informer().AddEventHandler(c.secretHandlers(owner))
 	_, _ = contexts.Informer().AddEventHandler(c.contextHandlers())
+	if name := cfg.Build.ConfigMapName; name != "" {
+		c.configMapFactory = kubeinformers.NewSharedInformerFactoryWithOptions(d.Kube, 0, kubeinformers.WithNamespace(hostNS),
+			kubeinformers.WithTweakListOptions(func(o *metav1.ListOptions) {
+				o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
+			}))
+		c.configMaps = c.configMapFactory.Core().V1().ConfigMaps().Informer()
+		_ = c.configMaps.SetTransform(existenceOnly)
+		_, _ = c.configMaps.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(any) { c.queueAllHosts() },
+			UpdateFunc: func(any, any) {},
+			DeleteFunc: func(any) { c.queueAllHosts() },
+		})
+	}
 	c.synced = []cache.InformerSynced{hosts.Informer().HasSynced, contexts.Informer().HasSynced, secrets.Informer().HasSynced,
 		deployments.Informer().HasSynced, services.Informer().HasSynced, claims.Informer().HasSynced,
 		accounts.Informer().HasSynced, roles.Informer().HasSynced, bindings.Informer().HasSynced,
 		policies.Informer().HasSynced, readerDeployments.Informer().HasSynced, readerServices.Informer().HasSynced,
 		readerPolicies.Informer().HasSynced}
+	if c.configMaps != nil {
+		c.synced = append(c.synced, c.configMaps.HasSynced)
+	}
 	return c
+}
+
+// existenceOnly is the ConfigMap informer's transform: the controller needs
+// to know only that the ConfigMap exists, so none of its data is cached.
+func existenceOnly(obj any) (any, error) {
+	cm, ok := obj.(*corev1.ConfigMap)
+	if !ok {
+		return obj, nil // a tombstone
+	}
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: cm.Namespace, Name: cm.Name, UID: cm.UID,
+		ResourceVersion: cm.ResourceVersion, DeletionTimestamp: cm.DeletionTimestamp}}, nil
+}
+
+// queueAllHosts queues every Host: the ConfigMap all of them load appeared
+// or went.
+func (c *Controller) queueAllHosts() {
+	for _, o := range c.hostIndex.List() {
+		if k, ok := kit.KeyOf(o); ok {
+			c.queue.Add(k)
+		}
+	}
+}
+
+// configMissing returns why the Host's ConfigMap keeps its Deployment from
+// being written, or "" when it exists or none is named.
+func (c *Controller) configMissing() string {
+	name := c.cfg.Build.ConfigMapName
+	if c.configMaps == nil {
+		return ""
+	}
+	if _, exists, err := c.configMaps.GetIndexer().GetByKey(c.cfg.Build.HostNamespace + "/" + name); err == nil && exists {
+		return ""
+	}
+	return fmt.Sprintf("ConfigMap %s does not exist in %s: the mcp-host container loads it whole (its trust anchors and proxy), so no Deployment is written without it",
+		name, c.cfg.Build.HostNamespace)
 }
 
 // Name implements kit.Reconciler.
@@ -219,15 +289,21 @@ func (c *Controller) Name() string { return "host" }
 // once at startup and every Resync (each sweep also queues every Host: the
 // periodic full reconcile), and serves the queue with cfg.Workers workers.
 func (c *Controller) Run(ctx context.Context) error {
+	if c.configMapFactory != nil {
+		c.configMapFactory.Start(ctx.Done())
+		defer c.configMapFactory.Shutdown()
+	}
 	if err := kit.WaitForSync("host", ctx.Done(), c.synced...); err != nil {
 		c.queue.ShutDown()
 		c.sweeps.ShutDown()
+		c.stops.ShutDown()
 		return err
 	}
 	c.sweeps.Add(sweepKey)
 	workers := max(c.cfg.Workers, 1)
 	var wg sync.WaitGroup
 	wg.Go(func() { c.sweepLoop.Run(ctx, 1) })
+	wg.Go(func() { c.stopLoop.Run(ctx, 1) })
 	c.loop.Run(ctx, workers)
 	wg.Wait()
 	return nil
@@ -259,6 +335,13 @@ func (c *Controller) hostHandlers(enqueue func(cache.ObjectName)) cache.Resource
 			own.OnDelete(obj)
 		},
 	}
+}
+
+// enqueueWithStop queues a Host on the main queue and on the stop fast
+// path: a change that may move who holds its contextId.
+func (c *Controller) enqueueWithStop(k cache.ObjectName) {
+	c.stops.Add(k)
+	c.queue.Add(k)
 }
 
 // secretHandlers queue the Host whose runtime-token Secret changed and the
@@ -328,7 +411,7 @@ func (c *Controller) contextHandlers() cache.ResourceEventHandler {
 			dependents, _ := c.hostIndex.ByIndex(hostsByContext, name)
 			for _, o := range dependents {
 				if k, ok := kit.KeyOf(o); ok {
-					c.queue.Add(k)
+					c.enqueueWithStop(k)
 				}
 			}
 		}
@@ -362,6 +445,9 @@ type hostState struct {
 	// issuances are the credentials stored by this process, so a sync that
 	// reads a cache not yet showing one never asks for another.
 	issuances map[string]issuance
+	// forged is, per Host, the runtime-token Secret version last reported
+	// as not believed, so each is one event and one count.
+	forged map[string]string
 	// unstored are credentials issued whose Secret write failed, held in
 	// memory (never logged) so the retry stores them instead of asking
 	// the Control API for another.
@@ -371,6 +457,21 @@ type hostState struct {
 type unstored struct {
 	uid  types.UID
 	cred controlapi.Credential
+}
+
+// forgedOnce reports whether version (UID and resourceVersion) of host's
+// runtime-token Secret is reported for the first time, and remembers it.
+func (s *hostState) forgedOnce(host, version string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.forged == nil {
+		s.forged = map[string]string{}
+	}
+	if s.forged[host] == version {
+		return false
+	}
+	s.forged[host] = version
+	return true
 }
 
 func (s *hostState) holdUnstored(host string, uid types.UID, cred controlapi.Credential) {
@@ -498,6 +599,7 @@ func (s *hostState) forget(host string) {
 	delete(s.expiry, host)
 	delete(s.issuances, host)
 	delete(s.unstored, host)
+	delete(s.forged, host)
 }
 
 // Metrics are the operator's series, all named clerum_hcc_host_*.
@@ -509,6 +611,7 @@ type Metrics struct {
 	Refused    *prometheus.CounterVec
 	CapTrips   prometheus.Counter
 	Orphans    *prometheus.CounterVec
+	Forged     *prometheus.CounterVec
 }
 
 // NewMetrics registers the operator's metrics with reg; soonest reports
@@ -543,8 +646,12 @@ func NewMetrics(reg prometheus.Registerer, soonest func() float64) *Metrics {
 			Name: "clerum_hcc_host_orphans_deleted_total",
 			Help: "Per-Host objects deleted by the orphan sweep, by whether their Host's deletion was observed (explained) or not (unexplained).",
 		}, []string{"class"}),
+		Forged: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "clerum_hcc_host_forged_credentials_total",
+			Help: "Runtime-token Secrets found claiming a credential HCC does not believe, by trust: unmarked (no mark) or mismatch (a mark that does not verify). Each is re-issued.",
+		}, []string{"trust"}),
 	}
-	reg.MustRegister(m.Hosts, m.Blocked, m.Expiry, m.SyncErrors, m.Refused, m.CapTrips, m.Orphans)
+	reg.MustRegister(m.Hosts, m.Blocked, m.Expiry, m.SyncErrors, m.Refused, m.CapTrips, m.Orphans, m.Forged)
 	return m
 }
 

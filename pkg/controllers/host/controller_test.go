@@ -167,6 +167,8 @@ func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 		ContextNamespace: contextNS, TargetNamespace: targetNS, Build: testOptions,
 		RefreshBefore: refreshBefore, Resync: 10 * time.Minute, Caps: kit.Caps{Absolute: 10, Percent: 20}, Workers: 1,
 	})
+	// The platform's mcp-host-config, which every Host pod loads.
+	require.NoError(t, f.c.configMaps.GetIndexer().Add(hostConfigMap()))
 	for _, o := range objs {
 		switch h := o.(type) {
 		case *clerumv1alpha1.Host:
@@ -182,6 +184,12 @@ func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 		}
 	}
 	return f
+}
+
+// hostConfigMap is the ConfigMap testOptions names, as its informer caches
+// it.
+func hostConfigMap() *corev1.ConfigMap {
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: hostNS, Name: testOptions.ConfigMapName, UID: "uid-config", ResourceVersion: "1"}}
 }
 
 func isManaged(o runtime.Object) bool {

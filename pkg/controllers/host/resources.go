@@ -35,6 +35,8 @@ import (
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/config"
+	"github.com/clerum/hcc/pkg/controllers/kit"
+	"github.com/clerum/hcc/pkg/mark"
 	"github.com/clerum/hcc/pkg/names"
 )
 
@@ -85,15 +87,15 @@ const (
 // Annotations on the runtime-token Secret. The Secret informer caches no
 // values, so what the controller needs to decide a refresh lives here: the
 // UID of the Host the credential was issued for (a Host re-created under its
-// name needs a new one at once) and its expiry.
+// name needs a new one at once) and its expiry. HCC believes them only
+// under its mark (mark.Annotation, ReadIssuance).
 const (
 	AnnotationIssuedForUID = "clerum.io/issued-for-uid"
 	AnnotationExpiresAt    = "clerum.io/expires-at"
 )
 
 // Environment variables of the mcp-host container (docs/host.md). They are
-// set after the optional ConfigMap's envFrom, so the ConfigMap cannot
-// override them.
+// set after the ConfigMap's envFrom, so the ConfigMap cannot override them.
 const (
 	EnvHostName         = "MCP_HOST_NAME"
 	EnvHostNamespace    = "MCP_HOST_NAMESPACE"
@@ -154,8 +156,8 @@ type Options struct {
 	ImagePullSecret string            // CONTEXT_MAPPER_HOST_IMAGE_PULL_SECRET; empty: none
 	Port            int32             // CONTEXT_MAPPER_HOST_PORT
 	// ConfigMapName (CONTEXT_MAPPER_HOST_CONFIGMAP_NAME) is loaded through
-	// an optional envFrom; empty: none. It is not validated: a missing
-	// ConfigMap starts the pod without it.
+	// a required envFrom; empty: none. The controller writes no Deployment
+	// while it is missing.
 	ConfigMapName         string
 	Resources             corev1.ResourceRequirements
 	WorkspaceStorageClass string // empty: the cluster's default class
@@ -177,6 +179,10 @@ type Options struct {
 	// NodeLocalDNSCIDR (CONTEXT_MAPPER_NODELOCAL_DNS_CIDR), when valid, is
 	// a DNS destination of channel-reader besides kube-dns.
 	NodeLocalDNSCIDR netip.Prefix
+	// RuntimeTokenMark marks and verifies the runtime-token Secret, keyed
+	// from INTERNAL_CONTROL_JWT_HCC_HMAC_SECRET. The zero Key (render, which
+	// holds no secret) marks nothing and believes nothing.
+	RuntimeTokenMark mark.Key
 }
 
 // OptionsFrom returns the builders' options from the configuration.
@@ -208,6 +214,7 @@ func OptionsFrom(cfg *config.Config) Options {
 		GatewayURL:       cfg.ControlAPI.GatewayURL,
 		HCCAPIURL:        HCCAPIURL(cfg.Namespaces.ControlPlane, cfg.Core.ClusterDomain, cfg.Core.Port),
 		NodeLocalDNSCIDR: cfg.NetPol.NodeLocalDNSCIDR,
+		RuntimeTokenMark: mark.NewKey(cfg.ControlAPI.HMACSecret, mark.PurposeRuntimeToken),
 	}
 }
 
@@ -337,9 +344,12 @@ func hostPodSpec(h *clerumv1alpha1.Host, opts Options) corev1.PodSpec {
 	mcpHost.ReadinessProbe = tcpProbe(PortHTTP)
 	mcpHost.Resources = *opts.Resources.DeepCopy()
 	if opts.ConfigMapName != "" {
+		// Required, not optional: the ConfigMap holds the platform's trust
+		// anchors (the WFC's public key, the proxy), and a pod must not
+		// start without them. The controller writes no Deployment while it
+		// is missing.
 		mcpHost.EnvFrom = []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{
 			LocalObjectReference: corev1.LocalObjectReference{Name: opts.ConfigMapName},
-			Optional:             ptr.To(true),
 		}}}
 	}
 	mcpHost.Env = []corev1.EnvVar{
@@ -446,12 +456,20 @@ func BuildWorkspaceClaim(h *clerumv1alpha1.Host, opts Options) *corev1.Persisten
 // BuildRuntimeTokenSecret returns h's runtime-token Secret holding the
 // bootstrap credential the Control API issued for h (contract §7), expiring
 // at expiresAt. The annotations record h's UID and the expiry for a cache
-// that holds no values. The expiry is written in whole seconds, rounded
-// down: HCC refreshes early rather than late.
+// that holds no values, and HCC's mark over both and the credential's digest
+// (opts.RuntimeTokenMark; docs/host.md): labels and annotations anyone can
+// write, the mark only a holder of INTERNAL_CONTROL_JWT_HCC_HMAC_SECRET. The
+// expiry is written in whole seconds, rounded down: HCC refreshes early
+// rather than late.
 func BuildRuntimeTokenSecret(h *clerumv1alpha1.Host, opts Options, credential string, expiresAt time.Time) *corev1.Secret {
 	s := BuildEmptyRuntimeTokenSecret(h, opts)
 	expiry := expiresAt.UTC().Truncate(time.Second).Format(time.RFC3339)
 	s.Annotations = map[string]string{AnnotationIssuedForUID: string(h.UID), AnnotationExpiresAt: expiry}
+	// Signed over the value's digest, which is what the Secret informer
+	// caches: the mark verifies from the cached copy.
+	if m := opts.RuntimeTokenMark.Sign(string(h.UID), expiry, string(kit.ValueDigest([]byte(credential)))); m != "" {
+		s.Annotations[mark.Annotation] = m
+	}
 	s.Data = map[string][]byte{KeyBootstrapCredential: []byte(credential), KeyExpiresAt: []byte(expiry)}
 	return s
 }
@@ -467,20 +485,78 @@ func BuildEmptyRuntimeTokenSecret(h *clerumv1alpha1.Host, opts Options) *corev1.
 	}
 }
 
-// CredentialIssuance reads the annotations BuildRuntimeTokenSecret writes:
-// the UID of the Host the credential in s was issued for and its expiry. ok
-// is false when s is nil or either annotation is missing or malformed — a
-// Secret whose credential must be replaced.
-func CredentialIssuance(s *corev1.Secret) (uid types.UID, expiresAt time.Time, ok bool) {
+// Trust is what HCC makes of the credential a runtime-token Secret holds.
+type Trust int
+
+const (
+	// NoCredential: no Secret, or one that claims no credential (no
+	// issuance annotations, no mark, no credential key), like render's.
+	NoCredential Trust = iota
+	// Marked: HCC's mark verifies over the UID, the expiry and the
+	// credential's digest, and the expires-at key holds that expiry. HCC
+	// wrote it.
+	Marked
+	// Unmarked: it claims a credential but carries no mark: written by an
+	// HCC from before marks, or by someone else.
+	Unmarked
+	// Mismatch: it carries a mark that does not verify: written or edited
+	// by someone else, or marked under an earlier
+	// INTERNAL_CONTROL_JWT_HCC_HMAC_SECRET.
+	Mismatch
+)
+
+func (t Trust) String() string {
+	switch t {
+	case Marked:
+		return "marked"
+	case Unmarked:
+		return "unmarked"
+	case Mismatch:
+		return "mismatch"
+	}
+	return "none"
+}
+
+// Issuance is what a runtime-token Secret says of its credential. UID and
+// ExpiresAt are what it claims (zero when missing or malformed); only a
+// Marked issuance proves them.
+type Issuance struct {
+	Trust     Trust
+	UID       types.UID
+	ExpiresAt time.Time
+}
+
+// ReadIssuance reads s, as the Secret informer caches it (values replaced
+// by kit.ValueDigest), against key: the UID of the Host its credential was
+// issued for, its expiry, and whether HCC's mark proves them. A nil s holds
+// no credential.
+func ReadIssuance(s *corev1.Secret, key mark.Key) Issuance {
 	if s == nil {
-		return "", time.Time{}, false
+		return Issuance{}
 	}
-	uid = types.UID(s.Annotations[AnnotationIssuedForUID])
-	expiresAt, err := time.Parse(time.RFC3339, s.Annotations[AnnotationExpiresAt])
-	if uid == "" || err != nil {
-		return "", time.Time{}, false
+	uidClaim, hasUID := s.Annotations[AnnotationIssuedForUID]
+	expiry, hasExpiry := s.Annotations[AnnotationExpiresAt]
+	m, hasMark := s.Annotations[mark.Annotation]
+	credentialDigest, hasCredential := s.Data[KeyBootstrapCredential]
+	if !hasUID && !hasExpiry && !hasMark && !hasCredential {
+		return Issuance{}
 	}
-	return uid, expiresAt, true
+	iss := Issuance{Trust: Unmarked, UID: types.UID(uidClaim)}
+	expiresAt, err := time.Parse(time.RFC3339, expiry)
+	if err == nil {
+		iss.ExpiresAt = expiresAt
+	}
+	if !hasMark {
+		return iss
+	}
+	iss.Trust = Mismatch
+	if uidClaim == "" || err != nil || !hasCredential ||
+		string(s.Data[KeyExpiresAt]) != string(kit.ValueDigest([]byte(expiry))) ||
+		!key.Verify(m, uidClaim, expiry, string(credentialDigest)) {
+		return iss
+	}
+	iss.Trust = Marked
+	return iss
 }
 
 // BuildServiceAccount returns h's ServiceAccount. It mounts no token by

@@ -18,10 +18,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/config"
+	"github.com/clerum/hcc/pkg/controllers/kit"
+	"github.com/clerum/hcc/pkg/mark"
 	"github.com/clerum/hcc/pkg/names"
 )
 
@@ -59,7 +62,12 @@ var testOptions = Options{
 
 	GatewayURL: "http://nginx-workflow-approval-gateway.control-plane.svc:8092",
 	HCCAPIURL:  "http://host-context-controller-api-gateway.control-plane.svc.cluster.local:8081",
+
+	RuntimeTokenMark: mark.NewKey(testHMACSecret, mark.PurposeRuntimeToken),
 }
+
+// testHMACSecret stands for INTERNAL_CONTROL_JWT_HCC_HMAC_SECRET.
+const testHMACSecret = "a-test-hmac-secret"
 
 func newHost(name string, opts ...func(*clerumv1alpha1.Host)) *clerumv1alpha1.Host {
 	h := &clerumv1alpha1.Host{
@@ -313,11 +321,11 @@ func TestOptionalSettings(t *testing.T) {
 		opts.ConfigMapName = ""
 		assert.Nil(t, deployment(t, newHost("h"), opts).Spec.Template.Spec.Containers[0].EnvFrom)
 	})
-	t.Run("a ConfigMap is loaded through an optional envFrom", func(t *testing.T) {
+	t.Run("a ConfigMap is loaded through a required envFrom", func(t *testing.T) {
 		from := deployment(t, newHost("h"), testOptions).Spec.Template.Spec.Containers[0].EnvFrom
 		require.Len(t, from, 1)
 		assert.Equal(t, "mcp-host-config", from[0].ConfigMapRef.Name)
-		assert.True(t, *from[0].ConfigMapRef.Optional, "a missing ConfigMap must not keep the pod from starting")
+		assert.False(t, ptr.Deref(from[0].ConfigMapRef.Optional, false), "no pod starts without its trust anchors")
 	})
 	t.Run("no storage class: the cluster's default", func(t *testing.T) {
 		opts := testOptions
@@ -348,29 +356,73 @@ func TestRuntimeTokenSecret(t *testing.T) {
 			KeyBootstrapCredential: []byte("bootstrap-value"),
 			KeyExpiresAt:           []byte("2026-07-01T10:30:45Z"),
 		}, s.Data)
-		assert.Equal(t, map[string]string{
-			AnnotationIssuedForUID: "uid-h",
-			AnnotationExpiresAt:    "2026-07-01T10:30:45Z",
-		}, s.Annotations)
+		assert.Equal(t, "uid-h", s.Annotations[AnnotationIssuedForUID])
+		assert.Equal(t, "2026-07-01T10:30:45Z", s.Annotations[AnnotationExpiresAt])
+		assert.Regexp(t, `^v1:[0-9a-f]{64}$`, s.Annotations[mark.Annotation])
+		assert.Len(t, s.Annotations, 3)
 		assert.Equal(t, map[string]string{names.LabelManagedBy: names.ManagedByValue, names.LabelHost: "h"}, s.Labels)
 		for _, v := range s.Annotations {
 			assert.NotContains(t, v, "bootstrap-value", "annotations are cached; the credential is not")
 		}
 	})
-	t.Run("the issuance reads back from the annotations alone", func(t *testing.T) {
+	t.Run("the issuance and its mark verify from the Secret as the informer caches it", func(t *testing.T) {
 		s := BuildRuntimeTokenSecret(newHost("h"), testOptions, "v", expires)
-		s.Data = nil // as the value-less cache holds it
-		uid, at, ok := CredentialIssuance(s)
-		require.True(t, ok)
-		assert.Equal(t, types.UID("uid-h"), uid)
-		assert.True(t, at.Equal(time.Date(2026, 7, 1, 10, 30, 45, 0, time.UTC)), "rounded down: refresh early, not late")
+		// The informer's own transform: values replaced by their digests.
+		d, err := kit.DigestSecret(s)
+		require.NoError(t, err)
+		cachedCopy := d.(*corev1.Secret)
+		require.NotEqual(t, "v", string(cachedCopy.Data[KeyBootstrapCredential]))
+		iss := ReadIssuance(cachedCopy, testOptions.RuntimeTokenMark)
+		assert.Equal(t, Marked, iss.Trust)
+		assert.Equal(t, types.UID("uid-h"), iss.UID)
+		assert.True(t, iss.ExpiresAt.Equal(time.Date(2026, 7, 1, 10, 30, 45, 0, time.UTC)), "rounded down: refresh early, not late")
+		// Digesting twice (as an informer may) changes nothing.
+		again, _ := kit.DigestSecret(cachedCopy)
+		assert.Equal(t, Marked, ReadIssuance(again.(*corev1.Secret), testOptions.RuntimeTokenMark).Trust)
 	})
-	t.Run("a Secret without its issuance must be replaced", func(t *testing.T) {
-		empty := BuildEmptyRuntimeTokenSecret(newHost("h"), testOptions)
-		for _, s := range []*corev1.Secret{nil, empty, withAnnotations(empty, AnnotationIssuedForUID, "u", AnnotationExpiresAt, "tomorrow")} {
-			_, _, ok := CredentialIssuance(s)
-			assert.False(t, ok)
+	t.Run("a Secret HCC did not mark, or whose mark does not cover what it holds, is not believed", func(t *testing.T) {
+		h := newHost("h")
+		digest := func(s *corev1.Secret) *corev1.Secret {
+			d, _ := kit.DigestSecret(s)
+			return d.(*corev1.Secret)
 		}
+		good := BuildRuntimeTokenSecret(h, testOptions, "v", expires)
+		unmarked := good.DeepCopy()
+		delete(unmarked.Annotations, mark.Annotation)
+		otherKey := testOptions
+		otherKey.RuntimeTokenMark = mark.NewKey("another-secret", mark.PurposeRuntimeToken)
+		otherPurpose := testOptions
+		otherPurpose.RuntimeTokenMark = mark.NewKey(testHMACSecret, mark.PurposeSeedJob)
+		edited := func(f func(*corev1.Secret)) *corev1.Secret {
+			s := good.DeepCopy()
+			f(s)
+			return s
+		}
+		cases := map[string]struct {
+			s    *corev1.Secret
+			want Trust
+		}{
+			"forged annotations, no mark": {withAnnotations(BuildEmptyRuntimeTokenSecret(h, testOptions),
+				AnnotationIssuedForUID, "uid-h", AnnotationExpiresAt, "2099-01-01T00:00:00Z"), Unmarked},
+			"an earlier HCC's Secret":           {unmarked, Unmarked},
+			"a credential and nothing else":     {edited(func(s *corev1.Secret) { s.Annotations = nil }), Unmarked},
+			"a forged mark":                     {edited(func(s *corev1.Secret) { s.Annotations[mark.Annotation] = "v1:" + strings.Repeat("0", 64) }), Mismatch},
+			"another credential under the mark": {edited(func(s *corev1.Secret) { s.Data[KeyBootstrapCredential] = []byte("attacker") }), Mismatch},
+			"a later expiry under the mark":     {edited(func(s *corev1.Secret) { s.Annotations[AnnotationExpiresAt] = "2099-01-01T00:00:00Z" }), Mismatch},
+			"another expires-at file":           {edited(func(s *corev1.Secret) { s.Data[KeyExpiresAt] = []byte("2099-01-01T00:00:00Z") }), Mismatch},
+			"another UID under the mark":        {edited(func(s *corev1.Secret) { s.Annotations[AnnotationIssuedForUID] = "uid-x" }), Mismatch},
+			"marked under another secret":       {BuildRuntimeTokenSecret(h, otherKey, "v", expires), Mismatch},
+			"marked for another purpose":        {BuildRuntimeTokenSecret(h, otherPurpose, "v", expires), Mismatch},
+		}
+		for name, tc := range cases {
+			assert.Equal(t, tc.want, ReadIssuance(digest(tc.s), testOptions.RuntimeTokenMark).Trust, name)
+		}
+		var zero mark.Key
+		assert.Equal(t, Mismatch, ReadIssuance(digest(good), zero).Trust, "without a key nothing is believed")
+	})
+	t.Run("a Secret that claims no credential holds none", func(t *testing.T) {
+		assert.Equal(t, Issuance{}, ReadIssuance(nil, testOptions.RuntimeTokenMark))
+		assert.Equal(t, Issuance{}, ReadIssuance(BuildEmptyRuntimeTokenSecret(newHost("h"), testOptions), testOptions.RuntimeTokenMark))
 	})
 	t.Run("render's Secret has the name and labels but no data", func(t *testing.T) {
 		s := BuildEmptyRuntimeTokenSecret(newHost("h"), testOptions)

@@ -73,6 +73,12 @@ func (st *status) notOwned(message string) {
 	st.ready = kit.Condition{Type: clerumv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: kit.ReasonNotOwned, Message: message}
 }
 
+// configMissing records a Host whose Deployment waits for the ConfigMap
+// its container loads.
+func (st *status) configMissing(message string) {
+	st.ready = kit.Condition{Type: clerumv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: kit.ReasonConfigMissing, Message: message}
+}
+
 func (st *status) waitingForCredential() {
 	st.ready = kit.Condition{Type: clerumv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: kit.ReasonCredentialPending,
 		Message: "waiting for a bootstrap credential from the Control API (see AuthReady); the Deployment is not created without one"}

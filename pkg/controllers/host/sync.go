@@ -36,9 +36,12 @@ import (
 //     tenant may hold);
 //  3. the identity (ServiceAccount, Role, RoleBinding), workspace claim and
 //     runtime-token Secret are written, the credential obtained from the
-//     Control API when it is missing, issued for another UID or due;
-//  4. the Deployment is written only once all of those are HCC's; the
-//     Service, desktop policy and channel-reader objects regardless;
+//     Control API when it is missing, not marked by HCC, issued for
+//     another UID or due;
+//  4. the Deployment is written only once all of those, and the desktop
+//     policy when the desktop is on, are HCC's; the Service regardless; in
+//     the channels namespace the reader's egress policy first, the reader
+//     only once that policy is HCC's;
 //  5. status is applied when it changed, and the Host is looked at again
 //     when its credential is next due.
 func (c *Controller) syncHost(ctx context.Context, key cache.ObjectName) (kit.Result, error) {
@@ -93,6 +96,31 @@ func (c *Controller) syncHost(ctx context.Context, key cache.ObjectName) (kit.Re
 	c.metrics.refresh(c.state, c.clock.Now())
 	errs = append(errs, c.applyStatus(ctx, h, st))
 	return result, errors.Join(errs...)
+}
+
+// syncStop is the stop fast path (docs/host.md): when h's running pods
+// carry a contextId its Context no longer holds — the Context is gone, an
+// older Context holds its contextId, or the contextId changed — they are
+// scaled to zero at once, from the listers alone, before the NetworkPolicy
+// operator can grant that contextId's allows to another tenant's Context.
+// Everything else, restarting the pods included, is the main sync's.
+func (c *Controller) syncStop(ctx context.Context, key cache.ObjectName) (kit.Result, error) {
+	h, err := c.hosts.Hosts(key.Namespace).Get(key.Name)
+	if err != nil || h.DeletionTimestamp != nil {
+		return kit.Result{}, nil // gone or going: the main sync deletes its children
+	}
+	live := c.deploymentOf(h)
+	if live == nil || ptr.Deref(live.Spec.Replicas, 1) == 0 {
+		return kit.Result{}, nil
+	}
+	running := live.Spec.Template.Labels[names.LabelContext]
+	a := c.admit(h, newStatus(h))
+	if a.ContextID != "" && a.ContextID == running {
+		return kit.Result{}, nil // still vouched for (a Secret block leaves pods running)
+	}
+	c.log.Info().Str("host", h.Name).Str("running", running).Str("holds", a.ContextID).Str("reason", a.Block).
+		Msg("stopping the Host's pods: its Context no longer holds the contextId they carry")
+	return kit.Result{}, c.stopPods(ctx, h)
 }
 
 // admit decides h's admission from the listers (Admit) and records it in
@@ -192,6 +220,18 @@ func (c *Controller) ensure(ctx context.Context, h *clerumv1alpha1.Host, context
 	cred, err := c.ensureCredential(ctx, h, owner, st)
 	write(err)
 	ready = cred.present && ready
+	// The ConfigMap every mcp-host container loads: a pod must not start
+	// without it. A running one is left as it is (not rolled).
+	configMissing := c.configMissing()
+	ready = configMissing == "" && ready
+
+	// With the desktop on, its policy is written before the pods start: in
+	// a host namespace without a default deny it is what confines their
+	// ingress, so the Deployment waits for it like for its volumes.
+	desktop := BuildDesktopPolicy(h, opts)
+	if desktop != nil {
+		ready = write(ensure(ctx, c.children, kit.NetworkPolicies, owner, c.policies.NetworkPolicies(h.Namespace), desktop)) && ready
+	}
 
 	var live *appsv1.Deployment
 	switch {
@@ -207,22 +247,19 @@ func (c *Controller) ensure(ctx context.Context, h *clerumv1alpha1.Host, context
 		write(err)
 	case len(refused) > 0:
 		// Something the pods depend on — their account, its Role or
-		// binding, their volume, their credential — is not HCC's: the pods
-		// stop rather than run with someone else's.
+		// binding, their volume, their credential, their desktop policy —
+		// is not HCC's: the pods stop rather than run with someone else's.
 		errs = append(errs, c.stopPods(ctx, h))
 	}
 	write(ensure(ctx, c.children, kit.Services, owner, c.services.Services(h.Namespace), BuildService(h, opts)))
-	if p := BuildDesktopPolicy(h, opts); p != nil {
-		write(ensure(ctx, c.children, kit.NetworkPolicies, owner, c.policies.NetworkPolicies(h.Namespace), p))
-	} else if p, err := c.policies.NetworkPolicies(h.Namespace).Get(names.HostDesktopPolicy(h.Name)); err == nil {
-		_, err := kit.DeleteChild(ctx, c.children, kit.NetworkPolicies, gvk, h.Name, names.LabelHost, p)
-		write(err)
+	if desktop == nil {
+		// Deleted after the Deployment has dropped the desktop.
+		if p, err := c.policies.NetworkPolicies(h.Namespace).Get(names.HostDesktopPolicy(h.Name)); err == nil {
+			_, err := kit.DeleteChild(ctx, c.children, kit.NetworkPolicies, gvk, h.Name, names.LabelHost, p)
+			write(err)
+		}
 	}
-	// The channels namespace: no owner reference reaches it.
-	reader := owner.WithoutReference()
-	write(ensure(ctx, c.children, kit.Deployments, reader, c.readerDeployments.Deployments(opts.ChannelsNamespace), BuildChannelReaderDeployment(h, opts)))
-	write(ensure(ctx, c.children, kit.Services, reader, c.readerServices.Services(opts.ChannelsNamespace), BuildChannelReaderService(h, opts)))
-	write(ensure(ctx, c.children, kit.NetworkPolicies, reader, c.readerPolicies.NetworkPolicies(opts.ChannelsNamespace), BuildChannelReaderPolicy(h, opts)))
+	errs = append(errs, c.ensureReader(ctx, h, owner.WithoutReference(), write)...)
 
 	var result kit.Result
 	if cred.refreshIn > 0 {
@@ -238,6 +275,8 @@ func (c *Controller) ensure(ctx context.Context, h *clerumv1alpha1.Host, context
 		if result.RequeueAfter == 0 || result.RequeueAfter > refusedRetry {
 			result.RequeueAfter = refusedRetry
 		}
+	case configMissing != "":
+		st.configMissing(configMissing)
 	case !cred.present:
 		st.waitingForCredential()
 	case live == nil:
@@ -247,6 +286,30 @@ func (c *Controller) ensure(ctx context.Context, h *clerumv1alpha1.Host, context
 		st.deployed(contextID, live)
 	}
 	return result, errs
+}
+
+// ensureReader writes h's channel-reader objects in the channels namespace,
+// which no owner reference reaches. Its egress policy comes first and the
+// reader Deployment only once the policy is HCC's: that policy alone
+// isolates the reader (the channels namespace has no default deny). A
+// policy whose write failed keeps a reader from being created or rolled;
+// one held by an object HCC does not own also stops a running reader, its
+// confinement being someone else's now.
+func (c *Controller) ensureReader(ctx context.Context, h *clerumv1alpha1.Host, reader kit.Owner, write func(error) bool) []error {
+	opts := c.cfg.Build
+	var errs []error
+	err := ensure(ctx, c.children, kit.NetworkPolicies, reader, c.readerPolicies.NetworkPolicies(opts.ChannelsNamespace), BuildChannelReaderPolicy(h, opts))
+	switch {
+	case write(err):
+		write(ensure(ctx, c.children, kit.Deployments, reader, c.readerDeployments.Deployments(opts.ChannelsNamespace), BuildChannelReaderDeployment(h, opts)))
+	case isOwnership(err):
+		live, lerr := c.readerDeployments.Deployments(opts.ChannelsNamespace).Get(names.ChannelReader(h.Name))
+		if lerr == nil {
+			errs = append(errs, c.scaleToZero(ctx, h, reader, live))
+		}
+	}
+	write(ensure(ctx, c.children, kit.Services, reader, c.readerServices.Services(opts.ChannelsNamespace), BuildChannelReaderService(h, opts)))
+	return errs
 }
 
 // lister is the part of a namespaced lister ensure reads.
@@ -312,7 +375,9 @@ func (c *Controller) ensureCredential(ctx context.Context, h *clerumv1alpha1.Hos
 			unwritable = err
 		}
 	}
-	uid, expiresAt, ok := CredentialIssuance(live)
+	iss := ReadIssuance(live, c.cfg.Build.RuntimeTokenMark)
+	ok := believed(iss)
+	uid, expiresAt := iss.UID, iss.ExpiresAt
 	if ok && uid == h.UID {
 		if pending, ok := c.state.issuedFor(h.Name); ok && pending.expiresAt.After(expiresAt) {
 			expiresAt = pending.expiresAt // written, not yet in the cache
@@ -321,6 +386,8 @@ func (c *Controller) ensureCredential(ctx context.Context, h *clerumv1alpha1.Hos
 		// Issued moments ago; the cache has not caught up. Never call the
 		// Control API twice for one credential.
 		uid, expiresAt, ok = pending.uid, pending.expiresAt, true
+	} else if !ok && iss.Trust != NoCredential {
+		c.reportForged(h, live, iss)
 	}
 	valid := ok && uid == h.UID && now.Before(expiresAt)
 	refreshAt := expiresAt.Add(-c.cfg.RefreshBefore)
@@ -331,6 +398,10 @@ func (c *Controller) ensureCredential(ctx context.Context, h *clerumv1alpha1.Hos
 
 	why := "no credential yet"
 	switch {
+	case live != nil && !ok && iss.Trust == Unmarked:
+		why = "the runtime-token Secret carries no mark of HCC's: what it holds is not believed"
+	case live != nil && !ok && iss.Trust == Mismatch:
+		why = "the runtime-token Secret's mark does not verify: what it holds is not believed"
 	case live != nil && ok && uid != h.UID:
 		why = "the credential was issued for an earlier Host of this name"
 	case live != nil && !ok:
@@ -357,7 +428,9 @@ func (c *Controller) ensureCredential(ctx context.Context, h *clerumv1alpha1.Hos
 			reason = kit.ReasonCredentialRefused
 		}
 		c.recorder.Eventf(h, corev1.EventTypeWarning, kit.EventCredentialFailed, "obtaining a bootstrap credential (%s) failed: %v", why, err)
-		result := credential{present: present, retryAfter: retryAfter(err)}
+		// Never later than the refresh window, whatever the Control API
+		// says (its client caps it too).
+		result := credential{present: present, retryAfter: min(retryAfter(err), c.cfg.RefreshBefore)}
 		if valid {
 			// Degraded, not down: the pod keeps a working credential.
 			st.auth(metav1.ConditionTrue, reason, fmt.Sprintf("bootstrap credential valid until %s; refreshing it failed: %v",
@@ -379,11 +452,43 @@ func (c *Controller) ensureCredential(ctx context.Context, h *clerumv1alpha1.Hos
 		return credential{present: present}, err
 	}
 	// The expiry as the Secret records it (whole seconds, rounded down).
-	_, stored, _ := CredentialIssuance(desired)
+	stored := issued.ExpiresAt.UTC().Truncate(time.Second)
 	c.state.issued(h.Name, issuance{uid: h.UID, expiresAt: stored, at: now})
 	c.log.Info().Str("host", h.Name).Str("why", why).Time("expiresAt", stored).Msg("bootstrap credential stored")
 	st.auth(metav1.ConditionTrue, kit.ReasonCredentialIssued, fmt.Sprintf("bootstrap credential valid until %s", stored.UTC().Format(time.RFC3339)), stored)
 	return credential{present: true, refreshIn: max(stored.Add(-c.cfg.RefreshBefore).Sub(now), minRefreshIn)}, nil
+}
+
+// believed is the one rule for which runtime-token Secrets HCC takes at
+// their word: only those whose mark verifies (docs/host.md, "HCC's mark").
+// An unmarked Secret — written by someone else, or by an HCC from before
+// marks — holds nothing HCC believes and is re-issued; a rule that keeps
+// an earlier HCC's credentials across an upgrade would go here.
+func believed(iss Issuance) bool {
+	return iss.Trust == Marked
+}
+
+// EventForgedCredential is the Warning event of a runtime-token Secret
+// whose credential HCC does not believe: it carries no mark, or one that
+// does not verify. A new credential is issued and written over it.
+const EventForgedCredential = "ForgedCredential"
+
+// reportForged reports, once per version of the Secret, a runtime-token
+// Secret that claims a credential HCC does not believe: a Warning event and
+// clerum_hcc_host_forged_credentials_total. Nothing of its content is
+// quoted.
+func (c *Controller) reportForged(h *clerumv1alpha1.Host, s *corev1.Secret, iss Issuance) {
+	if !c.state.forgedOnce(h.Name, string(s.UID)+"/"+s.ResourceVersion) {
+		return
+	}
+	why := "carries no mark of HCC's (written by someone else, or by an HCC from before marks)"
+	if iss.Trust == Mismatch {
+		why = "carries a mark that does not verify (written or edited by someone else, or marked under an earlier INTERNAL_CONTROL_JWT_HCC_HMAC_SECRET)"
+	}
+	c.log.Warn().Str("host", h.Name).Str("secret", s.Name).Str("trust", iss.Trust.String()).Msg("runtime-token Secret not believed; re-issuing its credential")
+	c.metrics.Forged.WithLabelValues(iss.Trust.String()).Inc()
+	c.recorder.Eventf(h, corev1.EventTypeWarning, EventForgedCredential,
+		"the runtime-token Secret %s %s: its credential is not used, and a new one is issued and written over it", s.Name, why)
 }
 
 // minRefreshIn is the soonest a stored credential is looked at again.
@@ -437,14 +542,18 @@ func isOwnership(err error) bool {
 // stopPods scales h's Deployment to zero, keeping its template: the Host's
 // Context no longer vouches for the contextId its pods carry.
 func (c *Controller) stopPods(ctx context.Context, h *clerumv1alpha1.Host) error {
-	live := c.deploymentOf(h)
+	return c.scaleToZero(ctx, h, kit.Owner{Object: h, GVK: gvk, IdentityLabel: names.LabelHost}, c.deploymentOf(h))
+}
+
+// scaleToZero scales live, a Deployment of h's, to zero, keeping its
+// template.
+func (c *Controller) scaleToZero(ctx context.Context, h *clerumv1alpha1.Host, owner kit.Owner, live *appsv1.Deployment) error {
 	if live == nil || ptr.Deref(live.Spec.Replicas, 1) == 0 ||
 		live.Labels[names.LabelManagedBy] != names.ManagedByValue || live.Labels[names.LabelHost] != names.Label(h.Name) {
 		return nil // none, stopped, or not this Host's to stop
 	}
 	desired := live.DeepCopy()
 	desired.Spec.Replicas = ptr.To[int32](0)
-	owner := kit.Owner{Object: h, GVK: gvk, IdentityLabel: names.LabelHost}
 	_, _, err := kit.Ensure(ctx, c.children, kit.Deployments, owner, live, desired)
 	if errors.Is(err, kit.ErrNotOwned) {
 		return nil // reported by Ensure; never written
