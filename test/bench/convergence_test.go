@@ -13,10 +13,12 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/clerum/hcc/hack/devcontrolapi"
 	"github.com/clerum/hcc/internal/testing/testenv"
@@ -131,6 +133,11 @@ func runFleetConvergence(b *testing.B, bin string, f fleet, budget clientBudget)
 		_, err := hcc.ClerumV1alpha1().Contexts("mcp-server").Create(ctx, newContext(i, f.serversPerContext), metav1.CreateOptions{})
 		return err
 	})
+	// The Host pods' configuration (deploy/base ships it), which a Host
+	// needs before it starts.
+	_, err := kubernetes.NewForConfigOrDie(admin).CoreV1().ConfigMaps("mcp-host").Create(ctx,
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "mcp-host-config"}}, metav1.CreateOptions{})
+	require.NoError(b, err)
 	kittest.Parallel(b, f.hosts, func(i int) error {
 		_, err := hcc.ClerumV1alpha1().Hosts("mcp-host").Create(ctx, newHost(i, f.contexts), metav1.CreateOptions{})
 		return err

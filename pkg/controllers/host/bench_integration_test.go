@@ -74,7 +74,11 @@ func runHostConvergence(b *testing.B, n int) {
 		_, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
 		require.NoError(b, err)
 	}
-	_, err := hcc.ClerumV1alpha1().Contexts(ctxNS).Create(ctx, &clerumv1alpha1.Context{ObjectMeta: metav1.ObjectMeta{Name: "tenant"},
+	// The Host pods' configuration, which a Host needs before it starts.
+	_, err := kube.CoreV1().ConfigMaps(opts.HostNamespace).Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: opts.ConfigMapName}}, metav1.CreateOptions{})
+	require.NoError(b, err)
+	_, err = hcc.ClerumV1alpha1().Contexts(ctxNS).Create(ctx, &clerumv1alpha1.Context{ObjectMeta: metav1.ObjectMeta{Name: "tenant"},
 		Spec: clerumv1alpha1.ContextSpec{ContextID: "tenant"}}, metav1.CreateOptions{})
 	require.NoError(b, err)
 	hosts := make([]*clerumv1alpha1.Host, n)
