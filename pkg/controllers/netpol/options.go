@@ -12,10 +12,10 @@ import (
 //
 // In enforce mode ImageRefused is the allowlist's refusal (one function,
 // imagepolicy.Enforced, shared with the McpServer operator and hcc-api): a
-// refused server's Context allows are not planned. Every binary parses the
-// allowlist at startup and exits on a bad one before it plans; should a
-// list fail to parse here all the same, the nil Policy refuses every
-// image, which fails closed.
+// refused server's Context allows are not planned. hcc-controller (run,
+// render and census) and hcc-api parse the allowlist at startup and exit
+// on a bad one before anything plans; should a list fail to parse here all
+// the same, the nil Policy refuses every image, which fails closed.
 func PlanOptions(cfg *config.Config) netpol.Options {
 	images, _ := imagepolicy.Parse(cfg.ImagePolicy.AllowedPrefixes)
 	return netpol.Options{
