@@ -14,9 +14,9 @@ import (
 
 	"github.com/clerum/hcc/internal/startup"
 	"github.com/clerum/hcc/pkg/config"
-	"github.com/clerum/hcc/pkg/imagepolicy"
 	netpolcontroller "github.com/clerum/hcc/pkg/controllers/netpol"
 	clientset "github.com/clerum/hcc/pkg/generated/clientset/versioned"
+	"github.com/clerum/hcc/pkg/imagepolicy"
 	"github.com/clerum/hcc/pkg/names"
 	"github.com/clerum/hcc/pkg/netpol"
 )
