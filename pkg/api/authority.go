@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 
 	"github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
+	"github.com/clerum/hcc/pkg/names"
 )
 
 // authority is the live state a verified token stands for: the Host it
@@ -73,11 +74,12 @@ func grantedServers(ctx *v1alpha1.Context, servers McpServerReader) []*v1alpha1.
 
 // withheld reports whether the credential of a granted server s is kept
 // from every Host: the image allowlist refuses it in enforce mode (refused,
-// nil in audit mode). Such a server is still listed, deployed and ready
-// false, as the operator scaled it to zero; its credential route answers
-// the uniform 404.
+// nil in audit mode), or its name is reserved for a platform workload (an
+// object from before the CRD refused such names), so the operator runs
+// nothing of it. Such a server is still listed, deployed and ready false;
+// its credential route answers the uniform 404.
 func withheld(s *v1alpha1.McpServer, refused func(*v1alpha1.McpServer) bool) bool {
-	return refused != nil && refused(s)
+	return names.ReservedMcpServerName(s.Name) || (refused != nil && refused(s))
 }
 
 // offered reports whether a server may be handed to a Host: enabled and not

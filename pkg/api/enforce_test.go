@@ -111,3 +111,17 @@ func TestAForbiddenSecretIsNeverACredential(t *testing.T) {
 		})
 	}
 }
+
+// A server named like a platform workload (from before the CRD refused
+// such names) runs nothing: its credential is withheld in either mode.
+func TestAReservedNameIsWithheld(t *testing.T) {
+	w := standardWorld(t)
+	put(t, w.contexts, newContext("ctx-a", "alpha", "mcp-proxy"))
+	put(t, w.servers, withAuth(newServer("mcp-proxy", v1alpha1.TransportSSE), "alpha-creds", "token"))
+	h := newHarness(t, w)
+	token := h.token("host-a", "uid-a")
+	rec := h.credential(token, "mcp-proxy")
+	assert.Equal(t, http.StatusNotFound, rec.Code)
+	assert.NotContains(t, rec.Body.String(), "s3cret-alpha")
+	assert.Equal(t, serverStatus{Deployed: false, Ready: false}, statusByName(t, h, token)["mcp-proxy"])
+}
