@@ -15,6 +15,7 @@ import (
 	clientset "github.com/clerum/hcc/pkg/generated/clientset/versioned"
 	informers "github.com/clerum/hcc/pkg/generated/informers/externalversions"
 	"github.com/clerum/hcc/pkg/health"
+	"github.com/clerum/hcc/pkg/names"
 )
 
 // informersCheck is the readiness check that passes once every cache has
@@ -116,22 +117,29 @@ func stripManagedFields(obj any) (any, error) {
 	return obj, nil
 }
 
-// secretDataOnly keeps of a Secret its identity and data only: the
-// handlers read data[key], and the revision is keyed by the UID. Labels,
-// annotations (a last-applied annotation holds the whole Secret again) and
-// managedFields are dropped; stringData never comes from the API server.
+// secretDataOnly keeps of a Secret its identity, type, HCC's managed-by
+// label and data only: the handlers read data[key], the revision is keyed
+// by the UID, and the type and label say whether a server may name the
+// Secret at all (names.ForbiddenSecret). Other labels, annotations (a
+// last-applied annotation holds the whole Secret again) and managedFields
+// are dropped; stringData never comes from the API server.
 func secretDataOnly(obj any) (any, error) {
 	s, ok := obj.(*corev1.Secret)
 	if !ok {
 		return obj, nil
 	}
-	return &corev1.Secret{
+	out := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:            s.Name,
 			Namespace:       s.Namespace,
 			UID:             s.UID,
 			ResourceVersion: s.ResourceVersion,
 		},
+		Type: s.Type,
 		Data: s.Data,
-	}, nil
+	}
+	if v, ok := s.Labels[names.LabelManagedBy]; ok {
+		out.Labels = map[string]string{names.LabelManagedBy: v}
+	}
+	return out, nil
 }

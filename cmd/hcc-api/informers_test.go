@@ -38,7 +38,7 @@ func TestSecretDataOnly(t *testing.T) {
 			Namespace:       "mcp-server",
 			UID:             "uid-1",
 			ResourceVersion: "42",
-			Labels:          map[string]string{"l": "v"},
+			Labels:          map[string]string{"l": "v", "clerum.io/managed-by": "host-context-controller"},
 			Annotations:     map[string]string{"kubectl.kubernetes.io/last-applied-configuration": `{"data":{"token":"..."}}`},
 			ManagedFields:   []metav1.ManagedFieldsEntry{{Manager: "kubectl"}},
 			OwnerReferences: []metav1.OwnerReference{{Name: "owner"}},
@@ -49,9 +49,11 @@ func TestSecretDataOnly(t *testing.T) {
 	got, err := secretDataOnly(s)
 	require.NoError(t, err)
 	assert.Equal(t, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: "creds", Namespace: "mcp-server", UID: "uid-1", ResourceVersion: "42"},
-		Data:       map[string][]byte{"token": []byte("v")},
-	}, got)
+		ObjectMeta: metav1.ObjectMeta{Name: "creds", Namespace: "mcp-server", UID: "uid-1", ResourceVersion: "42",
+			Labels: map[string]string{"clerum.io/managed-by": "host-context-controller"}},
+		Type: corev1.SecretTypeOpaque,
+		Data: map[string][]byte{"token": []byte("v")},
+	}, got, "the type and the managed-by label say whether a server may name it")
 
 	tombstone := cache.DeletedFinalStateUnknown{Key: "mcp-server/creds", Obj: s}
 	got, err = secretDataOnly(tombstone)

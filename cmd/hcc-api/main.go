@@ -21,9 +21,11 @@ import (
 
 	"github.com/clerum/hcc/internal/startup"
 	"github.com/clerum/hcc/pkg/api"
+	"github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/config"
 	clientset "github.com/clerum/hcc/pkg/generated/clientset/versioned"
 	"github.com/clerum/hcc/pkg/health"
+	"github.com/clerum/hcc/pkg/imagepolicy"
 	"github.com/clerum/hcc/pkg/version"
 )
 
@@ -81,7 +83,12 @@ func serve(ctx context.Context, log zerolog.Logger, flags startup.Flags, cfg *co
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := api.NewMetrics(registry)
 	logKeyIDs(log, cfg.HostAuth)
+	refused, err := imageRefusal(log, cfg.ImagePolicy)
+	if err != nil {
+		return err
+	}
 	opts := api.Options{
+		ImageRefused:   refused,
 		Namespace:      cfg.Namespaces.McpServer,
 		ClusterDomain:  cfg.Core.ClusterDomain,
 		HostAuth:       cfg.HostAuth,
@@ -133,4 +140,18 @@ func logKeyIDs(log zerolog.Logger, auth config.HostAuth) {
 		kids = append(kids, api.KeyID(k))
 	}
 	log.Info().Strs("keyIDs", kids).Msg("verifying v2 host tokens with these keys")
+}
+
+// imageRefusal is the controller's enforce-mode refusal, computed here from
+// the same variables: hcc-api withholds a refused server from the first
+// request, without waiting for the operator to write its status
+// (docs/http-api.md). A list that does not parse stops hcc-api, as it stops
+// the controller.
+func imageRefusal(log zerolog.Logger, cfg config.ImagePolicy) (func(*v1alpha1.McpServer) bool, error) {
+	images, err := imagepolicy.Parse(cfg.AllowedPrefixes)
+	if err != nil {
+		return nil, fmt.Errorf("CONTEXT_MAPPER_ALLOWED_IMAGE_PREFIXES: %w", err)
+	}
+	log.Info().Bool("enforce", cfg.Enforce).Strs("prefixes", images.Prefixes()).Msg("image allowlist")
+	return imagepolicy.Enforced(images, cfg.Enforce), nil
 }

@@ -107,3 +107,15 @@ func TestDevModeServesFixturesWithoutACluster(t *testing.T) {
 		t.Fatal("did not stop after its context ended")
 	}
 }
+
+// hcc-api judges images with the controller's allowlist, so a list the
+// controller would refuse stops it too, before it serves.
+func TestABadImageAllowlistFailsStartup(t *testing.T) {
+	t.Setenv("CLERUM_DEV_MODE", "true")
+	t.Setenv("HCC_MCP_HOST_JWT_PUBLIC_KEY", testenv.RSAPublicKeyPEM(t))
+	t.Setenv("CONTEXT_MAPPER_PORT", strconv.Itoa(testenv.FreePort(t)))
+	t.Setenv("CONTEXT_MAPPER_ALLOWED_IMAGE_PREFIXES", "ghcr.io/Upper/")
+
+	var stdout, stderr bytes.Buffer
+	assert.Equal(t, 1, run(context.Background(), nil, &stdout, &stderr), "the error is logged, naming the variable")
+}

@@ -16,6 +16,7 @@ import (
 	"github.com/clerum/hcc/pkg/config"
 	netpolcontroller "github.com/clerum/hcc/pkg/controllers/netpol"
 	clientset "github.com/clerum/hcc/pkg/generated/clientset/versioned"
+	"github.com/clerum/hcc/pkg/imagepolicy"
 	"github.com/clerum/hcc/pkg/names"
 	"github.com/clerum/hcc/pkg/netpol"
 )
@@ -46,6 +47,11 @@ func runCensus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	cfg, err := config.Load(config.Render)
 	if err != nil {
 		return fail(fmt.Errorf("invalid configuration: %w", err))
+	}
+	// The plan's enforce-mode refusal comes from the allowlist: a list the
+	// controller would refuse at startup is refused here too.
+	if _, err := imagepolicy.Parse(cfg.ImagePolicy.AllowedPrefixes); err != nil {
+		return fail(fmt.Errorf("CONTEXT_MAPPER_ALLOWED_IMAGE_PREFIXES: %w", err))
 	}
 	restCfg, err := startup.Connect(ctx, binary, flags, cfg.Core)
 	if err != nil {

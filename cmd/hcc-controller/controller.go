@@ -154,6 +154,7 @@ func newReconcilers(deps kit.Deps, resolver egress.Resolver) ([]kit.Reconciler, 
 		DNSTimeout: cfg.McpServer.ExternalEgressDNSTimeout,
 		Refresh:    cfg.McpServer.ExternalEgressResync,
 		Rules:      netpol.NewEgressRules(planOpts),
+		Active:     planOpts.ServerActive,
 	})
 	policies := netpolcontroller.New(deps, coordinator, netpolcontroller.Options{
 		Plan:           planOpts,

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 
 	"github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
+	"github.com/clerum/hcc/pkg/names"
 )
 
 // authority is the live state a verified token stands for: the Host it
@@ -71,6 +72,16 @@ func grantedServers(ctx *v1alpha1.Context, servers McpServerReader) []*v1alpha1.
 	return granted
 }
 
+// withheld reports whether the credential of a granted server s is kept
+// from every Host: the image allowlist refuses it in enforce mode (refused,
+// nil in audit mode), or its name is reserved for a platform workload (an
+// object from before the CRD refused such names), so the operator runs
+// nothing of it. Such a server is still listed, deployed and ready false;
+// its credential route answers the uniform 404.
+func withheld(s *v1alpha1.McpServer, refused func(*v1alpha1.McpServer) bool) bool {
+	return names.ReservedMcpServerName(s.Name) || (refused != nil && refused(s))
+}
+
 // offered reports whether a server may be handed to a Host: enabled and not
 // on its way out.
 func offered(s *v1alpha1.McpServer) bool {
@@ -80,7 +91,8 @@ func offered(s *v1alpha1.McpServer) bool {
 // revalidate re-reads, after a credential was read, everything the answer
 // is made of, so that a change racing the read wins: a Host deleted,
 // recreated or moved to another Context; a server ungranted, disabled,
-// replaced, or pointed at another Secret or key; or the Secret replaced or
+// given an image enforce mode refuses, replaced, or pointed at another
+// Secret or key; or the Secret replaced or
 // written (another UID or resourceVersion) after secret, the one read, was
 // taken. It returns the failure of the authority when the caller's
 // authority no longer holds, and errNotGranted for every other change.
@@ -90,13 +102,13 @@ func offered(s *v1alpha1.McpServer) bool {
 // a 401 would send mcp-host to exchange its credential for a new token
 // that would not help. The value read may be stale, so it stays here;
 // mcp-host asks again and is answered from the current objects.
-func revalidate(src Sources, a authority, server *v1alpha1.McpServer, secret *corev1.Secret) error {
+func revalidate(src Sources, a authority, server *v1alpha1.McpServer, secret *corev1.Secret, refused func(*v1alpha1.McpServer) bool) error {
 	now, err := resolveAuthority(src, a.claims)
 	if err != nil {
 		return err
 	}
 	s, ok := grantedServer(now.context, server.Name, src.McpServers)
-	if !ok || s.UID != server.UID || !sameAuth(s.Spec.Auth, server.Spec.Auth) {
+	if !ok || withheld(s, refused) || s.UID != server.UID || !sameAuth(s.Spec.Auth, server.Spec.Auth) {
 		return errNotGranted
 	}
 	if !sameSecret(credentialSecret(src.Secrets, s), secret) {

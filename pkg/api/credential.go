@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
+	"github.com/clerum/hcc/pkg/names"
 )
 
 // credential is a server's credential as its Secret holds it now.
@@ -33,6 +34,12 @@ func credentialSecret(secrets SecretReader, s *v1alpha1.McpServer) *corev1.Secre
 	}
 	secret, err := secrets.Get(s.Spec.Auth.SecretRef.Name)
 	if err != nil {
+		return nil
+	}
+	// A service-account token, a registry credential or one of HCC's own
+	// Secrets is never a server's credential, whoever names it: it is
+	// answered as missing, as the operator reports it (SecretsMissing).
+	if names.ForbiddenSecret(string(secret.Type), secret.Labels) != "" {
 		return nil
 	}
 	return secret

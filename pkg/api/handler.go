@@ -79,6 +79,12 @@ type Options struct {
 	Readiness *health.Readiness
 	Gatherer  prometheus.Gatherer
 	Metrics   *Metrics
+	// ImageRefused is the image allowlist's refusal in enforce mode
+	// (imagepolicy.Enforced over CONTEXT_MAPPER_ALLOWED_IMAGE_PREFIXES, the
+	// controller's own judgement), nil in audit mode: a refused server is
+	// reported deployed and ready false and its credential is not handed
+	// out (docs/http-api.md).
+	ImageRefused func(*v1alpha1.McpServer) bool
 	// Clock is the time used for tokens, rate limits and timestamps;
 	// defaults to the real clock.
 	Clock clock.PassiveClock
@@ -93,6 +99,8 @@ type handler struct {
 	verifier      TokenVerifier
 	limiter       *fixedWindowLimiter
 	entries       *entryCache
+	// refused is Options.ImageRefused; nil refuses nothing.
+	refused func(*v1alpha1.McpServer) bool
 	// desktopDigest is SHA-256 of the desktop token, nil when open.
 	desktopDigest []byte
 	readiness     *health.Readiness
@@ -129,6 +137,7 @@ func NewHandler(o Options) http.Handler {
 		verifier:      verifier,
 		limiter:       newFixedWindowLimiter(o.HostAuth.RateLimitPerMinute, rateLimitWindow, rateLimitMaxKeys),
 		entries:       newEntryCache(entryCacheMaxEntries),
+		refused:       o.ImageRefused,
 		readiness:     o.Readiness,
 		metrics:       o.Metrics,
 		clock:         o.Clock,
@@ -243,7 +252,7 @@ func (h *handler) serveSystemInventory(w http.ResponseWriter, _ *http.Request) {
 			ContextRef: s.Spec.ContextRef,
 			Transport:  h.transportOf(s),
 			Enabled:    s.Spec.IsEnabled(),
-			Status:     statusOf(s),
+			Status:     statusOf(s, h.refused),
 		})
 	}
 	writeJSON(w, http.StatusOK, inv, false)
@@ -304,7 +313,7 @@ func (h *handler) encodeHostEntry(s *v1alpha1.McpServer, secret *corev1.Secret) 
 		Name:         s.Name,
 		Transport:    h.transportOf(s),
 		Enabled:      s.Spec.IsEnabled(),
-		Status:       statusOf(s),
+		Status:       statusOf(s, h.refused),
 		AuthRequired: s.Spec.Auth != nil,
 	}
 	if e.AuthRequired {
@@ -335,13 +344,13 @@ func (h *handler) serveCredential(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	server, ok := grantedServer(a.context, name, h.src.McpServers)
-	if !ok {
+	if !ok || withheld(server, h.refused) {
 		writeBody(w, http.StatusNotFound, bodyNotFound, true)
 		return
 	}
 	secret := credentialSecret(h.src.Secrets, server)
 	cred := credentialOf(server, secret)
-	if err := revalidate(h.src, a, server, secret); err != nil {
+	if err := revalidate(h.src, a, server, secret, h.refused); err != nil {
 		if errors.Is(err, errNotGranted) {
 			writeBody(w, http.StatusNotFound, bodyNotFound, true)
 		} else {

@@ -108,8 +108,17 @@ func defaultTransportPath(typ v1alpha1.TransportType) string {
 // or the egress operator reports the server's egress as not (or not yet
 // for this generation) programmed. A server without egress bindings has no
 // ExternalEgressReady condition and is judged on observedGeneration alone.
-func statusOf(s *v1alpha1.McpServer) serverStatus {
+//
+// A server the allowlist refuses in enforce mode (refused, nil in audit
+// mode) is deployed and ready false whatever its status says: the status
+// may predate the refusal (written in audit mode, or under an older
+// allowlist) until the operator catches up, and the answer must not wait
+// for it.
+func statusOf(s *v1alpha1.McpServer, refused func(*v1alpha1.McpServer) bool) serverStatus {
 	st := serverStatus{Deployed: s.Status.Deployed, Ready: s.Status.Ready}
+	if withheld(s, refused) {
+		st.Deployed, st.Ready = false, false
+	}
 	if !authoritative(s) {
 		st.Authoritative = new(bool)
 	}

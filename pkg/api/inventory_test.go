@@ -171,7 +171,7 @@ func TestStatusIsNonAuthoritativeExactlyWhenHCCCannotVouchForIt(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newServer("s", v1alpha1.TransportSSE)
 			s.Generation, s.Status.ObservedGeneration, s.Status.Conditions = tc.generation, tc.observed, tc.conditions
-			got, err := json.Marshal(statusOf(s))
+			got, err := json.Marshal(statusOf(s, nil))
 			require.NoError(t, err)
 			assert.JSONEq(t, tc.want, string(got))
 		})

@@ -68,7 +68,9 @@ func Render(ctx context.Context, opts Options) ([]byte, error) {
 	rules := netpol.NewEgressRules(planOpts)
 	gated := map[string]bool{} // servers whose egress gate would stay closed
 	for _, s := range servers {
-		if !s.Spec.IsEnabled() || len(s.Spec.EgressBindings) == 0 {
+		// As the egress coordinator: a server that may hold no egress
+		// (disabled, or an image enforce mode refuses) is not resolved.
+		if !planOpts.ServerActive(s) || len(s.Spec.EgressBindings) == 0 {
 			continue
 		}
 		answer := egress.Resolve(ctx, resolver, cfg.McpServer.ExternalEgressDNSTimeout, rules, s)

@@ -346,3 +346,54 @@ func TestRenderGivesAFileSystemWithoutItsConfigNoRuntime(t *testing.T) {
 	assert.Contains(t, joined, "SharedFileSystem docs gets no runtime (ConfigMissing)")
 	assert.Contains(t, joined, "GlobalFileSystem main gets no runtime (ConfigMissing)")
 }
+
+// runEnv is run with the configuration env gives.
+func runEnv(t *testing.T, env map[string]string, paths ...string) result {
+	cfg, err := config.LoadFrom(config.Render, func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	require.NoError(t, err)
+	var r result
+	out, err := Render(context.Background(), Options{Paths: paths, Resolver: noDNS{}, Config: cfg,
+		Warn: func(format string, a ...any) { r.warnings = append(r.warnings, fmt.Sprintf(format, a...)) }})
+	r.out, r.err = string(out), err
+	return r
+}
+
+// In enforce mode a refused image gets no Deployment and its Context
+// allows are not planned; in audit mode it gets both.
+func TestRenderEnforceModeStopsARefusedImage(t *testing.T) {
+	refused := strings.Replace(server, "mongodb/mongodb-mcp-server:1.0", "evil.io/x:1", 1)
+	dir := write(t, map[string]string{"s1.yaml": refused, "c1.yaml": context1})
+
+	r := runEnv(t, map[string]string{"CONTEXT_MAPPER_ENFORCE_IMAGE_ALLOWLIST": "false"}, dir)
+	require.NoError(t, r.err)
+	_, byKey := policies(t, r.out)
+	assert.Contains(t, byKey, "mcp-server/ctx-c1-s1", "audit mode plans its allows")
+
+	r = runEnv(t, map[string]string{"CONTEXT_MAPPER_ENFORCE_IMAGE_ALLOWLIST": "true"}, dir)
+	require.NoError(t, r.err)
+	_, byKey = policies(t, r.out)
+	for key := range byKey {
+		assert.NotContains(t, key, "s1", "no allow of a refused server: %s", key)
+	}
+	assert.NotContains(t, r.out, "kind: Deployment")
+	assert.Contains(t, r.warnings, "McpServer s1 gets no Deployment (ImageNotAllowed): image evil.io/x:1 is under no allowed prefix")
+}
+
+// A server named like a platform workload (from before the CRD refused
+// such names) gets no workload; a Secret no server may read is missing.
+func TestRenderRefusesReservedNamesAndForbiddenSecrets(t *testing.T) {
+	reserved := strings.Replace(server, "name: s1", "name: host-context-controller", 1)
+	r := run(t, []string{write(t, map[string]string{"s.yaml": reserved})}, nil)
+	require.NoError(t, r.err)
+	assert.NotContains(t, r.out, "kind: Deployment")
+	assert.Contains(t, r.warnings, "McpServer host-context-controller gets no Deployment (InvalidSpec): "+
+		"metadata.name is a platform app label value reserved for a platform workload; recreate the server under another name")
+
+	withSecret := "apiVersion: clerum.io/v1alpha1\nkind: McpServer\nmetadata: {name: s2}\nspec:\n  image: mongodb/x:1\n  transport: {type: sse}\n" +
+		"  envSecret: {name: sa, keys: [{secretKey: token, envName: TOKEN}]}\n---\n" +
+		"apiVersion: v1\nkind: Secret\nmetadata: {name: sa}\ntype: kubernetes.io/service-account-token\nstringData: {token: x}\n"
+	r = run(t, []string{write(t, map[string]string{"s.yaml": withSecret})}, nil)
+	require.NoError(t, r.err)
+	assert.NotContains(t, r.out, "kind: Deployment")
+	assert.Contains(t, r.warnings, "McpServer s2 gets no Deployment (SecretsMissing): Secret sa may not be read by an McpServer: it is a service-account token")
+}

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/sets"
 	k8svalidation "k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -74,10 +75,31 @@ func McpServer(s *clerumv1alpha1.McpServer) field.ErrorList {
 		errs = append(errs, required(ap.Child("name"), spec.Auth.SecretRef.Name, 253)...)
 		errs = append(errs, pattern(ap.Child("key"), spec.Auth.SecretRef.Key, secretKey, 253)...)
 	}
-	if r := spec.Replicas; r != nil && (*r < 0 || *r > 100) {
-		errs = append(errs, field.Invalid(p.Child("replicas"), *r, "must be between 0 and 100"))
+	if r := spec.Replicas; r != nil && (*r < 0 || *r > 20) {
+		errs = append(errs, field.Invalid(p.Child("replicas"), *r, "must be between 0 and 20"))
+	}
+	if r := spec.Resources; r != nil {
+		errs = append(errs, resourceBounds(p.Child("resources", "limits"), r.Limits)...)
+		errs = append(errs, resourceBounds(p.Child("resources", "requests"), r.Requests)...)
 	}
 	return append(errs, egressBindings(p.Child("egressBindings"), spec.EgressBindings)...)
+}
+
+// The CRD's bounds on an McpServer's resources.
+var (
+	maxServerCPU    = resource.MustParse("16")
+	maxServerMemory = resource.MustParse("64Gi")
+)
+
+func resourceBounds(p *field.Path, list corev1.ResourceList) field.ErrorList {
+	var errs field.ErrorList
+	if q, ok := list[corev1.ResourceCPU]; ok && q.Cmp(maxServerCPU) > 0 {
+		errs = append(errs, field.Invalid(p.Child("cpu"), q.String(), "may be at most 16 CPUs"))
+	}
+	if q, ok := list[corev1.ResourceMemory]; ok && q.Cmp(maxServerMemory) > 0 {
+		errs = append(errs, field.Invalid(p.Child("memory"), q.String(), "may be at most 64Gi"))
+	}
+	return errs
 }
 
 func egressBindings(p *field.Path, bindings []clerumv1alpha1.EgressBinding) field.ErrorList {

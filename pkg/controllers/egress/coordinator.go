@@ -77,6 +77,11 @@ type Options struct {
 	// SettleDeadline bounds the wait for Settled; 0 means
 	// DefaultSettleDeadline.
 	SettleDeadline time.Duration
+	// Active reports whether a server may hold egress: the planner's
+	// netpol.Options.ServerActive (enabled, and not refused by the image
+	// allowlist in enforce mode). A server that may not is neither
+	// resolved nor gated, like a disabled one. Nil means enabled.
+	Active func(*clerumv1alpha1.McpServer) bool
 }
 
 // Metrics are the coordinator's Prometheus series.
@@ -155,6 +160,9 @@ func New(d kit.Deps, resolver Resolver, opts Options) *Coordinator {
 	}
 	if opts.SettleDeadline <= 0 {
 		opts.SettleDeadline = DefaultSettleDeadline
+	}
+	if opts.Active == nil {
+		opts.Active = func(s *clerumv1alpha1.McpServer) bool { return s.Spec.IsEnabled() }
 	}
 	if opts.Rules == nil {
 		// Permissive defaults (no API-server or cluster ranges, no cluster
@@ -255,7 +263,7 @@ func (c *Coordinator) Prime(ctx context.Context) error {
 	var wg sync.WaitGroup
 	primed := 0
 	for _, s := range servers {
-		if !s.Spec.IsEnabled() || len(s.Spec.EgressBindings) == 0 {
+		if !c.opts.Active(s) || len(s.Spec.EgressBindings) == 0 {
 			continue
 		}
 		select {
@@ -328,7 +336,7 @@ func (c *Coordinator) sync(ctx context.Context, name string) (kit.Result, error)
 // a failing lookup, or the next refresh.
 func (c *Coordinator) syncServer(ctx context.Context, name string) (time.Duration, error) {
 	server, err := c.lister.McpServers(c.opts.Namespace).Get(name)
-	if apierrors.IsNotFound(err) || (err == nil && !server.Spec.IsEnabled()) {
+	if apierrors.IsNotFound(err) || (err == nil && !c.opts.Active(server)) {
 		c.forget(name)
 		return 0, nil
 	}

@@ -468,3 +468,15 @@ func TestBlockedPassClosesEveryGate(t *testing.T) {
 	f.c.Applied(1, netpolcontroller.EgressReport{})
 	assert.True(t, f.c.Ready(f.server))
 }
+
+// A server the planner holds inactive (an image enforce mode refuses) is
+// not resolved, like a disabled one: Options.Active is the planner's
+// ServerActive.
+func TestAnInactiveServerIsNotResolved(t *testing.T) {
+	f := newFixture(t, hostBinding("api", "api.example.com"))
+	f.resolver.set("api.example.com", "93.184.216.34")
+	f.c.opts.Active = func(*clerumv1alpha1.McpServer) bool { return false }
+	f.sync(t)
+	assert.Empty(t, f.resolver.asked, "no lookup for a server that may hold no egress")
+	assert.Empty(t, f.resolved())
+}

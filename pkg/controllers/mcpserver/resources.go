@@ -24,6 +24,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
+	"github.com/clerum/hcc/pkg/imagepolicy"
 	"github.com/clerum/hcc/pkg/names"
 )
 
@@ -92,6 +93,14 @@ var (
 	ErrEnvSecretRef   = errors.New("spec.env may not read Secrets or ConfigMaps through valueFrom; name Secret keys in spec.envSecret, which is validated")
 	ErrRemoteURL      = errors.New("spec.remote.url must be an absolute http or https URL without user information, query or fragment")
 	ErrRemoteWithSpec = errors.New("a remote server runs the platform's egress proxy: spec.image, command, args, env and envSecret are not used")
+	// ErrImageReference: spec.image does not normalize, so there is no
+	// fully qualified reference to run (the allowlist refuses it too).
+	ErrImageReference = errors.New("spec.image is not a valid image reference")
+	// ErrReservedName: the server's pods would carry a platform workload's
+	// app label and be selected by that workload's policies
+	// (names.ReservedMcpServerNames). The CRD refuses such names for new
+	// objects; an older one gets no workload.
+	ErrReservedName = errors.New("metadata.name is a platform app label value reserved for a platform workload; recreate the server under another name")
 )
 
 // MaxStdioReplicas caps a stdio server: one process behind one bridge.
@@ -346,7 +355,14 @@ func buildPodSpec(s *clerumv1alpha1.McpServer, opts Options) (corev1.PodSpec, er
 		return pod, ErrNoImage
 	}
 
-	server := container(ContainerServer, s.Spec.Image, opts.PullPolicy)
+	// The container runs the fully qualified reference the allowlist
+	// judged, never the author's spelling of it: the runtime then pulls
+	// exactly the repository the verdict names.
+	image, err := imagepolicy.Normalize(s.Spec.Image)
+	if err != nil {
+		return pod, fmt.Errorf("%w: it %v", ErrImageReference, err)
+	}
+	server := container(ContainerServer, image, opts.PullPolicy)
 	env, err := serverEnv(s)
 	if err != nil {
 		return pod, err

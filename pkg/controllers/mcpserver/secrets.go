@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
+	"github.com/clerum/hcc/pkg/names"
 )
 
 // secretIndex indexes McpServers by the names of the Secrets they read
@@ -36,8 +37,13 @@ func referencedSecrets(obj any) ([]string, error) {
 // secretCheck is what the Secrets a server names say.
 type secretCheck struct {
 	// missing names what is absent — a Secret or a key, never a value —
-	// empty when everything is there.
+	// or a Secret the server may not read, and why; empty when everything
+	// is there.
 	missing []string
+	// forbidden is whether a named Secret is one no server may read
+	// (names.ForbiddenSecret): unlike a missing Secret, which running pods
+	// may outlive, it stops them.
+	forbidden bool
 	// digest covers the values of the envSecret keys the pods read.
 	digest string
 }
@@ -62,8 +68,11 @@ func DigestKey(secret string) []byte {
 
 // CheckSecrets validates s's envSecret and auth references with lookup,
 // which returns a Secret whose values are digests (digestSecret), or a
-// NotFound; the pod-template digest is keyed with key (DigestKey). The
-// controller and render share it.
+// NotFound; the pod-template digest is keyed with key (DigestKey). A
+// service-account token, a registry credential or one of HCC's own Secrets
+// counts as missing, with the reason (names.ForbiddenSecret): a server
+// could otherwise read the namespace's tokens, or a Host's credential,
+// into its environment. The controller and render share it.
 func CheckSecrets(s *clerumv1alpha1.McpServer, key []byte, lookup func(name string) (*corev1.Secret, error)) (secretCheck, error) {
 	var check secretCheck
 	get := func(name string) (*corev1.Secret, error) {
@@ -71,6 +80,13 @@ func CheckSecrets(s *clerumv1alpha1.McpServer, key []byte, lookup func(name stri
 		if apierrors.IsNotFound(err) {
 			check.missing = append(check.missing, fmt.Sprintf("Secret %s does not exist", name))
 			return nil, nil
+		}
+		if err == nil && secret != nil {
+			if why := names.ForbiddenSecret(string(secret.Type), secret.Labels); why != "" {
+				check.missing = append(check.missing, fmt.Sprintf("Secret %s may not be read by an McpServer: it %s", name, why))
+				check.forbidden = true
+				return nil, nil
+			}
 		}
 		return secret, err
 	}

@@ -35,7 +35,12 @@ const refusedRetry = 5 * time.Minute
 //  2. its Secrets are validated, its image judged, its spec built and its
 //     egress gate read; any of them can block it;
 //  3. a blocked server's children are left as they are — nothing is
-//     created or rolled, running pods keep running — and it says why;
+//     created or rolled, running pods keep running — and it says why,
+//     except where what blocks it must not run: a disabled server, an
+//     image enforce mode refuses and a Secret no server may read scale
+//     the Deployment to zero with its template kept (lifting the block is
+//     a scale-up, not a rollout), and a reserved name deletes the
+//     children (the name cannot change);
 //  4. otherwise the ConfigMap (remote servers), Deployment and Service are
 //     written where they differ from the builders;
 //  5. status is applied by server-side apply when it changed.
@@ -65,17 +70,34 @@ func (c *Controller) syncMcpServer(ctx context.Context, key cache.ObjectName) (k
 	if buildErr != nil {
 		st.invalid(buildErr)
 	}
-	block := blockReason(s, secrets, image, c.cfg.Enforce, buildErr, func() bool { return c.gate.Ready(s) })
+	block := blockReason(s, secrets, c.refused(), buildErr, func() bool { return c.gate.Ready(s) })
 	c.reportBlock(s, block, st)
 
 	var result kit.Result
-	if block != "" && !s.Spec.IsEnabled() {
+	if errors.Is(buildErr, ErrReservedName) {
+		// Its pods would be selected as a platform workload's; the name is
+		// immutable, so nothing of the server can ever be restored.
+		if err := c.deleteChildren(ctx, cache.ObjectName{Namespace: s.Namespace, Name: s.Name}); err != nil {
+			return kit.Result{}, err
+		}
+		st.blocked(block)
+	} else if block != "" && !s.Spec.IsEnabled() {
 		// A disabled server runs nothing whatever else is wrong with it: a
 		// block must not keep a running Deployment at its old scale.
 		if err := c.scaleToZero(ctx, s); err != nil {
 			return kit.Result{}, err
 		}
 		st.disabled()
+	} else if stops(block, secrets) {
+		// Enforce mode refuses the image, or a Secret it names is one no
+		// server may read: pods started before (in audit mode, under an
+		// older allowlist, before the Secret rule) stop. The template is
+		// kept, so lifting the block scales the same pods back up.
+		if err := c.scaleToZero(ctx, s); err != nil {
+			return kit.Result{}, err
+		}
+		st.blocked(block)
+		st.ready.Message += "; the Deployment is scaled to zero"
 	} else if block == "" {
 		live, refused, err := c.ensureChildren(ctx, s, built)
 		if err != nil {
@@ -98,15 +120,18 @@ func (c *Controller) syncMcpServer(ctx context.Context, key cache.ObjectName) (k
 	return result, c.applyStatus(ctx, s, st)
 }
 
-// blockReason is what keeps s from deploying, or "": missing Secrets, an
-// image the allowlist refuses in enforce mode, a spec that does not build,
-// or (for an enabled server) a closed egress gate. The controller and
-// render judge alike through it.
-func blockReason(s *clerumv1alpha1.McpServer, secrets secretCheck, image imageVerdict, enforce bool, buildErr error, gateOpen func() bool) string {
+// blockReason is what keeps s from deploying, or "": a reserved name,
+// missing Secrets, an image the allowlist refuses in enforce mode (refused,
+// imagepolicy.Enforced: nil in audit mode), a spec that does not build, or
+// (for an enabled server) a closed egress gate. The controller and render
+// judge alike through it.
+func blockReason(s *clerumv1alpha1.McpServer, secrets secretCheck, refused func(*clerumv1alpha1.McpServer) bool, buildErr error, gateOpen func() bool) string {
 	switch {
+	case errors.Is(buildErr, ErrReservedName):
+		return kit.ReasonInvalidSpec
 	case len(secrets.missing) > 0:
 		return kit.ReasonSecretsMissing
-	case !image.allowed && enforce:
+	case refused != nil && refused(s):
 		return kit.ReasonImageNotAllowed
 	case buildErr != nil:
 		return kit.ReasonInvalidSpec
@@ -114,6 +139,20 @@ func blockReason(s *clerumv1alpha1.McpServer, secrets secretCheck, image imageVe
 		return kit.ReasonEgressPending
 	}
 	return ""
+}
+
+// stops reports whether block must stop a running Deployment of an enabled
+// server, not merely keep it from being written: an image enforce mode
+// refuses, or a Secret no server may read. A Secret that is only missing
+// (deleted for a moment, not yet created) leaves running pods alone.
+func stops(block string, secrets secretCheck) bool {
+	return block == kit.ReasonImageNotAllowed || (block == kit.ReasonSecretsMissing && secrets.forbidden)
+}
+
+// refused is the enforce-mode refusal of the controller's allowlist, nil in
+// audit mode.
+func (c *Controller) refused() func(*clerumv1alpha1.McpServer) bool {
+	return imagepolicy.Enforced(c.cfg.Images, c.cfg.Enforce)
 }
 
 // Plan is the pure decision of one sync, for render: the children s gets,
@@ -126,7 +165,7 @@ func Plan(s *clerumv1alpha1.McpServer, opts Options, images *imagepolicy.Policy,
 	}
 	image := judgeImage(images, s)
 	b, buildErr := build(s, opts, check.digest)
-	block = blockReason(s, check, image, enforce, buildErr, func() bool { return gateOpen })
+	block = blockReason(s, check, imagepolicy.Enforced(images, enforce), buildErr, func() bool { return gateOpen })
 	switch block {
 	case "":
 	case kit.ReasonSecretsMissing:
@@ -163,6 +202,9 @@ type built struct {
 func build(s *clerumv1alpha1.McpServer, opts Options, digest string) (built, error) {
 	var b built
 	var err error
+	if names.ReservedMcpServerName(s.Name) {
+		return b, ErrReservedName
+	}
 	if b.deployment, err = BuildDeployment(s, s.Namespace, opts, digest); err != nil {
 		return b, err
 	}
@@ -265,11 +307,11 @@ func (c *Controller) judgeImage(s *clerumv1alpha1.McpServer) imageVerdict {
 // judgeImage judges spec.image only: a remote server runs the platform's
 // proxy, and platform images (bridge, proxy) are never judged.
 func judgeImage(images *imagepolicy.Policy, s *clerumv1alpha1.McpServer) imageVerdict {
-	if s.Spec.Remote != nil {
+	v, judged := images.JudgeServer(s)
+	if !judged {
 		return imageVerdict{allowed: true, reason: kit.ReasonPlatformImage,
 			message: "a remote server runs the platform's egress proxy; spec.image is not run"}
 	}
-	v := images.Judge(s.Spec.Image)
 	if v.Allowed {
 		return imageVerdict{allowed: true, reason: kit.ReasonImageAllowed, message: v.Message()}
 	}

@@ -2,14 +2,24 @@ package netpol
 
 import (
 	"github.com/clerum/hcc/pkg/config"
+	"github.com/clerum/hcc/pkg/imagepolicy"
 	"github.com/clerum/hcc/pkg/netpol"
 )
 
 // PlanOptions extracts the planner's options from a loaded configuration.
 // It lives here, with the planner's callers, so the planner itself depends
 // on no configuration code.
+//
+// In enforce mode ImageRefused is the allowlist's refusal (one function,
+// imagepolicy.Enforced, shared with the McpServer operator and hcc-api): a
+// refused server's Context allows are not planned. hcc-controller (run,
+// render and census) and hcc-api parse the allowlist at startup and exit
+// on a bad one before anything plans; should a list fail to parse here all
+// the same, the nil Policy refuses every image, which fails closed.
 func PlanOptions(cfg *config.Config) netpol.Options {
+	images, _ := imagepolicy.Parse(cfg.ImagePolicy.AllowedPrefixes)
 	return netpol.Options{
+		ImageRefused:           imagepolicy.Enforced(images, cfg.ImagePolicy.Enforce),
 		McpServerNamespace:     cfg.Namespaces.McpServer,
 		HostNamespace:          cfg.Namespaces.Host,
 		RPCProxyNamespace:      cfg.Namespaces.RPCProxy,

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/config"
 	"github.com/clerum/hcc/pkg/netpol"
 )
@@ -41,4 +42,25 @@ func TestPlanOptionsCarryEveryPlannerSetting(t *testing.T) {
 	assert.Equal(t, "corp.example", o.ClusterDomain)
 	assert.Equal(t, []string{"rpc-proxy"}, o.MinimalInfraNamespaces)
 	assert.Equal(t, netip.MustParsePrefix("169.254.20.10/32"), o.NodeLocalDNSCIDR)
+}
+
+// In enforce mode the planner refuses what the allowlist refuses; in audit
+// mode it refuses nothing (ImageRefused nil).
+func TestPlanOptionsRefuseImagesInEnforceModeOnly(t *testing.T) {
+	load := func(enforce string) netpol.Options {
+		env := map[string]string{"CONTEXT_MAPPER_ENFORCE_IMAGE_ALLOWLIST": enforce, "CONTEXT_MAPPER_ALLOWED_IMAGE_PREFIXES": "mongodb/"}
+		cfg, err := config.LoadFrom(config.Render, func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+		require.NoError(t, err)
+		return PlanOptions(cfg)
+	}
+	server := func(image string) *clerumv1alpha1.McpServer {
+		return &clerumv1alpha1.McpServer{Spec: clerumv1alpha1.McpServerSpec{Image: image}}
+	}
+	assert.Nil(t, load("false").ImageRefused, "audit mode refuses nothing")
+	o := load("true")
+	require.NotNil(t, o.ImageRefused)
+	assert.True(t, o.ImageRefused(server("evil.io/x:1")))
+	assert.False(t, o.ServerActive(server("evil.io/x:1")))
+	assert.False(t, o.ImageRefused(server("mongodb/x:1")))
+	assert.True(t, o.ServerActive(server("mongodb/x:1")))
 }

@@ -106,6 +106,7 @@ const (
 // +kubebuilder:printcolumn:name="Ready",type=boolean,JSONPath=`.status.ready`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 63 && self.metadata.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be a DNS label: at most 63 lowercase alphanumerics or '-', starting and ending with an alphanumeric"
+// +kubebuilder:validation:XValidation:rule="oldSelf.hasValue() || !(self.metadata.name in ['host-context-controller', 'host-context-controller-api-gateway', 'mcp-proxy', 'rpc-proxy', 'channel-reader', 'nginx-workflow-approval-gateway', 'control-postgres'])",optionalOldSelf=true,message="metadata.name is a platform app label value (host-context-controller, host-context-controller-api-gateway, mcp-proxy, rpc-proxy, channel-reader, nginx-workflow-approval-gateway, control-postgres) and is reserved for a platform workload"
 
 // McpServer is one MCP server. HCC runs it as a Deployment and a Service in
 // the MCP server namespace; stdio servers get a bridge sidecar and remote
@@ -179,14 +180,17 @@ type McpServerSpec struct {
 	// +kubebuilder:validation:MaxItems=64
 	EgressBindings []EgressBinding `json:"egressBindings,omitempty"`
 
-	// Resources of the server container.
+	// Resources of the server container. Requests and limits are each at
+	// most 16 CPUs and 64Gi of memory.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="!has(self.limits) || ((!('cpu' in self.limits) || quantity(string(self.limits['cpu'])).compareTo(quantity('16')) <= 0) && (!('memory' in self.limits) || quantity(string(self.limits['memory'])).compareTo(quantity('64Gi')) <= 0))",message="resources.limits may be at most 16 CPUs and 64Gi of memory"
+	// +kubebuilder:validation:XValidation:rule="!has(self.requests) || ((!('cpu' in self.requests) || quantity(string(self.requests['cpu'])).compareTo(quantity('16')) <= 0) && (!('memory' in self.requests) || quantity(string(self.requests['memory'])).compareTo(quantity('64Gi')) <= 0))",message="resources.requests may be at most 16 CPUs and 64Gi of memory"
 	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
 
-	// Replicas of the server Deployment. Defaults to 1.
+	// Replicas of the server Deployment. Defaults to 1, at most 20.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
-	// +kubebuilder:validation:Maximum=100
+	// +kubebuilder:validation:Maximum=20
 	Replicas *int32 `json:"replicas,omitempty"`
 
 	// ContextRef is informational: which Context the author meant the server

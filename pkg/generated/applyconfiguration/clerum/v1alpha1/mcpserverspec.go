@@ -53,9 +53,10 @@ type McpServerSpecApplyConfiguration struct {
 	// EgressBindings are the only destinations outside the cluster the server
 	// may reach.
 	EgressBindings []EgressBindingApplyConfiguration `json:"egressBindings,omitempty"`
-	// Resources of the server container.
+	// Resources of the server container. Requests and limits are each at
+	// most 16 CPUs and 64Gi of memory.
 	Resources *v1.ResourceRequirements `json:"resources,omitempty"`
-	// Replicas of the server Deployment. Defaults to 1.
+	// Replicas of the server Deployment. Defaults to 1, at most 20.
 	Replicas *int32 `json:"replicas,omitempty"`
 	// ContextRef is informational: which Context the author meant the server
 	// for. Access is granted by Context.spec.mcpServers, never by this field.

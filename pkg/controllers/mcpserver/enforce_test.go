@@ -1,0 +1,229 @@
+package mcpserver
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+
+	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
+	"github.com/clerum/hcc/pkg/controllers/kit"
+	"github.com/clerum/hcc/pkg/imagepolicy"
+	"github.com/clerum/hcc/pkg/names"
+)
+
+// restart replaces the operator by a fresh one over the same fake API
+// server, as a rollout of hcc-controller with another configuration would:
+// new caches, filled from what the cluster holds (secrets are passed, as
+// the fake's Secrets are not the cache's).
+func (f *fixture) restart(enforce bool, prefixes []string, secrets ...*corev1.Secret) {
+	f.t.Helper()
+	policy, err := imagepolicy.Parse(prefixes)
+	require.NoError(f.t, err)
+	reg := prometheus.NewRegistry()
+	clk := clocktesting.NewFakeClock(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
+	f.deps = kit.Deps{Kube: f.kube, HCC: f.hcc, Informers: kit.NewInformers(f.kube, f.hcc), Recorder: f.recorder,
+		Registry: reg, Queues: kit.NewQueues(reg, clk), Clock: clk, Log: zerolog.Nop()}
+	f.c = New(f.deps, f.gate, Config{Namespace: "mcp-server", Build: testOptions, Images: policy, Enforce: enforce, Workers: 1})
+	f.index(f.server)
+	for _, s := range secrets {
+		f.index(s)
+	}
+	f.syncCaches()
+	f.events()
+}
+
+// running makes the live Deployment report its replicas available.
+func (f *fixture) running() {
+	d := f.deployment()
+	d.Generation, d.Status.ObservedGeneration = 1, 1
+	d.Status.Replicas, d.Status.AvailableReplicas, d.Status.UpdatedReplicas = *d.Spec.Replicas, *d.Spec.Replicas, *d.Spec.Replicas
+	_, err := f.kube.AppsV1().Deployments("mcp-server").UpdateStatus(context.Background(), d, metav1.UpdateOptions{})
+	require.NoError(f.t, err)
+	f.syncCaches()
+}
+
+var testPrefixes = []string{"ghcr.io/evenfire-ai/", "mongodb/"}
+
+// Enforce mode switched on stops a server deployed in audit mode: scaled
+// to zero, its template untouched, blocked as ImageNotAllowed with
+// deployed and ready false; switched off again it scales back up with the
+// very same template, so no new rollout starts.
+func TestEnforceModeSwitchedOnAndOff(t *testing.T) {
+	f := newFixture(t, false, mongodb(func(s *clerumv1alpha1.McpServer) {
+		s.Spec.Image, s.Spec.EnvSecret, s.Spec.Replicas = "evil.io/x:1", nil, ptr.To[int32](2)
+	}))
+	f.sync()
+	require.Contains(t, f.writes(), "create deployments/mongodb", "audit mode deploys the refused image")
+	f.syncCaches()
+	f.showStatus()
+	f.running()
+	before := f.deployment().Spec.Template.DeepCopy()
+
+	f.restart(true, testPrefixes)
+	f.sync()
+	assert.Equal(t, []string{"update deployments/mongodb"}, f.writes(), "scaled down, not deleted")
+	d := f.deployment()
+	assert.Equal(t, int32(0), *d.Spec.Replicas)
+	assert.Equal(t, *before, d.Spec.Template, "the pod template is kept as it was")
+	ready := f.condition(clerumv1alpha1.ConditionReady)
+	assert.Equal(t, metav1.ConditionFalse, ready.Status)
+	assert.Equal(t, kit.ReasonImageNotAllowed, ready.Reason)
+	assert.Contains(t, ready.Message, "scaled to zero")
+	last := f.applied[len(f.applied)-1]
+	assert.False(t, last.Deployed)
+	assert.False(t, last.Ready)
+	assert.Equal(t, []string{"Warning Blocked ImageNotAllowed: image evil.io/x:1 is under no allowed prefix"}, f.events())
+
+	// A resync changes nothing more.
+	f.syncCaches()
+	f.showStatus()
+	f.sync()
+	assert.Empty(t, f.writes())
+
+	// Back to audit mode: the same Deployment scales back up; its template
+	// is byte for byte the one it had, so no new ReplicaSet is rolled.
+	f.restart(false, testPrefixes)
+	f.sync()
+	assert.Equal(t, []string{"update deployments/mongodb"}, f.writes())
+	d = f.deployment()
+	assert.Equal(t, int32(2), *d.Spec.Replicas)
+	assert.Equal(t, *before, d.Spec.Template, "restored without a rollout")
+}
+
+// An allowlist edit that newly refuses a running server stops it, in
+// enforce mode, like the switch to enforce mode does.
+func TestAnAllowlistEditRefusesARunningServer(t *testing.T) {
+	f := newFixture(t, true, mongodb(func(s *clerumv1alpha1.McpServer) { s.Spec.EnvSecret = nil }))
+	f.sync()
+	require.Contains(t, f.writes(), "create deployments/mongodb", "mongodb/ is allowed")
+	f.syncCaches()
+	f.showStatus()
+	f.running()
+	before := f.deployment().Spec.Template.DeepCopy()
+
+	f.restart(true, []string{"ghcr.io/evenfire-ai/"}) // mongodb/ taken out
+	f.sync()
+	assert.Equal(t, []string{"update deployments/mongodb"}, f.writes())
+	assert.Equal(t, int32(0), *f.deployment().Spec.Replicas)
+	assert.Equal(t, *before, f.deployment().Spec.Template)
+	assert.Equal(t, kit.ReasonImageNotAllowed, f.condition(clerumv1alpha1.ConditionReady).Reason)
+	assert.False(t, f.applied[len(f.applied)-1].Deployed)
+}
+
+// A Secret no server may read blocks as SecretsMissing, says why, and
+// stops pods started before the rule.
+func TestForbiddenSecrets(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		secret func(*corev1.Secret)
+		why    string
+	}{
+		{"a service-account token", func(s *corev1.Secret) { s.Type = corev1.SecretTypeServiceAccountToken }, "is a service-account token"},
+		{"a dockerconfigjson", func(s *corev1.Secret) { s.Type = corev1.SecretTypeDockerConfigJson }, "is a registry credential (kubernetes.io/dockerconfigjson)"},
+		{"a dockercfg", func(s *corev1.Secret) { s.Type = corev1.SecretTypeDockercfg }, "is a registry credential (kubernetes.io/dockercfg)"},
+		{"an HCC-managed Secret", func(s *corev1.Secret) {
+			s.Labels = map[string]string{names.LabelManagedBy: names.ManagedByValue}
+		}, "is managed by HCC (label clerum.io/managed-by)"},
+	} {
+		t.Run(tc.name+" in envSecret", func(t *testing.T) {
+			bad := secret("atlas", map[string]string{"uri": "x"})
+			tc.secret(bad)
+			f := newFixture(t, false, mongodb(), bad)
+			f.sync()
+			assert.Empty(t, f.writes(), "nothing is deployed")
+			want := "Secret atlas may not be read by an McpServer: it " + tc.why
+			c := f.condition(clerumv1alpha1.ConditionSecretsResolved)
+			assert.Equal(t, metav1.ConditionFalse, c.Status)
+			assert.Equal(t, kit.ReasonSecretsMissing, c.Reason)
+			assert.Equal(t, want, c.Message)
+			assert.Equal(t, kit.ReasonSecretsMissing, f.condition(clerumv1alpha1.ConditionReady).Reason)
+		})
+		t.Run(tc.name+" in auth", func(t *testing.T) {
+			bad := secret("token", map[string]string{"key": "x"})
+			tc.secret(bad)
+			f := newFixture(t, false, mongodb(func(s *clerumv1alpha1.McpServer) {
+				s.Spec.EnvSecret = nil
+				s.Spec.Auth = &clerumv1alpha1.Auth{SecretRef: clerumv1alpha1.SecretKeyReference{Name: "token", Key: "key"}}
+			}), bad)
+			f.sync()
+			assert.Empty(t, f.writes())
+			assert.Equal(t, "Secret token may not be read by an McpServer: it "+tc.why,
+				f.condition(clerumv1alpha1.ConditionSecretsResolved).Message)
+		})
+	}
+
+	// A server deployed before the rule, whose Secret becomes (or always
+	// was) a forbidden one, is scaled to zero with its template kept.
+	good := secret("atlas", map[string]string{"uri": "x"})
+	f := newFixture(t, false, mongodb(), good)
+	f.sync()
+	f.syncCaches()
+	f.showStatus()
+	f.running()
+	before := f.deployment().Spec.Template.DeepCopy()
+	bad := good.DeepCopy()
+	bad.Type, bad.ResourceVersion = corev1.SecretTypeServiceAccountToken, "2"
+	f.index(bad)
+	f.sync()
+	assert.Equal(t, []string{"update deployments/mongodb"}, f.writes())
+	assert.Equal(t, int32(0), *f.deployment().Spec.Replicas)
+	assert.Equal(t, *before, f.deployment().Spec.Template)
+	assert.False(t, f.applied[len(f.applied)-1].Deployed)
+}
+
+// An McpServer holding a platform app value predates the CRD rule: it is
+// InvalidSpec and gets no workload; one already running loses it.
+func TestAReservedNameGetsNoWorkload(t *testing.T) {
+	for _, name := range names.ReservedMcpServerNames {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t, false, newServer(name, clerumv1alpha1.TransportSSE, func(s *clerumv1alpha1.McpServer) {
+				s.Spec.Image = "ghcr.io/evenfire-ai/x:1"
+			}))
+			f.sync()
+			assert.Empty(t, f.writes(), "no workload")
+			ready := f.condition(clerumv1alpha1.ConditionReady)
+			assert.Equal(t, kit.ReasonInvalidSpec, ready.Reason)
+			assert.Contains(t, ready.Message, "reserved for a platform workload")
+			assert.False(t, f.applied[len(f.applied)-1].Deployed)
+		})
+	}
+
+	// Children written by an HCC from before the rule are deleted.
+	s := newServer("mcp-proxy", clerumv1alpha1.TransportSSE, func(s *clerumv1alpha1.McpServer) { s.Spec.Image = "ghcr.io/evenfire-ai/x:1" })
+	b, err := build(newServer("mcp-proxyy", clerumv1alpha1.TransportSSE, func(s *clerumv1alpha1.McpServer) { s.Spec.Image = "ghcr.io/evenfire-ai/x:1" }), testOptions, "")
+	require.NoError(t, err)
+	for _, o := range []metav1.Object{b.deployment, b.service} {
+		o.SetName("mcp-proxy")
+		o.SetLabels(map[string]string{names.LabelManagedBy: names.ManagedByValue, names.LabelMcpServer: "mcp-proxy", names.LabelApp: "mcp-proxy"})
+		o.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind, Name: "mcp-proxy", UID: s.UID, Controller: ptr.To(true)}})
+	}
+	f := newFixture(t, false, s, b.deployment, b.service)
+	f.sync()
+	assert.Equal(t, []string{"delete deployments/mcp-proxy", "delete services/mcp-proxy"}, f.writes())
+}
+
+// The container runs the normalized reference the allowlist judged, not
+// the author's spelling.
+func TestTheContainerRunsTheJudgedReference(t *testing.T) {
+	f := newFixture(t, true, mongodb(func(s *clerumv1alpha1.McpServer) {
+		s.Spec.Image, s.Spec.EnvSecret = "mongodb/mongodb-mcp-server:1.2", nil
+	}))
+	f.sync()
+	assert.Equal(t, "docker.io/mongodb/mongodb-mcp-server:1.2", f.deployment().Spec.Template.Spec.Containers[0].Image)
+
+	// In audit mode an image that does not normalize has no reference to
+	// run: InvalidSpec, no workload.
+	f = newFixture(t, false, mongodb(func(s *clerumv1alpha1.McpServer) { s.Spec.Image, s.Spec.EnvSecret = "Evil.io//X", nil }))
+	f.sync()
+	assert.Empty(t, f.writes())
+	assert.Equal(t, kit.ReasonInvalidSpec, f.condition(clerumv1alpha1.ConditionReady).Reason)
+}
