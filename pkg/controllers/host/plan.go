@@ -72,12 +72,16 @@ func Admit(h *clerumv1alpha1.Host, context *clerumv1alpha1.Context, sameID []*cl
 		return a
 	}
 	s := secret(ref.Name)
+	var forbidden string
+	if s != nil {
+		forbidden = names.ForbiddenSecret(string(s.Type), s.Labels)
+	}
 	switch {
 	case s == nil:
 		a.Block, a.SecretsMessage = kit.ReasonSecretsMissing, fmt.Sprintf("Secret %s does not exist", ref.Name)
-	case s.Labels[names.LabelManagedBy] != "" || refusedSecretTypes[s.Type]:
+	case forbidden != "":
 		a.Block = kit.ReasonInvalidSpec
-		a.SecretsMessage = fmt.Sprintf("Secret %s may not be a Host's: it is managed by HCC or is a service-account token or registry credential", ref.Name)
+		a.SecretsMessage = fmt.Sprintf("Secret %s may not be a Host's: it %s", ref.Name, forbidden)
 	case s.Labels[LabelSecretForHost] != h.Name:
 		a.Block = kit.ReasonSecretsMissing
 		a.SecretsMessage = fmt.Sprintf("Secret %s is not labelled %s=%s: a Host may read only a Secret made for it", ref.Name, LabelSecretForHost, h.Name)
@@ -85,13 +89,6 @@ func Admit(h *clerumv1alpha1.Host, context *clerumv1alpha1.Context, sameID []*cl
 		a.SecretsOK, a.SecretsMessage = true, fmt.Sprintf("Secret %s exists and is labelled for this Host", ref.Name)
 	}
 	return a
-}
-
-// refusedSecretTypes are never a Host's spec.secretRef, labelled or not.
-var refusedSecretTypes = map[corev1.SecretType]bool{
-	corev1.SecretTypeServiceAccountToken: true,
-	corev1.SecretTypeDockercfg:           true,
-	corev1.SecretTypeDockerConfigJson:    true,
 }
 
 func holderOf(context *clerumv1alpha1.Context, sameID []*clerumv1alpha1.Context) *clerumv1alpha1.Context {

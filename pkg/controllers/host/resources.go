@@ -128,7 +128,7 @@ const (
 // per-Host object.
 const (
 	LabelChannelReader = "clerum.io/channel-reader"
-	AppChannelReader   = "channel-reader"
+	AppChannelReader   = names.AppChannelReader
 )
 
 // apiGatewayService is hcc-api's Service in the control-plane namespace
