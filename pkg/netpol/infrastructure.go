@@ -49,14 +49,14 @@ func appendDefaults(policies []*networkingv1.NetworkPolicy, opts Options) []*net
 // buildDenyAll is L0: with no rules, every pod of ns is isolated in both
 // directions until a higher layer allows a route.
 func buildDenyAll(ns string) *networkingv1.NetworkPolicy {
-	return newPolicy(ns, names.DenyAllPolicy(ns), names.PolicyTypeDenyAll, "", allPods(),
+	return newPolicy(ns, names.DenyAllPolicy(ns), names.PolicyTypeDenyAll, nil, allPods(),
 		networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress)
 }
 
 // buildDNSEgress lets every pod of ns query kube-dns, and NodeLocal DNSCache
 // when it is configured (its link-local address is not a pod kube-dns selects).
 func buildDNSEgress(ns string, nodeLocalDNS netip.Prefix) *networkingv1.NetworkPolicy {
-	p := newPolicy(ns, names.DNSEgressPolicy(ns), names.PolicyTypeInfrastructure, "", allPods(), networkingv1.PolicyTypeEgress)
+	p := newPolicy(ns, names.DNSEgressPolicy(ns), names.PolicyTypeInfrastructure, nil, allPods(), networkingv1.PolicyTypeEgress)
 	p.Spec.Egress = egressTo(dnsPorts(),
 		podsInNamespace(names.KubeSystem, matchLabels(names.KubeDNSLabelKey, names.KubeDNSLabelVal)))
 	if nodeLocalDNS.IsValid() {
@@ -93,7 +93,7 @@ func discoveryPods(ns string, opts Options) (metav1.LabelSelector, bool) {
 
 // buildHCCAPIEgress lets the discovery pods of ns reach the hcc-api gateway.
 func buildHCCAPIEgress(ns string, pods metav1.LabelSelector, opts Options) *networkingv1.NetworkPolicy {
-	p := newPolicy(ns, names.HCCAPIEgressPolicy(ns), names.PolicyTypeInfrastructure, "", pods, networkingv1.PolicyTypeEgress)
+	p := newPolicy(ns, names.HCCAPIEgressPolicy(ns), names.PolicyTypeInfrastructure, nil, pods, networkingv1.PolicyTypeEgress)
 	p.Spec.Egress = egressTo(tcp(opts.APIPort),
 		podsInNamespace(opts.ControlPlaneNamespace, matchLabels(names.LabelApp, names.AppAPIGateway)))
 	return p
@@ -106,7 +106,7 @@ func buildK8sAPIEgress(ns string, opts Options) *networkingv1.NetworkPolicy {
 	if ns == opts.HostNamespace {
 		pods = allPods()
 	}
-	p := newPolicy(ns, names.K8sAPIEgressPolicy(ns), names.PolicyTypeInfrastructure, "", pods, networkingv1.PolicyTypeEgress)
+	p := newPolicy(ns, names.K8sAPIEgressPolicy(ns), names.PolicyTypeInfrastructure, nil, pods, networkingv1.PolicyTypeEgress)
 	to := make([]networkingv1.NetworkPolicyPeer, 0, len(opts.K8sAPICIDRs))
 	for _, cidr := range opts.K8sAPICIDRs {
 		to = append(to, ipBlock(cidr.String(), nil))
@@ -120,7 +120,7 @@ func buildK8sAPIEgress(ns string, opts Options) *networkingv1.NetworkPolicy {
 // selects no pod; it is kept because the platform's existing deployments
 // hold it and its absence would read as drift (docs/networkpolicy.md).
 func buildHCCAPIIngress(opts Options) *networkingv1.NetworkPolicy {
-	p := newPolicy(opts.McpServerNamespace, names.HCCAPIIngressPolicy, names.PolicyTypeInfrastructure, "",
+	p := newPolicy(opts.McpServerNamespace, names.HCCAPIIngressPolicy, names.PolicyTypeInfrastructure, nil,
 		matchLabels(names.LabelApp, names.AppController), networkingv1.PolicyTypeIngress)
 	p.Spec.Ingress = ingressFrom(tcp(opts.APIPort),
 		networkingv1.NetworkPolicyPeer{NamespaceSelector: namespaceSelector(opts.HostNamespace)})

@@ -7,6 +7,7 @@ package netpol
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/rs/zerolog"
 	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -28,6 +30,7 @@ import (
 	clientset "github.com/clerum/hcc/pkg/generated/clientset/versioned"
 	clerumlisters "github.com/clerum/hcc/pkg/generated/listers/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/health"
+	"github.com/clerum/hcc/pkg/names"
 	"github.com/clerum/hcc/pkg/netpol"
 )
 
@@ -326,4 +329,43 @@ func (c *Controller) inventory(resolved map[string]map[string]netpol.Resolution)
 	sort.Slice(servers, func(i, j int) bool { return servers[i].Name < servers[j].Name })
 	sort.Slice(contexts, func(i, j int) bool { return contexts[i].Name < contexts[j].Name })
 	return netpol.Inventory{Contexts: contexts, Servers: servers, Resolved: resolved}, nil
+}
+
+// readConsistently reads the planner's input and the managed policies with
+// quorum LISTs (resourceVersion ""), which the API server serves from etcd
+// at its current revision: everything that existed when the read began is
+// in it, whatever the watch cache has caught up with.
+func (c *Controller) readConsistently(ctx context.Context, resolved map[string]map[string]netpol.Resolution) (netpol.Inventory, []*networkingv1.NetworkPolicy, error) {
+	ns := c.opts.Plan.McpServerNamespace
+	quorum := metav1.ListOptions{ResourceVersion: ""}
+	serverList, err := c.hcc.ClerumV1alpha1().McpServers(ns).List(ctx, quorum)
+	if err != nil {
+		return netpol.Inventory{}, nil, fmt.Errorf("listing McpServers: %w", err)
+	}
+	contextList, err := c.hcc.ClerumV1alpha1().Contexts(ns).List(ctx, quorum)
+	if err != nil {
+		return netpol.Inventory{}, nil, fmt.Errorf("listing Contexts: %w", err)
+	}
+	inv := netpol.Inventory{Resolved: resolved}
+	for i := range serverList.Items {
+		inv.Servers = append(inv.Servers, &serverList.Items[i])
+	}
+	for i := range contextList.Items {
+		inv.Contexts = append(inv.Contexts, &contextList.Items[i])
+	}
+	sort.Slice(inv.Servers, func(i, j int) bool { return inv.Servers[i].Name < inv.Servers[j].Name })
+	sort.Slice(inv.Contexts, func(i, j int) bool { return inv.Contexts[i].Name < inv.Contexts[j].Name })
+
+	managed := metav1.ListOptions{LabelSelector: labels.Set{names.LabelManagedBy: names.ManagedByValue}.String()}
+	var live []*networkingv1.NetworkPolicy
+	for _, pns := range PolicyNamespaces(c.opts.Plan) {
+		list, err := c.kube.NetworkingV1().NetworkPolicies(pns).List(ctx, managed)
+		if err != nil {
+			return netpol.Inventory{}, nil, fmt.Errorf("listing NetworkPolicies in %s: %w", pns, err)
+		}
+		for i := range list.Items {
+			live = append(live, &list.Items[i])
+		}
+	}
+	return inv, live, nil
 }

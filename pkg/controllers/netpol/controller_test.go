@@ -152,6 +152,14 @@ func (f *fixture) newController() *Controller {
 	return c
 }
 
+// running makes c a controller past its certifying pass: later passes read
+// the caches, which the tests seed and change by hand, rather than the API
+// server.
+func (f *fixture) running(c *Controller) {
+	c.certify(changes{})
+	f.kube.ClearActions()
+}
+
 // syncCaches makes the policy caches show what the fake API server holds
 // of the managed policies, as the label-filtered informers would.
 func (f *fixture) syncCaches() {

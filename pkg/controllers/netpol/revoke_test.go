@@ -111,6 +111,7 @@ func TestRemovingElevenBindingsRevokesElevenPolicies(t *testing.T) {
 	f.policies = netpol.Compute(netpol.Inventory{Servers: f.servers}, testPlanOpts).Policies
 	c := f.newController()
 	c.plan = netpol.Compute
+	f.running(c)
 
 	fewer := server.DeepCopy()
 	fewer.Spec.EgressBindings, fewer.Generation = fewer.Spec.EgressBindings[:1], 2
@@ -292,6 +293,7 @@ func TestALaggingCacheIsRetriedQuietly(t *testing.T) {
 	mine := policy("mcp-server", "ctx-c-s00", names.PolicyTypeContextAllow, 3000)
 	f.desired = []*networkingv1.NetworkPolicy{mine}
 	c := f.newController()
+	f.running(c)
 	// HCC created it a moment ago; the informer has not seen it yet.
 	require.NoError(t, f.kube.Tracker().Add(mine.DeepCopy()))
 	_, err := c.syncFull(context.Background())

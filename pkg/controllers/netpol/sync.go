@@ -82,15 +82,28 @@ func (c *Controller) syncFull(ctx context.Context) (time.Duration, error) {
 	// settled by a pass that planned the object as still there.
 	observed, seq := c.observed.snapshot()
 	resolved, version := c.egress.Snapshot()
-	inv, err := c.inventory(resolved)
+	// Until readiness is certified, the pass reads the world from the API
+	// server (docs/networkpolicy.md, "Certification"): informers list from
+	// the API server's watch cache, which may lag behind etcd, and a
+	// certification from a cache that never saw a stale allow, or still
+	// shows a Context deleted before this process started, would certify
+	// an allow that survives.
+	consistent := !c.certified.Load()
+	var inv netpol.Inventory
+	var live []*networkingv1.NetworkPolicy
+	var err error
+	if consistent {
+		inv, live, err = c.readConsistently(ctx, resolved)
+	} else {
+		inv, err = c.inventory(resolved)
+		if err == nil {
+			live, err = c.livePolicies()
+		}
+	}
 	if err != nil {
 		return 0, err
 	}
 	plan := c.plan(inv, c.opts.Plan)
-	live, err := c.livePolicies()
-	if err != nil {
-		return 0, err
-	}
 	judge := netpol.NewJudge(inv, c.opts.Plan, observed)
 	ch := diff(plan.Policies, plan.Servers, live, c.opts.Caps, nil, judge.Dispose)
 	c.observePlan(plan, ch)
@@ -264,7 +277,7 @@ func (c *Controller) syncDefaults(ctx context.Context) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
-	keepAll := func(string, string, string) (netpol.Disposition, string) { return netpol.Kept, "" }
+	keepAll := func(*networkingv1.NetworkPolicy, string) (netpol.Disposition, string) { return netpol.Kept, "" }
 	ch := diff(netpol.Defaults(c.opts.Plan), nil, live, c.opts.Caps, isDefault, keepAll)
 	out := newOutcome()
 	out.conflicts = ch.conflicts

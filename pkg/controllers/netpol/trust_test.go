@@ -1,0 +1,127 @@
+package netpol
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
+
+	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
+	"github.com/clerum/hcc/pkg/names"
+	"github.com/clerum/hcc/pkg/netpol"
+)
+
+// A cache filled from the API server's watch cache may lag behind etcd: the
+// pass that certifies readiness must see what existed before the process
+// started, whatever the cache shows.
+func TestCertificationDoesNotTrustALaggingCache(t *testing.T) {
+	t.Run("a stale allow the cache has not seen is revoked before readiness", func(t *testing.T) {
+		f := newFixture(t)
+		f.contexts, f.servers = inventory(1, 1)
+		f.policies = netpol.Compute(netpol.Inventory{Contexts: f.contexts, Servers: f.servers}, testPlanOpts).Policies
+		c := f.newController()
+		c.plan = netpol.Compute
+		// In the API server, not in the cache.
+		require.NoError(t, f.kube.Tracker().Add(policy("mcp-server", "ctx-old-s1", names.PolicyTypeContextAllow, 3000)))
+
+		require.NoError(t, fullPass(c))
+		assert.Equal(t, []string{"delete mcp-server/ctx-old-s1"}, f.deletes())
+		assert.True(t, f.readiness.Ready())
+	})
+	t.Run("the allows of a Context deleted before start that the cache still shows are revoked before readiness", func(t *testing.T) {
+		f := newFixture(t)
+		f.caps = Caps{Absolute: 100, Percent: 100}
+		f.contexts, f.servers = inventory(2, 1)
+		f.policies = netpol.Compute(netpol.Inventory{Contexts: f.contexts, Servers: f.servers}, testPlanOpts).Policies
+		c := f.newController()
+		c.plan = netpol.Compute
+		gone := f.contexts[0]
+		require.NoError(t, f.hcc.Tracker().Delete(schema.GroupVersionResource{Group: "clerum.io", Version: "v1alpha1", Resource: "contexts"}, gone.Namespace, gone.Name))
+
+		require.NoError(t, fullPass(c))
+		assert.Equal(t, []string{
+			"delete mcp-host/ctx-c0000-s0000-00-egress",
+			"delete mcp-server/ctx-c0000-s0000-00",
+			"delete rpc-proxy/rpc-egress-c0000-s0000-00",
+		}, f.deletes())
+		assert.True(t, f.readiness.Ready())
+	})
+}
+
+// stripOwnerLabels returns ps as the HCC before owner labels wrote them:
+// external-egress and recipe-binding policies carried only the server.
+func stripOwnerLabels(ps []*networkingv1.NetworkPolicy) []*networkingv1.NetworkPolicy {
+	var out []*networkingv1.NetworkPolicy
+	for _, p := range ps {
+		p = p.DeepCopy()
+		delete(p.Labels, names.LabelContext)
+		delete(p.Labels, names.LabelEgressBinding)
+		delete(p.Labels, names.LabelRecipe)
+		switch p.Labels[names.LabelPolicyType] {
+		case names.PolicyTypeContextAllow, names.PolicyTypeRPCProxyEgress:
+			delete(p.Labels, names.LabelMcpServer)
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+func TestExistingPoliciesGainOwnerLabelsInOneUpdateEach(t *testing.T) {
+	f := newFixture(t)
+	f.contexts, f.servers = inventory(3, 2)
+	for _, s := range f.servers {
+		s.Spec.EgressBindings = []clerumv1alpha1.EgressBinding{{Name: "api", CIDR: "8.8.8.0/24", Port: ptr.To[int32](443)}}
+		s.Annotations = map[string]string{names.AnnotationRecipeBindings: fmt.Sprintf(
+			`[{"recipe":"nightly","from":%q,"to":"runner","port":9000,"protocol":"TCP"}]`, s.Name)}
+	}
+	planned := netpol.Compute(netpol.Inventory{Contexts: f.contexts, Servers: f.servers}, testPlanOpts).Policies
+	f.policies = stripOwnerLabels(planned)
+	c := f.newController()
+	c.plan = netpol.Compute
+
+	require.NoError(t, fullPass(c))
+	updates := map[string]int{}
+	for _, w := range f.writes() {
+		require.Regexp(t, `^update `, w, "only updates: nothing is revoked or created")
+		updates[w]++
+	}
+	byType := map[string]int{}
+	for _, p := range planned {
+		typ := p.Labels[names.LabelPolicyType]
+		if typ == names.PolicyTypeDenyAll || typ == names.PolicyTypeInfrastructure {
+			assert.NotContains(t, updates, "update "+p.Namespace+"/"+p.Name, "L0/L1 have no owner")
+			continue
+		}
+		assert.Equal(t, 1, updates["update "+p.Namespace+"/"+p.Name], p.Name)
+		byType[typ]++
+	}
+	// 3 Contexts × 2 servers: 6 × (ingress, host egress) context-allow, 6
+	// rpc-proxy-egress; 6 servers × 1 binding; 6 × 2 recipe-binding halves.
+	assert.Equal(t, map[string]int{
+		names.PolicyTypeContextAllow: 12, names.PolicyTypeRPCProxyEgress: 6,
+		names.PolicyTypeExternalEgress: 6, names.PolicyTypeRecipeBinding: 12,
+	}, byType)
+	assert.Len(t, updates, 36)
+
+	f.syncCaches()
+	require.NoError(t, fullPass(c))
+	assert.Empty(t, f.writes(), "labelled: the next pass writes nothing")
+}
+
+func TestAnInventoryMissingAContextRevokesNothing(t *testing.T) {
+	f := newFixture(t)
+	f.contexts, f.servers = inventory(4, 4) // 12 allows per Context
+	f.policies = netpol.Compute(netpol.Inventory{Contexts: f.contexts, Servers: f.servers}, testPlanOpts).Policies
+	c := f.newController()
+	c.plan = netpol.Compute
+	// The inventory came back without context-0001: no deletion was seen.
+	require.NoError(t, f.hcc.Tracker().Delete(schema.GroupVersionResource{Group: "clerum.io", Version: "v1alpha1", Resource: "contexts"}, "mcp-server", "context-0001"))
+
+	require.NoError(t, fullPass(c))
+	assert.Empty(t, f.deletes(), "12 unexplained orphans trip the cap of 10: nothing is revoked")
+	assert.Equal(t, 1.0, counterValue(t, c.metrics.OrphanCapped.WithLabelValues("absolute")))
+}
