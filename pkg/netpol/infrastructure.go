@@ -1,8 +1,10 @@
 package netpol
 
 import (
+	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -51,6 +53,31 @@ func appendDefaults(policies []*networkingv1.NetworkPolicy, opts Options) []*net
 func buildDenyAll(ns string) *networkingv1.NetworkPolicy {
 	return newPolicy(ns, names.DenyAllPolicy(ns), names.PolicyTypeDenyAll, nil, allPods(),
 		networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress)
+}
+
+// NotADefaultDeny says why spec is not a default deny of its namespace, or
+// returns "" when it is one: it selects every pod (an empty pod selector),
+// isolates both directions and allows nothing. A policy HCC does not manage
+// that holds a runtime namespace's deny-all name counts as that namespace's
+// default deny only then (docs/networkpolicy.md).
+func NotADefaultDeny(spec *networkingv1.NetworkPolicySpec) string {
+	var why []string
+	if len(spec.PodSelector.MatchLabels) > 0 || len(spec.PodSelector.MatchExpressions) > 0 {
+		why = append(why, "its pod selector is not empty, so some pods are not isolated")
+	}
+	if !slices.Contains(spec.PolicyTypes, networkingv1.PolicyTypeIngress) {
+		why = append(why, "its policyTypes lack Ingress")
+	}
+	if !slices.Contains(spec.PolicyTypes, networkingv1.PolicyTypeEgress) {
+		why = append(why, "its policyTypes lack Egress")
+	}
+	if n := len(spec.Ingress); n > 0 {
+		why = append(why, fmt.Sprintf("it has %d ingress rule(s)", n))
+	}
+	if n := len(spec.Egress); n > 0 {
+		why = append(why, fmt.Sprintf("it has %d egress rule(s)", n))
+	}
+	return strings.Join(why, "; ")
 }
 
 // buildDNSEgress lets every pod of ns query kube-dns, and NodeLocal DNSCache

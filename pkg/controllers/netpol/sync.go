@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -41,6 +42,9 @@ type outcome struct {
 	missing sets.Set[string]
 	// conflicts are the objects HCC does not own that hold names it needs.
 	conflicts []*networkingv1.NetworkPolicy
+	// withheld says, per deny-all name held by an object HCC does not own
+	// that is no default deny, why: each withholds certification.
+	withheld []string
 	// failedKeys are the policies whose write failed.
 	failedKeys sets.Set[policyKey]
 	// createFailures counts failed creates; past maxCreateFailures the
@@ -122,15 +126,28 @@ func (c *Controller) syncFull(ctx context.Context) (time.Duration, error) {
 		return isDenyAll(p) && p.Namespace == c.opts.Plan.McpServerNamespace
 	}
 	revoked := c.write(ctx, verbCreate, filter(ch.creates, isDenyAll), ch.servers, out)
+	// A deny-all name another writer's managed policy holds is never
+	// written (diff reports it as a conflict); like an unmanaged holder, it
+	// stands in for the default deny only if it is one.
+	heldOpen := false
+	for _, p := range ch.conflicts {
+		if c.isDenyAllName(p) && !c.standsInForDefaultDeny(p, out) {
+			revoked = false
+			heldOpen = heldOpen || p.Namespace == c.opts.Plan.McpServerNamespace
+		}
+	}
 	revoked = c.write(ctx, verbUpdate, filter(ch.updates, isDefault), ch.servers, out) && revoked
-	blocked := c.failedAny(filter(ch.creates, serverDenyAll), out) || c.failedAny(filter(ch.updates, serverDenyAll), out)
+	blocked := heldOpen || c.failedAny(filter(ch.creates, serverDenyAll), out) || c.failedAny(filter(ch.updates, serverDenyAll), out)
 	c.write(ctx, verbCreate, filter(ch.creates, and(isDefault, not(isDenyAll))), ch.servers, out)
 	revoked = c.write(ctx, verbDelete, ch.revokes, ch.servers, out) && revoked
 	revoked = c.write(ctx, verbDelete, ch.deletes, ch.servers, out) && revoked
 	revoked = c.write(ctx, verbUpdate, filter(ch.updates, not(isDefault)), ch.servers, out) && revoked
 	if revoked {
 		c.certify(ch)
+	} else if !c.certified.Load() {
+		c.readiness.Explain(ReadinessCheck, strings.Join(out.withheld, "; "))
 	}
+	c.metrics.DefaultDenyWithheld.Set(float64(len(out.withheld)))
 	c.write(ctx, verbCreate, filter(ch.creates, not(isDefault)), ch.servers, out)
 
 	// What this pass saw deleted is forgotten only once its revocations all
@@ -195,6 +212,29 @@ func (c *Controller) certify(ch changes) {
 		Msg("stale allows revoked; readiness certified")
 	c.metrics.Certified.Set(1)
 	c.readiness.Set(ReadinessCheck, true)
+}
+
+// isDenyAllName reports whether p holds the deny-all name of its namespace
+// in a runtime namespace.
+func (c *Controller) isDenyAllName(p *networkingv1.NetworkPolicy) bool {
+	return p.Name == names.DenyAllPolicy(p.Namespace) && slices.Contains(c.opts.Plan.RuntimeNamespaces, p.Namespace)
+}
+
+// standsInForDefaultDeny reports whether holder, an object HCC may not
+// write that holds a runtime namespace's deny-all name, is itself a default
+// deny and so counts as that namespace's (docs/networkpolicy.md). When it
+// is not, the reason goes to out.withheld: readiness stays withheld, since
+// the namespace may be open, and /ready says which object and why.
+func (c *Controller) standsInForDefaultDeny(holder *networkingv1.NetworkPolicy, out *outcome) bool {
+	why := netpol.NotADefaultDeny(&holder.Spec)
+	if why == "" {
+		return true
+	}
+	msg := fmt.Sprintf("NetworkPolicy %s/%s holds the default deny's name but is not a default deny: %s", holder.Namespace, holder.Name, why)
+	out.withheld = append(out.withheld, msg)
+	c.log.Warn().Str("namespace", holder.Namespace).Str("name", holder.Name).Str("reason", why).
+		Msg("the deny-all name is held by a policy that is not a default deny; readiness withheld")
+	return false
 }
 
 // egressRejections returns the planner's rejections of egress bindings by
@@ -349,6 +389,9 @@ func (c *Controller) write(ctx context.Context, verb string, policies []*network
 		if err == nil {
 			continue
 		}
+		if errors.Is(err, errHeldByDefaultDeny) {
+			continue
+		}
 		ok = false
 		out.failedKeys.Insert(keyOf(p))
 		if s := servers[keyOf(p)]; s != "" {
@@ -359,7 +402,8 @@ func (c *Controller) write(ctx context.Context, verb string, policies []*network
 		}
 		// A lagging cache is retried quietly; a name held by an object HCC
 		// does not own is reported by reportUnmanaged. Neither is an error
-		// of the pass.
+		// of the pass. A deny-all name held by a default deny is as good as
+		// written: the namespace is isolated.
 		if !errors.Is(err, kit.ErrCacheBehind) && !errors.Is(err, errUnmanaged) {
 			c.metrics.WriteErrors.WithLabelValues(verb).Inc()
 			out.errs = append(out.errs, err)
@@ -438,8 +482,17 @@ func (c *Controller) createConflict(ctx context.Context, p *networkingv1.Network
 		return kit.ErrCacheBehind
 	}
 	out.conflicts = append(out.conflicts, holder)
+	if c.isDenyAllName(holder) && c.standsInForDefaultDeny(holder, out) {
+		return errHeldByDefaultDeny
+	}
 	return errUnmanaged
 }
+
+// errHeldByDefaultDeny marks a deny-all create skipped because an object
+// HCC does not own holds the name and is itself a default deny: reported
+// like any unmanaged holder, but the namespace is isolated, so it blocks
+// neither certification nor a gate.
+var errHeldByDefaultDeny = errors.New("name held by a default deny HCC does not manage")
 
 // errSkipped marks a create the pass skipped after maxCreateFailures.
 var errSkipped = errors.New("skipped after repeated create failures")
