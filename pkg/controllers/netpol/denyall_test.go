@@ -109,3 +109,26 @@ func TestNotADefaultDenyNamesEveryGap(t *testing.T) {
 		assert.True(t, strings.Contains(why, want), "%q in %q", want, why)
 	}
 }
+
+func TestCensusSaysWhichDenyAllHolderWithholdsReadiness(t *testing.T) {
+	var live []*networkingv1.NetworkPolicy
+	for _, p := range netpol.Defaults(testPlanOpts) {
+		if p.Labels[names.LabelPolicyType] != names.PolicyTypeDenyAll {
+			live = append(live, p)
+		}
+	}
+	open := heldDenyAll(func(p *networkingv1.NetworkPolicy) { p.Spec.Ingress = []networkingv1.NetworkPolicyIngressRule{{}} })
+	isolating := heldDenyAll(func(p *networkingv1.NetworkPolicy) { p.Namespace, p.Name = "rpc-proxy", "deny-all-rpc-proxy" })
+	live = append(live, open, isolating)
+
+	census := TakeCensus(live, netpol.Inventory{}, testPlanOpts, Caps{Absolute: 10, Percent: 20})
+	assert.Equal(t, []DenyAllHolder{
+		{"mcp-server", "deny-all-mcp-server", "it has 1 ingress rule(s)"},
+		{"rpc-proxy", "deny-all-rpc-proxy", ""},
+	}, census.DenyAllHolders)
+	var out strings.Builder
+	require.NoError(t, census.Write(&out, "compiled default", "compiled default"))
+	assert.Contains(t, out.String(), "deny-all names held by policies HCC does not manage: 2")
+	assert.Contains(t, out.String(), "mcp-server/deny-all-mcp-server\tnot a default deny, withholds readiness: it has 1 ingress rule(s)")
+	assert.Contains(t, out.String(), "rpc-proxy/deny-all-rpc-proxy\ta default deny: counts as the namespace's")
+}
