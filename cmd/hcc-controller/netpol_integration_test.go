@@ -7,6 +7,10 @@ import (
 	"bytes"
 	"context"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -19,6 +23,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 
 	"github.com/clerum/hcc/internal/testing/testenv"
@@ -176,4 +182,96 @@ func scrape(t *testing.T, base, metric string) float64 {
 		sum += v
 	}
 	return sum
+}
+
+// TestNetworkPolicyCertificationSurvivesALaggingWatchCache starts the
+// controller behind a proxy that makes mcp-server's NetworkPolicy informer
+// see the API server as a lagging watch cache would: its initial list is
+// served as of a resourceVersion read before the stale allow was created,
+// and its watch starts late. Readiness must still certify only once the
+// stale allow is gone.
+func TestNetworkPolicyCertificationSurvivesALaggingWatchCache(t *testing.T) {
+	c := startCluster(t)
+	kube := c.kube
+	ctx := context.Background()
+
+	before, err := kube.NetworkingV1().NetworkPolicies("mcp-server").List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	staleRV := before.ResourceVersion
+	stale := &networkingv1.NetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "mcp-server", Name: "ctx-old-s1", Labels: map[string]string{
+			names.LabelManagedBy: names.ManagedByValue, names.LabelPolicyType: names.PolicyTypeContextAllow,
+			names.LabelContext: "old", names.LabelMcpServer: "s1",
+		}},
+		Spec: networkingv1.NetworkPolicySpec{PodSelector: metav1.LabelSelector{}, PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
+			Ingress: []networkingv1.NetworkPolicyIngressRule{{}}},
+	}
+	_, err = kube.NetworkingV1().NetworkPolicies("mcp-server").Create(ctx, stale, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	lagging := laggingProxy(t, c, "/apis/networking.k8s.io/v1/namespaces/mcp-server/networkpolicies", staleRV, 15*time.Second)
+	base := startController(t, lagging, map[string]string{"HCC_LEADER_ELECT": "false"}).base
+
+	require.Equal(t, http.StatusOK, testenv.WaitHTTP(base+"/ready", http.StatusOK, 60*time.Second))
+	_, err = kube.NetworkingV1().NetworkPolicies("mcp-server").Get(ctx, "ctx-old-s1", metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "the stale allow the lagging cache did not show was revoked before readiness: %v", err)
+}
+
+// laggingProxy returns c behind a proxy that serves the informer's initial
+// list of path (resourceVersion "0", the watch cache's answer) as of
+// staleRV, refuses a streaming watch-list of it (the reflector then falls
+// back to that list), and holds its watches for delay: a watch cache that
+// lags behind etcd.
+func laggingProxy(t *testing.T, c *cluster, path, staleRV string, delay time.Duration) *cluster {
+	t.Helper()
+	target, err := url.Parse(c.cp.Config().Host)
+	require.NoError(t, err)
+	transport, err := rest.TransportFor(c.cp.Config())
+	require.NoError(t, err)
+	proxy := &httputil.ReverseProxy{
+		Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(target); r.Out.Host = target.Host },
+		Transport:     transport,
+		FlushInterval: -1,
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		if r.URL.Path != path {
+			proxy.ServeHTTP(w, r)
+			return
+		}
+		watching := q.Get("watch") == "true" || q.Get("watch") == "1"
+		switch {
+		case watching && q.Get("sendInitialEvents") == "true":
+			http.Error(w, "watch-list refused by the test proxy", http.StatusInternalServerError)
+			return
+		case watching:
+			select {
+			case <-time.After(delay):
+			case <-r.Context().Done():
+				return
+			}
+		case q.Get("resourceVersion") == "0":
+			q.Set("resourceVersion", staleRV)
+			q.Set("resourceVersionMatch", string(metav1.ResourceVersionMatchExact))
+			r.URL.RawQuery = q.Encode()
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+
+	cfg, err := clientcmd.LoadFromFile(c.kubeconfig)
+	require.NoError(t, err)
+	for _, cl := range cfg.Clusters {
+		cl.Server, cl.CertificateAuthority, cl.CertificateAuthorityData = srv.URL, "", nil
+	}
+	for _, info := range cfg.AuthInfos {
+		// The proxy authenticates as the admin; the controller's requests
+		// keep their impersonation headers.
+		info.ClientCertificate, info.ClientCertificateData, info.ClientKey, info.ClientKeyData, info.Token = "", nil, "", nil, ""
+	}
+	kubeconfig := filepath.Join(t.TempDir(), "lagging-kubeconfig")
+	require.NoError(t, clientcmd.WriteToFile(*cfg, kubeconfig))
+	lagging := *c
+	lagging.kubeconfig = kubeconfig
+	return &lagging
 }
