@@ -1,13 +1,16 @@
 package netpol
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	core "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
@@ -124,4 +127,30 @@ func TestAnInventoryMissingAContextRevokesNothing(t *testing.T) {
 	require.NoError(t, fullPass(c))
 	assert.Empty(t, f.deletes(), "12 unexplained orphans trip the cap of 10: nothing is revoked")
 	assert.Equal(t, 1.0, counterValue(t, c.metrics.OrphanCapped.WithLabelValues("absolute")))
+}
+
+// What a pass saw deleted is kept until a pass whose revocations all
+// succeeded: a failed revocation must not turn the deleted Context's allows
+// into unexplained orphans the caps then hold.
+func TestObservationsAreKeptUntilAPassWhoseRevocationsAllSucceeded(t *testing.T) {
+	f, c := convergedFixture(t, 2, 4) // 12 allows per Context: over the cap of 10
+	gone := f.contexts[0]
+	require.NoError(t, f.contextIndexer.Delete(gone))
+	c.contextHandlers().OnDelete(gone)
+	refuse := true
+	f.kube.PrependReactor("delete", "networkpolicies", func(core.Action) (bool, runtime.Object, error) {
+		if refuse {
+			return true, nil, errors.New("webhook down")
+		}
+		return false, nil, nil
+	})
+
+	require.Error(t, fullPass(c))
+	observed, _ := c.observed.snapshot()
+	assert.True(t, observed.RetiredContextIDs[gone.Spec.ContextID], "the observation outlives the failed pass")
+
+	refuse = false
+	f.kube.ClearActions()
+	require.NoError(t, fullPass(c))
+	assert.Len(t, f.deletes(), 12, "still disowned, so revoked whatever the caps")
 }
