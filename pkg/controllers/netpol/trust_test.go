@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	core "k8s.io/client-go/testing"
@@ -116,17 +117,53 @@ func TestExistingPoliciesGainOwnerLabelsInOneUpdateEach(t *testing.T) {
 }
 
 func TestAnInventoryMissingAContextRevokesNothing(t *testing.T) {
-	f := newFixture(t)
-	f.contexts, f.servers = inventory(4, 4) // 12 allows per Context
-	f.policies = netpol.Compute(netpol.Inventory{Contexts: f.contexts, Servers: f.servers}, testPlanOpts).Policies
-	c := f.newController()
-	c.plan = netpol.Compute
-	// The inventory came back without context-0001: no deletion was seen.
-	require.NoError(t, f.hcc.Tracker().Delete(schema.GroupVersionResource{Group: "clerum.io", Version: "v1alpha1", Resource: "contexts"}, "mcp-server", "context-0001"))
+	// Context team is live; team-a, whose contextId team's is a prefix of,
+	// is missing from the inventory although its 12 allows exist. No
+	// deletion was seen: nothing explains them, the cap of 10 trips, and
+	// nothing is revoked — in particular no split of ctx-team-a-f00 makes
+	// it team's allow of a server "a-f00".
+	for _, tc := range []struct {
+		name  string
+		strip bool
+	}{
+		{name: "labelled policies"},
+		{name: "policies an older HCC wrote without owner labels", strip: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			team := &clerumv1alpha1.Context{ObjectMeta: metav1.ObjectMeta{Namespace: "mcp-server", Name: "team"},
+				Spec: clerumv1alpha1.ContextSpec{ContextID: "team", McpServers: []string{"x"}}}
+			teamA := &clerumv1alpha1.Context{ObjectMeta: metav1.ObjectMeta{Namespace: "mcp-server", Name: "team-a"},
+				Spec: clerumv1alpha1.ContextSpec{ContextID: "team-a"}}
+			f.servers = []*clerumv1alpha1.McpServer{testServer("x")}
+			for i := range 4 {
+				s := testServer(fmt.Sprintf("f%02d", i))
+				f.servers = append(f.servers, s)
+				teamA.Spec.McpServers = append(teamA.Spec.McpServers, s.Name)
+			}
+			f.contexts = []*clerumv1alpha1.Context{team, teamA}
+			f.policies = netpol.Compute(netpol.Inventory{Contexts: f.contexts, Servers: f.servers}, testPlanOpts).Policies
+			if tc.strip {
+				f.policies = stripOwnerLabels(f.policies)
+			}
+			c := f.newController()
+			c.plan = netpol.Compute
+			require.NoError(t, f.hcc.Tracker().Delete(schema.GroupVersionResource{Group: "clerum.io", Version: "v1alpha1", Resource: "contexts"}, "mcp-server", "team-a"))
 
-	require.NoError(t, fullPass(c))
-	assert.Empty(t, f.deletes(), "12 unexplained orphans trip the cap of 10: nothing is revoked")
-	assert.Equal(t, 1.0, counterValue(t, c.metrics.OrphanCapped.WithLabelValues("absolute")))
+			require.NoError(t, fullPass(c))
+			assert.Empty(t, f.deletes(), "12 unexplained orphans trip the cap of 10: nothing is revoked")
+			assert.Equal(t, 12.0, gaugeValue(t, c.metrics.Orphans))
+			assert.Equal(t, 1.0, counterValue(t, c.metrics.OrphanCapped.WithLabelValues("absolute")))
+			assert.True(t, f.readiness.Ready(), "a tripped cap does not withhold certification")
+		})
+	}
+}
+
+func testServer(name string) *clerumv1alpha1.McpServer {
+	return &clerumv1alpha1.McpServer{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "mcp-server", Name: name},
+		Spec:       clerumv1alpha1.McpServerSpec{Image: "i", Transport: clerumv1alpha1.Transport{Type: clerumv1alpha1.TransportSSE}},
+	}
 }
 
 // What a pass saw deleted is kept until a pass whose revocations all
