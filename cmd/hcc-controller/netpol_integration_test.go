@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -274,4 +275,66 @@ func laggingProxy(t *testing.T, c *cluster, path, staleRV string, delay time.Dur
 	lagging := *c
 	lagging.kubeconfig = kubeconfig
 	return &lagging
+}
+
+// TestAnUnmanagedDenyAllHolderThatIsNoDefaultDenyWithholdsReadiness: the
+// holder of rpc-proxy's deny-all name admits traffic, so the namespace is
+// open; /ready and the census name it and say why, and once it is a default
+// deny the controller certifies without ever writing it.
+func TestAnUnmanagedDenyAllHolderThatIsNoDefaultDenyWithholdsReadiness(t *testing.T) {
+	c := startCluster(t)
+	kube := c.kube
+	ctx := context.Background()
+	holder := &networkingv1.NetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "rpc-proxy", Name: "deny-all-rpc-proxy", Labels: map[string]string{"team": "platform"}},
+		Spec: networkingv1.NetworkPolicySpec{
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
+			Ingress:     []networkingv1.NetworkPolicyIngressRule{{}},
+		},
+	}
+	_, err := kube.NetworkingV1().NetworkPolicies("rpc-proxy").Create(ctx, holder, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	base := startController(t, c, map[string]string{"HCC_LEADER_ELECT": "false"}).base
+	reason := func() string {
+		resp, err := http.Get(base + "/ready")
+		if err != nil {
+			return ""
+		}
+		defer resp.Body.Close()
+		var body struct {
+			Reasons map[string]string `json:"reasons"`
+		}
+		if resp.StatusCode != http.StatusServiceUnavailable || json.NewDecoder(resp.Body).Decode(&body) != nil {
+			return ""
+		}
+		return body.Reasons["netpol-certified"]
+	}
+	require.NoError(t, wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true,
+		func(context.Context) (bool, error) { return reason() != "", nil }), "/ready says why it is withheld")
+	assert.Equal(t, "NetworkPolicy rpc-proxy/deny-all-rpc-proxy holds the default deny's name but is not a default deny: it has 1 ingress rule(s)", reason())
+	assert.Equal(t, 1.0, scrape(t, base, "clerum_hcc_netpol_default_deny_withheld"))
+
+	var stdout, stderr bytes.Buffer
+	require.Equal(t, 0, run(ctx, []string{"census", "--kubeconfig", c.cp.Kubeconfig()}, &stdout, &stderr), stderr.String())
+	assert.Contains(t, stdout.String(), "rpc-proxy/deny-all-rpc-proxy\tnot a default deny, withholds readiness: it has 1 ingress rule(s)")
+
+	live, err := kube.NetworkingV1().NetworkPolicies("rpc-proxy").Get(ctx, "deny-all-rpc-proxy", metav1.GetOptions{})
+	require.NoError(t, err)
+	live.Spec.Ingress = nil
+	_, err = kube.NetworkingV1().NetworkPolicies("rpc-proxy").Update(ctx, live, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	// The holder is not watched: any event signals the pass that certifies.
+	_, err = c.cpClient(t).ClerumV1alpha1().Contexts("mcp-server").Create(ctx, &clerumv1alpha1.Context{
+		ObjectMeta: metav1.ObjectMeta{Name: "touch"}, Spec: clerumv1alpha1.ContextSpec{ContextID: "touch"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, testenv.WaitHTTP(base+"/ready", http.StatusOK, 60*time.Second), "a default deny counts as the namespace's")
+	after, err := kube.NetworkingV1().NetworkPolicies("rpc-proxy").Get(ctx, "deny-all-rpc-proxy", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{"team": "platform"}, after.Labels, "the holder is never written")
+}
+
+func (c *cluster) cpClient(t *testing.T) clientset.Interface {
+	t.Helper()
+	return clientset.NewForConfigOrDie(c.cp.Config())
 }
