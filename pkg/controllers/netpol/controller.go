@@ -142,6 +142,8 @@ type Controller struct {
 	// namespaces and kept L0/L1 policies, so a steady state logs once.
 	missingReported string
 	keptReported    int
+	// withheldReported is why certification was last withheld, as logged.
+	withheldReported string
 }
 
 // PolicyNamespaces returns every namespace the planner may put a policy in;

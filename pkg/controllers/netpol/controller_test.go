@@ -351,6 +351,7 @@ func TestFailedRevocationDoesNotCertify(t *testing.T) {
 	})
 	require.Error(t, fullPass(c))
 	assert.False(t, f.readiness.Ready(), "no certification while a revocation failed")
+	assert.Contains(t, f.readiness.Reasons()[ReadinessCheck], "not every revocation", "/ready says why")
 	assert.Equal(t, []string{"delete mcp-server/ctx-c-s01", "create mcp-server/ctx-new"}, f.writes(),
 		"a failed revocation stops neither the others nor the creates")
 	assert.Equal(t, 1.0, counterValue(t, c.metrics.WriteErrors.WithLabelValues("delete")))

@@ -145,7 +145,7 @@ func (c *Controller) syncFull(ctx context.Context) (time.Duration, error) {
 	if revoked {
 		c.certify(ch)
 	} else if !c.certified.Load() {
-		c.readiness.Explain(ReadinessCheck, strings.Join(out.withheld, "; "))
+		c.explainWithheld(out)
 	}
 	c.metrics.DefaultDenyWithheld.Set(float64(len(out.withheld)))
 	c.write(ctx, verbCreate, filter(ch.creates, not(isDefault)), ch.servers, out)
@@ -214,6 +214,20 @@ func (c *Controller) certify(ch changes) {
 	c.readiness.Set(ReadinessCheck, true)
 }
 
+// explainWithheld says on /ready why this pass did not certify, and logs
+// it when that changes.
+func (c *Controller) explainWithheld(out *outcome) {
+	reason := strings.Join(out.withheld, "; ")
+	if reason == "" {
+		reason = "not every revocation or default deny of the last pass succeeded; the pass is retried (see the log and clerum_hcc_netpol_write_errors_total)"
+	}
+	c.readiness.Explain(ReadinessCheck, reason)
+	if reason != c.withheldReported {
+		c.withheldReported = reason
+		c.log.Warn().Str("reason", reason).Msg("readiness withheld")
+	}
+}
+
 // isDenyAllName reports whether p holds the deny-all name of its namespace
 // in a runtime namespace.
 func (c *Controller) isDenyAllName(p *networkingv1.NetworkPolicy) bool {
@@ -232,8 +246,6 @@ func (c *Controller) standsInForDefaultDeny(holder *networkingv1.NetworkPolicy, 
 	}
 	msg := fmt.Sprintf("NetworkPolicy %s/%s holds the default deny's name but is not a default deny: %s", holder.Namespace, holder.Name, why)
 	out.withheld = append(out.withheld, msg)
-	c.log.Warn().Str("namespace", holder.Namespace).Str("name", holder.Name).Str("reason", why).
-		Msg("the deny-all name is held by a policy that is not a default deny; readiness withheld")
 	return false
 }
 
@@ -390,6 +402,7 @@ func (c *Controller) write(ctx context.Context, verb string, policies []*network
 			continue
 		}
 		if errors.Is(err, errHeldByDefaultDeny) {
+			// As good as written: the namespace is isolated.
 			continue
 		}
 		ok = false
@@ -402,8 +415,7 @@ func (c *Controller) write(ctx context.Context, verb string, policies []*network
 		}
 		// A lagging cache is retried quietly; a name held by an object HCC
 		// does not own is reported by reportUnmanaged. Neither is an error
-		// of the pass. A deny-all name held by a default deny is as good as
-		// written: the namespace is isolated.
+		// of the pass.
 		if !errors.Is(err, kit.ErrCacheBehind) && !errors.Is(err, errUnmanaged) {
 			c.metrics.WriteErrors.WithLabelValues(verb).Inc()
 			out.errs = append(out.errs, err)
