@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -104,6 +105,15 @@ type Controller struct {
 	// informer lists only policies labelled managed-by HCC.
 	policyListers []networkinglisters.NetworkPolicyLister
 	synced        []cache.InformerSynced
+	// cacheVersions are the informers' last synced resourceVersions, in
+	// the order readConsistently lists: McpServers, Contexts, then the
+	// policies of each of PolicyNamespaces.
+	cacheVersions []func() string
+	// quorumVersions are the resourceVersions of the last consistent read,
+	// aligned with cacheVersions; caughtUp is set once every cache has
+	// reached them, and passes read the caches from then on.
+	quorumVersions []string
+	caughtUp       atomic.Bool
 
 	egress    EgressSource
 	queue     workqueue.TypedRateLimitingInterface[passKind]
@@ -198,11 +208,13 @@ func New(d kit.Deps, egress EgressSource, opts Options) *Controller {
 	_, _ = servers.Informer().AddEventHandler(c.serverHandlers())
 	_, _ = contexts.Informer().AddEventHandler(c.contextHandlers())
 	c.synced = append(c.synced, servers.Informer().HasSynced, contexts.Informer().HasSynced)
+	c.cacheVersions = append(c.cacheVersions, servers.Informer().LastSyncResourceVersion, contexts.Informer().LastSyncResourceVersion)
 	for _, ns := range PolicyNamespaces(opts.Plan) {
 		inf := d.Informers.Kube(ns, kit.ManagedObjects, "networkpolicies").Networking().V1().NetworkPolicies()
 		_, _ = inf.Informer().AddEventHandler(c.policyHandlers())
 		c.policyListers = append(c.policyListers, inf.Lister())
 		c.synced = append(c.synced, inf.Informer().HasSynced)
+		c.cacheVersions = append(c.cacheVersions, inf.Informer().LastSyncResourceVersion)
 	}
 	return c
 }
@@ -348,6 +360,7 @@ func (c *Controller) readConsistently(ctx context.Context, resolved map[string]m
 	if err != nil {
 		return netpol.Inventory{}, nil, fmt.Errorf("listing Contexts: %w", err)
 	}
+	versions := []string{serverList.ResourceVersion, contextList.ResourceVersion}
 	inv := netpol.Inventory{Resolved: resolved}
 	for i := range serverList.Items {
 		inv.Servers = append(inv.Servers, &serverList.Items[i])
@@ -368,6 +381,34 @@ func (c *Controller) readConsistently(ctx context.Context, resolved map[string]m
 		for i := range list.Items {
 			live = append(live, &list.Items[i])
 		}
+		versions = append(versions, list.ResourceVersion)
 	}
+	c.quorumVersions = versions
 	return inv, live, nil
+}
+
+// cachesCaughtUp reports whether every cache has reached the
+// resourceVersion of the last consistent read, which was taken after this
+// process started: from then on the caches hold everything that read saw,
+// and a pass may read them. Until then a lagging cache could still show an
+// owner deleted before the start and bring its revoked allows back.
+// resourceVersions are compared as the etcd revisions the API server
+// serves; one that does not parse keeps the passes reading consistently.
+func (c *Controller) cachesCaughtUp() bool {
+	if c.caughtUp.Load() {
+		return true
+	}
+	if len(c.quorumVersions) != len(c.cacheVersions) {
+		return false
+	}
+	for i, version := range c.cacheVersions {
+		have, err1 := strconv.ParseUint(version(), 10, 64)
+		want, err2 := strconv.ParseUint(c.quorumVersions[i], 10, 64)
+		if err1 != nil || err2 != nil || have < want {
+			return false
+		}
+	}
+	c.caughtUp.Store(true)
+	c.log.Info().Msg("caches caught up with the certifying read; passes read the caches")
+	return true
 }

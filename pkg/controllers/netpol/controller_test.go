@@ -157,6 +157,7 @@ func (f *fixture) newController() *Controller {
 // server.
 func (f *fixture) running(c *Controller) {
 	c.certify(changes{})
+	c.caughtUp.Store(true)
 	f.kube.ClearActions()
 }
 

@@ -86,13 +86,14 @@ func (c *Controller) syncFull(ctx context.Context) (time.Duration, error) {
 	// settled by a pass that planned the object as still there.
 	observed, seq := c.observed.snapshot()
 	resolved, version := c.egress.Snapshot()
-	// Until readiness is certified, the pass reads the world from the API
+	// Until readiness is certified, and then until the caches have caught
+	// up with the certifying read, the pass reads the world from the API
 	// server (docs/networkpolicy.md, "Certification"): informers list from
 	// the API server's watch cache, which may lag behind etcd, and a
 	// certification from a cache that never saw a stale allow, or still
 	// shows a Context deleted before this process started, would certify
-	// an allow that survives.
-	consistent := !c.certified.Load()
+	// an allow that survives; a pass after it would bring that allow back.
+	consistent := !c.certified.Load() || !c.cachesCaughtUp()
 	var inv netpol.Inventory
 	var live []*networkingv1.NetworkPolicy
 	var err error

@@ -191,3 +191,40 @@ func TestObservationsAreKeptUntilAPassWhoseRevocationsAllSucceeded(t *testing.T)
 	require.NoError(t, fullPass(c))
 	assert.Len(t, f.deletes(), 12, "still disowned, so revoked whatever the caps")
 }
+
+// After certification a cache that still shows a Context deleted before the
+// start would bring back the allows the certifying pass revoked: passes
+// keep reading the API server until every cache has reached the
+// resourceVersion of that read.
+func TestALaggingCacheDoesNotBringRevokedAllowsBack(t *testing.T) {
+	f := newFixture(t)
+	f.caps = Caps{Absolute: 100, Percent: 100}
+	f.contexts, f.servers = inventory(2, 1)
+	f.policies = netpol.Compute(netpol.Inventory{Contexts: f.contexts, Servers: f.servers}, testPlanOpts).Policies
+	c := f.newController()
+	c.plan = netpol.Compute
+	gone := f.contexts[0]
+	require.NoError(t, f.hcc.Tracker().Delete(schema.GroupVersionResource{Group: "clerum.io", Version: "v1alpha1", Resource: "contexts"}, gone.Namespace, gone.Name))
+	require.NoError(t, fullPass(c))
+	require.Len(t, f.deletes(), 3)
+	require.True(t, f.readiness.Ready())
+	require.Len(t, c.quorumVersions, len(c.cacheVersions), "the certifying read recorded a version per cache")
+
+	f.syncCaches() // the policy caches show the revocation; the Context cache still shows the Context
+	require.NoError(t, fullPass(c))
+	assert.Empty(t, f.writes(), "the caches have not caught up: the pass read the API server")
+
+	// Once every cache reports a version at least the certifying read's,
+	// passes read the caches (here still showing the Context).
+	for i := range c.cacheVersions {
+		c.cacheVersions[i] = func() string { return "999999" }
+	}
+	f.kube.ClearActions()
+	require.NoError(t, fullPass(c))
+	assert.Equal(t, []string{
+		"create mcp-host/ctx-c0000-s0000-00-egress",
+		"create mcp-server/ctx-c0000-s0000-00",
+		"create rpc-proxy/rpc-egress-c0000-s0000-00",
+	}, f.writes(), "caught up: the pass read the caches (here left behind by the test)")
+	assert.True(t, c.caughtUp.Load())
+}
