@@ -9,6 +9,7 @@ import (
 	"os"
 
 	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -90,6 +91,18 @@ func readCluster(ctx context.Context, kube kubernetes.Interface, hcc clientset.I
 		}
 		for i := range list.Items {
 			live = append(live, &list.Items[i])
+		}
+	}
+	// A runtime namespace's deny-all name may be held by a policy HCC does
+	// not manage; the census says whether it counts as the default deny.
+	for _, ns := range opts.RuntimeNamespaces {
+		p, err := kube.NetworkingV1().NetworkPolicies(ns).Get(ctx, names.DenyAllPolicy(ns), metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return nil, netpol.Inventory{}, fmt.Errorf("reading NetworkPolicy %s/%s: %w", ns, names.DenyAllPolicy(ns), err)
+		case p.Labels[names.LabelManagedBy] != names.ManagedByValue:
+			live = append(live, p)
 		}
 	}
 	var inv netpol.Inventory

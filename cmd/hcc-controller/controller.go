@@ -54,9 +54,8 @@ const (
 func runController(ctx context.Context, log zerolog.Logger, flags startup.Flags, cfg *config.Config) error {
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	// Standby replicas are ready: a rollout must be able to replace the
-	// leader. Each reconciler the leader runs adds its own readiness check.
-	readiness := health.NewReadiness()
+	// Each reconciler the leader runs adds its own readiness check.
+	readiness := newReadiness(cfg.Core)
 	mux := http.NewServeMux()
 	health.Register(mux, readiness, registry)
 
@@ -92,6 +91,19 @@ func runController(ctx context.Context, log zerolog.Logger, flags startup.Flags,
 		})
 	})
 	return g.Wait()
+}
+
+// newReadiness returns the process's readiness. Standby replicas are
+// ready: a rollout must be able to replace the leader. A replica that
+// reconciles without an election is never a standby: it is not ready until
+// its NetworkPolicy operator certifies, so the check is pending from the
+// start — /ready must not answer 200 in the moment between serving and that
+// operator registering it (docs/networkpolicy.md, "Certification").
+func newReadiness(core config.Core) *health.Readiness {
+	if !core.LeaderElect && !core.DevMode {
+		return health.NewReadiness(netpolcontroller.ReadinessCheck)
+	}
+	return health.NewReadiness()
 }
 
 // clientSet holds the clients reconcilers share.

@@ -6,7 +6,12 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -19,6 +24,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 
 	"github.com/clerum/hcc/internal/testing/testenv"
@@ -176,4 +183,158 @@ func scrape(t *testing.T, base, metric string) float64 {
 		sum += v
 	}
 	return sum
+}
+
+// TestNetworkPolicyCertificationSurvivesALaggingWatchCache starts the
+// controller behind a proxy that makes mcp-server's NetworkPolicy informer
+// see the API server as a lagging watch cache would: its initial list is
+// served as of a resourceVersion read before the stale allow was created,
+// and its watch starts late. Readiness must still certify only once the
+// stale allow is gone.
+func TestNetworkPolicyCertificationSurvivesALaggingWatchCache(t *testing.T) {
+	c := startCluster(t)
+	kube := c.kube
+	ctx := context.Background()
+
+	before, err := kube.NetworkingV1().NetworkPolicies("mcp-server").List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	staleRV := before.ResourceVersion
+	stale := &networkingv1.NetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "mcp-server", Name: "ctx-old-s1", Labels: map[string]string{
+			names.LabelManagedBy: names.ManagedByValue, names.LabelPolicyType: names.PolicyTypeContextAllow,
+			names.LabelContext: "old", names.LabelMcpServer: "s1",
+		}},
+		Spec: networkingv1.NetworkPolicySpec{PodSelector: metav1.LabelSelector{}, PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
+			Ingress: []networkingv1.NetworkPolicyIngressRule{{}}},
+	}
+	_, err = kube.NetworkingV1().NetworkPolicies("mcp-server").Create(ctx, stale, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	lagging := laggingProxy(t, c, "/apis/networking.k8s.io/v1/namespaces/mcp-server/networkpolicies", staleRV, 15*time.Second)
+	base := startController(t, lagging, map[string]string{"HCC_LEADER_ELECT": "false"}).base
+
+	require.Equal(t, http.StatusOK, testenv.WaitHTTP(base+"/ready", http.StatusOK, 60*time.Second))
+	_, err = kube.NetworkingV1().NetworkPolicies("mcp-server").Get(ctx, "ctx-old-s1", metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "the stale allow the lagging cache did not show was revoked before readiness: %v", err)
+}
+
+// laggingProxy returns c behind a proxy that serves the informer's initial
+// list of path (resourceVersion "0", the watch cache's answer) as of
+// staleRV, refuses a streaming watch-list of it (the reflector then falls
+// back to that list), and holds its watches for delay: a watch cache that
+// lags behind etcd.
+func laggingProxy(t *testing.T, c *cluster, path, staleRV string, delay time.Duration) *cluster {
+	t.Helper()
+	target, err := url.Parse(c.cp.Config().Host)
+	require.NoError(t, err)
+	transport, err := rest.TransportFor(c.cp.Config())
+	require.NoError(t, err)
+	proxy := &httputil.ReverseProxy{
+		Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(target); r.Out.Host = target.Host },
+		Transport:     transport,
+		FlushInterval: -1,
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		if r.URL.Path != path {
+			proxy.ServeHTTP(w, r)
+			return
+		}
+		watching := q.Get("watch") == "true" || q.Get("watch") == "1"
+		switch {
+		case watching && q.Get("sendInitialEvents") == "true":
+			http.Error(w, "watch-list refused by the test proxy", http.StatusInternalServerError)
+			return
+		case watching:
+			select {
+			case <-time.After(delay):
+			case <-r.Context().Done():
+				return
+			}
+		case q.Get("resourceVersion") == "0":
+			q.Set("resourceVersion", staleRV)
+			q.Set("resourceVersionMatch", string(metav1.ResourceVersionMatchExact))
+			r.URL.RawQuery = q.Encode()
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+
+	cfg, err := clientcmd.LoadFromFile(c.kubeconfig)
+	require.NoError(t, err)
+	for _, cl := range cfg.Clusters {
+		cl.Server, cl.CertificateAuthority, cl.CertificateAuthorityData = srv.URL, "", nil
+	}
+	for _, info := range cfg.AuthInfos {
+		// The proxy authenticates as the admin; the controller's requests
+		// keep their impersonation headers.
+		info.ClientCertificate, info.ClientCertificateData, info.ClientKey, info.ClientKeyData, info.Token = "", nil, "", nil, ""
+	}
+	kubeconfig := filepath.Join(t.TempDir(), "lagging-kubeconfig")
+	require.NoError(t, clientcmd.WriteToFile(*cfg, kubeconfig))
+	lagging := *c
+	lagging.kubeconfig = kubeconfig
+	return &lagging
+}
+
+// TestAnUnmanagedDenyAllHolderThatIsNoDefaultDenyWithholdsReadiness: the
+// holder of rpc-proxy's deny-all name admits traffic, so the namespace is
+// open; /ready and the census name it and say why, and once it is a default
+// deny the controller certifies without ever writing it.
+func TestAnUnmanagedDenyAllHolderThatIsNoDefaultDenyWithholdsReadiness(t *testing.T) {
+	c := startCluster(t)
+	kube := c.kube
+	ctx := context.Background()
+	holder := &networkingv1.NetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "rpc-proxy", Name: "deny-all-rpc-proxy", Labels: map[string]string{"team": "platform"}},
+		Spec: networkingv1.NetworkPolicySpec{
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
+			Ingress:     []networkingv1.NetworkPolicyIngressRule{{}},
+		},
+	}
+	_, err := kube.NetworkingV1().NetworkPolicies("rpc-proxy").Create(ctx, holder, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	base := startController(t, c, map[string]string{"HCC_LEADER_ELECT": "false"}).base
+	reason := func() string {
+		resp, err := http.Get(base + "/ready")
+		if err != nil {
+			return ""
+		}
+		defer resp.Body.Close()
+		var body struct {
+			Reasons map[string]string `json:"reasons"`
+		}
+		if resp.StatusCode != http.StatusServiceUnavailable || json.NewDecoder(resp.Body).Decode(&body) != nil {
+			return ""
+		}
+		return body.Reasons["netpol-certified"]
+	}
+	require.NoError(t, wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true,
+		func(context.Context) (bool, error) { return reason() != "", nil }), "/ready says why it is withheld")
+	assert.Equal(t, "NetworkPolicy rpc-proxy/deny-all-rpc-proxy holds the default deny's name but is not a default deny: it has 1 ingress rule(s)", reason())
+	assert.Equal(t, 1.0, scrape(t, base, "clerum_hcc_netpol_default_deny_withheld"))
+
+	var stdout, stderr bytes.Buffer
+	require.Equal(t, 0, run(ctx, []string{"census", "--kubeconfig", c.cp.Kubeconfig()}, &stdout, &stderr), stderr.String())
+	assert.Contains(t, stdout.String(), "rpc-proxy/deny-all-rpc-proxy\tnot a default deny, withholds readiness: it has 1 ingress rule(s)")
+
+	live, err := kube.NetworkingV1().NetworkPolicies("rpc-proxy").Get(ctx, "deny-all-rpc-proxy", metav1.GetOptions{})
+	require.NoError(t, err)
+	live.Spec.Ingress = nil
+	_, err = kube.NetworkingV1().NetworkPolicies("rpc-proxy").Update(ctx, live, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	// The holder is not watched: any event signals the pass that certifies.
+	_, err = c.cpClient(t).ClerumV1alpha1().Contexts("mcp-server").Create(ctx, &clerumv1alpha1.Context{
+		ObjectMeta: metav1.ObjectMeta{Name: "touch"}, Spec: clerumv1alpha1.ContextSpec{ContextID: "touch"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, testenv.WaitHTTP(base+"/ready", http.StatusOK, 60*time.Second), "a default deny counts as the namespace's")
+	after, err := kube.NetworkingV1().NetworkPolicies("rpc-proxy").Get(ctx, "deny-all-rpc-proxy", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{"team": "platform"}, after.Labels, "the holder is never written")
+}
+
+func (c *cluster) cpClient(t *testing.T) clientset.Interface {
+	t.Helper()
+	return clientset.NewForConfigOrDie(c.cp.Config())
 }

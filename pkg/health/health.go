@@ -18,6 +18,9 @@ import (
 type Readiness struct {
 	mu     sync.RWMutex
 	checks map[string]bool
+	// reasons say why a pending check does not pass yet, where its owner
+	// knows.
+	reasons map[string]string
 }
 
 // NewReadiness returns a Readiness with the named checks registered as not
@@ -35,6 +38,34 @@ func (r *Readiness) Set(name string, ok bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.checks[name] = ok
+}
+
+// Explain records why check name does not pass yet; "" clears it. /ready
+// shows the reasons of the pending checks.
+func (r *Readiness) Explain(name, reason string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if reason == "" {
+		delete(r.reasons, name)
+		return
+	}
+	if r.reasons == nil {
+		r.reasons = map[string]string{}
+	}
+	r.reasons[name] = reason
+}
+
+// Reasons returns the recorded reasons of the checks that do not pass yet.
+func (r *Readiness) Reasons() map[string]string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := map[string]string{}
+	for name, reason := range r.reasons {
+		if !r.checks[name] {
+			out[name] = reason
+		}
+	}
+	return out
 }
 
 // Pending returns the sorted names of the checks that do not pass yet.
@@ -64,7 +95,11 @@ func Register(mux *http.ServeMux, r *Readiness, gatherer prometheus.Gatherer) {
 	})
 	mux.HandleFunc("GET /ready", func(w http.ResponseWriter, _ *http.Request) {
 		if pending := r.Pending(); len(pending) > 0 {
-			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"ready": false, "pending": pending})
+			body := map[string]any{"ready": false, "pending": pending}
+			if reasons := r.Reasons(); len(reasons) > 0 {
+				body["reasons"] = reasons
+			}
+			writeJSON(w, http.StatusServiceUnavailable, body)
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"ready": true})

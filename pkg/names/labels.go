@@ -9,13 +9,22 @@ const (
 	LabelManagedBy = "clerum.io/managed-by"
 	// ManagedByValue is the value of LabelManagedBy.
 	ManagedByValue = "host-context-controller"
-	// LabelMcpServer carries the server name on McpServer Deployments and pods.
+	// LabelMcpServer carries the server name on McpServer Deployments and
+	// pods, and names the owning server of every context-allow,
+	// rpc-proxy-egress, external-egress and recipe-binding NetworkPolicy.
 	LabelMcpServer = "clerum.io/mcpserver"
 	// LabelHost carries the Host name on every per-Host object; among pods,
 	// only Host pods carry it.
 	LabelHost = "clerum.io/host"
-	// LabelContext carries the Context's spec.contextId on Host pods.
+	// LabelContext carries the Context's spec.contextId on Host pods, and
+	// names the owning Context of every context-allow and rpc-proxy-egress
+	// NetworkPolicy (metadata only: it never changes what a policy selects).
 	LabelContext = "clerum.io/context"
+	// LabelEgressBinding names the egress binding of an external-egress
+	// NetworkPolicy.
+	LabelEgressBinding = "clerum.io/egress-binding"
+	// LabelRecipe names the recipe of a recipe-binding NetworkPolicy.
+	LabelRecipe = "clerum.io/recipe"
 	// LabelSharedFileSystem carries the SharedFileSystem's name on every
 	// object HCC creates for it, and its pods.
 	LabelSharedFileSystem = "clerum.io/sharedfilesystem"

@@ -50,8 +50,11 @@ func (p policyNamePattern) matches(name string) bool {
 	return p.suffix != "" && isFitShortened(name, MaxObjectName)
 }
 
-// isFitShortened reports whether name has the shape Fit(_, max) gives a name
+// IsShortened reports whether name has the shape Fit(_, max) gives a name
 // longer than max: exactly max bytes ending in "-" and hashLen hex digits.
+// Such a name cannot be read back into the parts it was built from.
+func IsShortened(name string, max int) bool { return isFitShortened(name, max) }
+
 func isFitShortened(name string, max int) bool {
 	if len(name) != max {
 		return false

@@ -16,17 +16,20 @@ import (
 
 var policyTypeMeta = metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"}
 
-// newPolicy returns a policy carrying HCC's ownership labels. server, when not
-// empty, is recorded in the clerum.io/mcpserver label so per-server policies
-// can be found (and their events attributed) without parsing names. The
-// policy keeps types, so callers list them inline rather than passing a shared
+// newPolicy returns a policy carrying HCC's ownership labels. owner holds
+// alternating owner label keys and owner names (clerum.io/mcpserver and the
+// server, clerum.io/context and the contextId, ...): revocation attributes
+// an unplanned policy by them, never by parsing its name (docs/names.md).
+// Values go through names.Label, like every label value HCC derives. The
+// labels are metadata only: the pod selector is podSelector. The policy
+// keeps types, so callers list them inline rather than passing a shared
 // slice.
-func newPolicy(namespace, name, policyType, server string, podSelector metav1.LabelSelector, types ...networkingv1.PolicyType) *networkingv1.NetworkPolicy {
-	labels := make(map[string]string, 3)
+func newPolicy(namespace, name, policyType string, owner []string, podSelector metav1.LabelSelector, types ...networkingv1.PolicyType) *networkingv1.NetworkPolicy {
+	labels := make(map[string]string, 2+len(owner)/2)
 	labels[names.LabelManagedBy] = names.ManagedByValue
 	labels[names.LabelPolicyType] = policyType
-	if server != "" {
-		labels[names.LabelMcpServer] = server
+	for i := 0; i+1 < len(owner); i += 2 {
+		labels[owner[i]] = names.Label(owner[i+1])
 	}
 	return &networkingv1.NetworkPolicy{
 		TypeMeta: policyTypeMeta,

@@ -54,7 +54,7 @@ func claimContextIDs(contexts []*clerumv1alpha1.Context) ([]*clerumv1alpha1.Cont
 // buildContextIngress admits, to server's pods on its transport port, the
 // Host pods of the Context, rpc-proxy and mcp-proxy.
 func buildContextIngress(contextID, server string, serverPort int32, opts Options) *networkingv1.NetworkPolicy {
-	p := newPolicy(opts.McpServerNamespace, names.ContextIngressPolicy(contextID, server), names.PolicyTypeContextAllow, "",
+	p := newPolicy(opts.McpServerNamespace, names.ContextIngressPolicy(contextID, server), names.PolicyTypeContextAllow, contextOwner(contextID, server),
 		matchLabels(names.LabelMcpServer, server), networkingv1.PolicyTypeIngress)
 	p.Spec.Ingress = ingressFrom(tcp(serverPort),
 		podsInNamespace(opts.HostNamespace, contextHostPods(contextID)),
@@ -66,7 +66,7 @@ func buildContextIngress(contextID, server string, serverPort int32, opts Option
 
 // buildContextEgress lets the Host pods of the Context reach server.
 func buildContextEgress(contextID, server string, serverPort int32, opts Options) *networkingv1.NetworkPolicy {
-	p := newPolicy(opts.HostNamespace, names.ContextEgressPolicy(contextID, server), names.PolicyTypeContextAllow, "",
+	p := newPolicy(opts.HostNamespace, names.ContextEgressPolicy(contextID, server), names.PolicyTypeContextAllow, contextOwner(contextID, server),
 		contextHostPods(contextID), networkingv1.PolicyTypeEgress)
 	p.Spec.Egress = egressTo(tcp(serverPort), serverPods(server, opts))
 	return p
@@ -74,10 +74,17 @@ func buildContextEgress(contextID, server string, serverPort int32, opts Options
 
 // buildRPCProxyEgress lets rpc-proxy reach server on behalf of the Context.
 func buildRPCProxyEgress(contextID, server string, serverPort int32, opts Options) *networkingv1.NetworkPolicy {
-	p := newPolicy(opts.RPCProxyNamespace, names.RPCProxyEgressPolicy(contextID, server), names.PolicyTypeRPCProxyEgress, "",
+	p := newPolicy(opts.RPCProxyNamespace, names.RPCProxyEgressPolicy(contextID, server), names.PolicyTypeRPCProxyEgress, contextOwner(contextID, server),
 		matchLabels(names.LabelApp, names.AppRPCProxy), networkingv1.PolicyTypeEgress)
 	p.Spec.Egress = egressTo(tcp(serverPort), serverPods(server, opts))
 	return p
+}
+
+// contextOwner is the owner labels of a Context's allow of server. On the
+// ingress half they are metadata only: the policy still selects the server's
+// pods.
+func contextOwner(contextID, server string) []string {
+	return []string{names.LabelContext, contextID, names.LabelMcpServer, server}
 }
 
 // contextHostPods selects the Host pods HCC runs for one Context.

@@ -4,6 +4,9 @@ import (
 	"slices"
 	"strings"
 
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/names"
 )
@@ -60,33 +63,55 @@ type Observed struct {
 }
 
 // Judge explains unplanned policies against one inventory.
+//
+// A policy is attributed to its owners by the owner labels HCC writes on it
+// (docs/names.md), never by splitting its name on dashes: a contextId, a
+// server name and a binding name may all hold dashes, so a name can read as
+// more than one owner, and the wrong reading would revoke a policy whatever
+// the caps. Label values are names.Label of the owner's name, so the judge
+// keys the inventory the same way.
 type Judge struct {
-	opts     Options
-	observed Observed
-	// servers holds every McpServer of the inventory, enabled or not.
+	opts Options
+	// servers maps the label value of every McpServer of the inventory,
+	// enabled or not, to it.
 	servers map[string]*clerumv1alpha1.McpServer
-	// holders maps each contextId to the Context that holds it.
+	// holders maps the label value of each contextId to the Context that
+	// holds it.
 	holders map[string]*clerumv1alpha1.Context
-	runtime map[string]bool
+	// deletedServers and retiredIDs are the observed deletions, by label
+	// value.
+	deletedServers, retiredIDs map[string]bool
+	runtime                    map[string]bool
 }
 
 // NewJudge returns a Judge of inv under opts with the deletions observed.
 func NewJudge(inv Inventory, opts Options, observed Observed) *Judge {
 	j := &Judge{
-		opts:     opts,
-		observed: observed,
-		servers:  make(map[string]*clerumv1alpha1.McpServer, len(inv.Servers)),
-		holders:  map[string]*clerumv1alpha1.Context{},
-		runtime:  map[string]bool{},
+		opts:           opts,
+		servers:        make(map[string]*clerumv1alpha1.McpServer, len(inv.Servers)),
+		holders:        map[string]*clerumv1alpha1.Context{},
+		deletedServers: make(map[string]bool, len(observed.DeletedServers)),
+		retiredIDs:     make(map[string]bool, len(observed.RetiredContextIDs)),
+		runtime:        map[string]bool{},
 	}
 	for _, s := range inv.Servers {
-		if _, dup := j.servers[s.Name]; !dup {
-			j.servers[s.Name] = s
+		if _, dup := j.servers[names.Label(s.Name)]; !dup {
+			j.servers[names.Label(s.Name)] = s
 		}
 	}
 	claimed, _ := claimContextIDs(inv.Contexts)
 	for _, c := range claimed {
-		j.holders[c.Spec.ContextID] = c
+		j.holders[names.Label(c.Spec.ContextID)] = c
+	}
+	for s, ok := range observed.DeletedServers {
+		if ok {
+			j.deletedServers[names.Label(s)] = true
+		}
+	}
+	for id, ok := range observed.RetiredContextIDs {
+		if ok {
+			j.retiredIDs[names.Label(id)] = true
+		}
 	}
 	for _, ns := range opts.RuntimeNamespaces {
 		j.runtime[ns] = true
@@ -94,51 +119,42 @@ func NewJudge(inv Inventory, opts Options, observed Observed) *Judge {
 	return j
 }
 
-// Dispose says what to do with the unplanned policy namespace/name of
-// policyType (for the repairable class, the type its reserved name implies),
-// and names the McpServer it is attributed to, if any.
-func (j *Judge) Dispose(namespace, name, policyType string) (Disposition, string) {
+// Dispose says what to do with the unplanned policy p of policyType (for the
+// repairable class, the type its reserved name implies), and names the
+// McpServer it is attributed to, if any.
+func (j *Judge) Dispose(p *networkingv1.NetworkPolicy, policyType string) (Disposition, string) {
 	switch policyType {
 	case names.PolicyTypeDenyAll:
 		return Kept, ""
 	case names.PolicyTypeInfrastructure:
-		return j.disposeInfrastructure(namespace, name), ""
-	case names.PolicyTypeContextAllow:
-		// ctx-CONTEXTID-SERVER in the MCP server namespace, with -egress in
-		// the host namespace (both, should the two namespaces be one).
-		x := strings.TrimPrefix(name, "ctx-")
-		if y, ok := strings.CutSuffix(x, "-egress"); ok && namespace == j.opts.HostNamespace {
-			if d, s := j.disposeContextAllow(y); d == Disowned || namespace != j.opts.McpServerNamespace {
-				return d, s
+		return j.disposeInfrastructure(p.Namespace, p.Name), ""
+	case names.PolicyTypeContextAllow, names.PolicyTypeRPCProxyEgress:
+		id, idOK := p.Labels[names.LabelContext]
+		server, serverOK := p.Labels[names.LabelMcpServer]
+		if !idOK || !serverOK {
+			var ok bool
+			if id, server, ok = j.contextAllowByName(p.Namespace, p.Name, policyType); !ok {
+				return Orphan, ""
 			}
+			id, server = names.Label(id), names.Label(server)
 		}
-		return j.disposeContextAllow(x)
-	case names.PolicyTypeRPCProxyEgress:
-		return j.disposeContextAllow(strings.TrimPrefix(name, "rpc-egress-"))
-	case names.PolicyTypeExternalEgress:
-		// ext-egress-SERVER-BINDING: any split naming a known server.
-		rest := strings.TrimPrefix(name, "ext-egress-")
-		for i := range dashes(rest) {
-			if s := rest[:i]; j.knownServer(s) {
-				return Disowned, s
+		return j.disposeContextAllow(id, server)
+	case names.PolicyTypeExternalEgress, names.PolicyTypeRecipeBinding:
+		server, ok := p.Labels[names.LabelMcpServer]
+		if !ok {
+			if server, ok = j.serverByName(p.Namespace, p.Name, policyType); !ok {
+				return Orphan, ""
 			}
+			server = names.Label(server)
 		}
-		return Orphan, ""
-	case names.PolicyTypeRecipeBinding:
-		// bind-RECIPE-FROM-TO-{egress,ingress}: any split whose FROM is a
-		// known server.
-		rest := strings.TrimPrefix(name, "bind-")
-		if r, ok := strings.CutSuffix(rest, "-egress"); ok {
-			rest = r
-		} else {
-			rest = strings.TrimSuffix(rest, "-ingress")
+		// An unplanned policy of a live server is one the server no longer
+		// has (disabled, binding or recipe entry gone); of a server seen
+		// deleted, one whose owner went.
+		if s, live := j.servers[server]; live {
+			return Disowned, s.Name
 		}
-		for i := range dashes(rest) {
-			for k := range dashes(rest[i+1:]) {
-				if s := rest[i+1 : i+1+k]; j.knownServer(s) {
-					return Disowned, s
-				}
-			}
+		if j.deletedServers[server] {
+			return Disowned, server
 		}
 		return Orphan, ""
 	}
@@ -159,41 +175,114 @@ func (j *Judge) disposeInfrastructure(namespace, name string) Disposition {
 	return Kept
 }
 
-// disposeContextAllow explains an L2 policy whose name carries
-// CONTEXTID-SERVER as x. Both are DNS labels and may hold dashes, so every
-// split is tried; the policy is disowned when one of them is explained.
-func (j *Judge) disposeContextAllow(x string) (Disposition, string) {
-	for i := range dashes(x) {
-		id, server := x[:i], x[i+1:]
-		if j.observed.RetiredContextIDs[id] || j.observed.DeletedServers[server] {
-			return Disowned, server
-		}
-		if s, ok := j.servers[server]; ok && !j.opts.ServerActive(s) {
-			return Disowned, server
-		}
-		if holder, ok := j.holders[id]; ok && !slices.Contains(holder.Spec.McpServers, server) {
-			return Disowned, server
-		}
+// disposeContextAllow explains an L2 policy of the contextId and server
+// whose label values are id and server. It is disowned when its owners no
+// longer want it: the Context holding id exists and does not name the
+// server, the server exists and may hold no allows, or this process saw
+// either go. An owner absent from the inventory explains nothing: the
+// policy is an orphan, and the caps hold it.
+func (j *Judge) disposeContextAllow(id, server string) (Disposition, string) {
+	name := server
+	s, live := j.servers[server]
+	if live {
+		name = s.Name
+	}
+	if j.retiredIDs[id] || j.deletedServers[server] {
+		return Disowned, name
+	}
+	if live && !j.opts.ServerActive(s) {
+		return Disowned, name
+	}
+	if holder, ok := j.holders[id]; ok && !slices.ContainsFunc(holder.Spec.McpServers, func(n string) bool { return names.Label(n) == server }) {
+		return Disowned, name
 	}
 	return Orphan, ""
 }
 
-// knownServer reports whether server is in the inventory or was seen
-// deleted: then an unplanned allow derived from it is disowned (disabled,
-// binding or recipe entry gone, or the server itself gone).
-func (j *Judge) knownServer(server string) bool {
-	_, live := j.servers[server]
-	return live || j.observed.DeletedServers[server]
-}
+// Policies without owner labels were written by an older HCC. Their name is
+// the only evidence, and it is trusted only when it can be read one way: a
+// reading is a split of the name into parts that are each a DNS label, and
+// so could each name an owner, whether the inventory holds that owner or
+// not. A name with two readings is ambiguous whatever the inventory says
+// (the other reading may name an owner deleted while no controller ran), so
+// it is an orphan, and the caps hold it. So is a name Fit shortened, whose
+// tail is a hash.
 
-// dashes yields the index of every '-' in s that splits it into two
-// non-empty parts.
-func dashes(s string) func(func(int) bool) {
-	return func(yield func(int) bool) {
-		for i := 1; i < len(s)-1; i++ {
-			if s[i] == '-' && !yield(i) {
-				return
-			}
+// contextAllowByName reads CONTEXTID and SERVER from an unlabelled
+// ctx-CONTEXTID-SERVER (MCP server namespace), ctx-CONTEXTID-SERVER-egress
+// (host namespace; both readings should the two namespaces be one) or
+// rpc-egress-CONTEXTID-SERVER; ok is false unless exactly one reading
+// exists.
+func (j *Judge) contextAllowByName(namespace, name, policyType string) (id, server string, ok bool) {
+	if names.IsShortened(name, names.MaxObjectName) {
+		return "", "", false
+	}
+	var readings [][]string
+	if policyType == names.PolicyTypeRPCProxyEgress {
+		if x, found := strings.CutPrefix(name, "rpc-egress-"); found && namespace == j.opts.RPCProxyNamespace {
+			readings = append(readings, splits(x, 2)...)
+		}
+	} else if x, found := strings.CutPrefix(name, "ctx-"); found {
+		if namespace == j.opts.McpServerNamespace {
+			readings = append(readings, splits(x, 2)...)
+		}
+		if y, egress := strings.CutSuffix(x, "-egress"); egress && namespace == j.opts.HostNamespace {
+			readings = append(readings, splits(y, 2)...)
 		}
 	}
+	if len(readings) != 1 {
+		return "", "", false
+	}
+	return readings[0][0], readings[0][1], true
+}
+
+// serverByName reads SERVER from an unlabelled ext-egress-SERVER-BINDING
+// or bind-RECIPE-SERVER-TO-{egress,ingress}; ok is false unless exactly one
+// reading exists.
+func (j *Judge) serverByName(namespace, name, policyType string) (string, bool) {
+	if names.IsShortened(name, names.MaxObjectName) {
+		return "", false
+	}
+	var readings [][]string
+	server := 0
+	switch policyType {
+	case names.PolicyTypeExternalEgress:
+		if x, found := strings.CutPrefix(name, "ext-egress-"); found && namespace == j.opts.McpServerNamespace {
+			readings = splits(x, 2)
+		}
+	case names.PolicyTypeRecipeBinding:
+		x, found := strings.CutPrefix(name, "bind-")
+		if y, egress := strings.CutSuffix(x, "-egress"); found && egress && namespace == j.opts.McpServerNamespace {
+			readings = append(readings, splits(y, 3)...)
+		}
+		if y, ingress := strings.CutSuffix(x, "-ingress"); found && ingress && namespace == j.opts.SandboxNamespace {
+			readings = append(readings, splits(y, 3)...)
+		}
+		server = 1
+	}
+	if len(readings) != 1 {
+		return "", false
+	}
+	return readings[0][server], true
+}
+
+// splits returns every way of cutting s at dashes into n parts that are
+// each a DNS label.
+func splits(s string, n int) [][]string {
+	if n == 1 {
+		if len(validation.IsDNS1123Label(s)) > 0 {
+			return nil
+		}
+		return [][]string{{s}}
+	}
+	var out [][]string
+	for i := 1; i < len(s)-1; i++ {
+		if s[i] != '-' || len(validation.IsDNS1123Label(s[:i])) > 0 {
+			continue
+		}
+		for _, rest := range splits(s[i+1:], n-1) {
+			out = append(out, append([]string{s[:i]}, rest...))
+		}
+	}
+	return out
 }

@@ -365,7 +365,8 @@ func (r *EgressRules) addressBlocks(host string, addrs []netip.Addr) ([]networki
 
 // buildExternalEgress is the ext-egress policy of one binding of server.
 func buildExternalEgress(server, binding string, rule *networkingv1.NetworkPolicyEgressRule, opts Options) *networkingv1.NetworkPolicy {
-	p := newPolicy(opts.McpServerNamespace, names.ExternalEgressPolicy(server, binding), names.PolicyTypeExternalEgress, server,
+	p := newPolicy(opts.McpServerNamespace, names.ExternalEgressPolicy(server, binding), names.PolicyTypeExternalEgress,
+		[]string{names.LabelMcpServer, server, names.LabelEgressBinding, binding},
 		matchLabels(names.LabelMcpServer, server), networkingv1.PolicyTypeEgress)
 	p.Spec.Egress = []networkingv1.NetworkPolicyEgressRule{*rule}
 	return p

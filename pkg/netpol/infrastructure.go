@@ -1,8 +1,10 @@
 package netpol
 
 import (
+	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -49,14 +51,39 @@ func appendDefaults(policies []*networkingv1.NetworkPolicy, opts Options) []*net
 // buildDenyAll is L0: with no rules, every pod of ns is isolated in both
 // directions until a higher layer allows a route.
 func buildDenyAll(ns string) *networkingv1.NetworkPolicy {
-	return newPolicy(ns, names.DenyAllPolicy(ns), names.PolicyTypeDenyAll, "", allPods(),
+	return newPolicy(ns, names.DenyAllPolicy(ns), names.PolicyTypeDenyAll, nil, allPods(),
 		networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress)
+}
+
+// NotADefaultDeny says why spec is not a default deny of its namespace, or
+// returns "" when it is one: it selects every pod (an empty pod selector),
+// isolates both directions and allows nothing. A policy HCC does not manage
+// that holds a runtime namespace's deny-all name counts as that namespace's
+// default deny only then (docs/networkpolicy.md).
+func NotADefaultDeny(spec *networkingv1.NetworkPolicySpec) string {
+	var why []string
+	if len(spec.PodSelector.MatchLabels) > 0 || len(spec.PodSelector.MatchExpressions) > 0 {
+		why = append(why, "its pod selector is not empty, so some pods are not isolated")
+	}
+	if !slices.Contains(spec.PolicyTypes, networkingv1.PolicyTypeIngress) {
+		why = append(why, "its policyTypes lack Ingress")
+	}
+	if !slices.Contains(spec.PolicyTypes, networkingv1.PolicyTypeEgress) {
+		why = append(why, "its policyTypes lack Egress")
+	}
+	if n := len(spec.Ingress); n > 0 {
+		why = append(why, fmt.Sprintf("it has %d ingress rule(s)", n))
+	}
+	if n := len(spec.Egress); n > 0 {
+		why = append(why, fmt.Sprintf("it has %d egress rule(s)", n))
+	}
+	return strings.Join(why, "; ")
 }
 
 // buildDNSEgress lets every pod of ns query kube-dns, and NodeLocal DNSCache
 // when it is configured (its link-local address is not a pod kube-dns selects).
 func buildDNSEgress(ns string, nodeLocalDNS netip.Prefix) *networkingv1.NetworkPolicy {
-	p := newPolicy(ns, names.DNSEgressPolicy(ns), names.PolicyTypeInfrastructure, "", allPods(), networkingv1.PolicyTypeEgress)
+	p := newPolicy(ns, names.DNSEgressPolicy(ns), names.PolicyTypeInfrastructure, nil, allPods(), networkingv1.PolicyTypeEgress)
 	p.Spec.Egress = egressTo(dnsPorts(),
 		podsInNamespace(names.KubeSystem, matchLabels(names.KubeDNSLabelKey, names.KubeDNSLabelVal)))
 	if nodeLocalDNS.IsValid() {
@@ -93,7 +120,7 @@ func discoveryPods(ns string, opts Options) (metav1.LabelSelector, bool) {
 
 // buildHCCAPIEgress lets the discovery pods of ns reach the hcc-api gateway.
 func buildHCCAPIEgress(ns string, pods metav1.LabelSelector, opts Options) *networkingv1.NetworkPolicy {
-	p := newPolicy(ns, names.HCCAPIEgressPolicy(ns), names.PolicyTypeInfrastructure, "", pods, networkingv1.PolicyTypeEgress)
+	p := newPolicy(ns, names.HCCAPIEgressPolicy(ns), names.PolicyTypeInfrastructure, nil, pods, networkingv1.PolicyTypeEgress)
 	p.Spec.Egress = egressTo(tcp(opts.APIPort),
 		podsInNamespace(opts.ControlPlaneNamespace, matchLabels(names.LabelApp, names.AppAPIGateway)))
 	return p
@@ -106,7 +133,7 @@ func buildK8sAPIEgress(ns string, opts Options) *networkingv1.NetworkPolicy {
 	if ns == opts.HostNamespace {
 		pods = allPods()
 	}
-	p := newPolicy(ns, names.K8sAPIEgressPolicy(ns), names.PolicyTypeInfrastructure, "", pods, networkingv1.PolicyTypeEgress)
+	p := newPolicy(ns, names.K8sAPIEgressPolicy(ns), names.PolicyTypeInfrastructure, nil, pods, networkingv1.PolicyTypeEgress)
 	to := make([]networkingv1.NetworkPolicyPeer, 0, len(opts.K8sAPICIDRs))
 	for _, cidr := range opts.K8sAPICIDRs {
 		to = append(to, ipBlock(cidr.String(), nil))
@@ -120,7 +147,7 @@ func buildK8sAPIEgress(ns string, opts Options) *networkingv1.NetworkPolicy {
 // selects no pod; it is kept because the platform's existing deployments
 // hold it and its absence would read as drift (docs/networkpolicy.md).
 func buildHCCAPIIngress(opts Options) *networkingv1.NetworkPolicy {
-	p := newPolicy(opts.McpServerNamespace, names.HCCAPIIngressPolicy, names.PolicyTypeInfrastructure, "",
+	p := newPolicy(opts.McpServerNamespace, names.HCCAPIIngressPolicy, names.PolicyTypeInfrastructure, nil,
 		matchLabels(names.LabelApp, names.AppController), networkingv1.PolicyTypeIngress)
 	p.Spec.Ingress = ingressFrom(tcp(opts.APIPort),
 		networkingv1.NetworkPolicyPeer{NamespaceSelector: namespaceSelector(opts.HostNamespace)})

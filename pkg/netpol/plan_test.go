@@ -215,7 +215,9 @@ func TestComputePolicyShapes(t *testing.T) {
 				kind: NetworkPolicy
 				metadata:
 				  labels:
+				    clerum.io/context: alpha
 				    clerum.io/managed-by: host-context-controller
+				    clerum.io/mcpserver: files
 				    clerum.io/policy-type: context-allow
 				  name: ctx-alpha-files
 				  namespace: mcp-server
@@ -259,7 +261,9 @@ func TestComputePolicyShapes(t *testing.T) {
 				kind: NetworkPolicy
 				metadata:
 				  labels:
+				    clerum.io/context: alpha
 				    clerum.io/managed-by: host-context-controller
+				    clerum.io/mcpserver: search
 				    clerum.io/policy-type: context-allow
 				  name: ctx-alpha-search-egress
 				  namespace: mcp-host
@@ -291,7 +295,9 @@ func TestComputePolicyShapes(t *testing.T) {
 				kind: NetworkPolicy
 				metadata:
 				  labels:
+				    clerum.io/context: alpha
 				    clerum.io/managed-by: host-context-controller
+				    clerum.io/mcpserver: files
 				    clerum.io/policy-type: rpc-proxy-egress
 				  name: rpc-egress-alpha-files
 				  namespace: rpc-proxy
@@ -322,6 +328,7 @@ func TestComputePolicyShapes(t *testing.T) {
 				kind: NetworkPolicy
 				metadata:
 				  labels:
+				    clerum.io/egress-binding: api
 				    clerum.io/managed-by: host-context-controller
 				    clerum.io/mcpserver: search
 				    clerum.io/policy-type: external-egress
@@ -350,6 +357,7 @@ func TestComputePolicyShapes(t *testing.T) {
 				kind: NetworkPolicy
 				metadata:
 				  labels:
+				    clerum.io/egress-binding: docs
 				    clerum.io/managed-by: host-context-controller
 				    clerum.io/mcpserver: search
 				    clerum.io/policy-type: external-egress
@@ -380,6 +388,7 @@ func TestComputePolicyShapes(t *testing.T) {
 				kind: NetworkPolicy
 				metadata:
 				  labels:
+				    clerum.io/egress-binding: www
 				    clerum.io/managed-by: host-context-controller
 				    clerum.io/mcpserver: search
 				    clerum.io/policy-type: external-egress
@@ -429,6 +438,7 @@ func TestComputePolicyShapes(t *testing.T) {
 				    clerum.io/managed-by: host-context-controller
 				    clerum.io/mcpserver: search
 				    clerum.io/policy-type: recipe-binding
+				    clerum.io/recipe: nightly
 				  name: bind-nightly-search-runner-egress
 				  namespace: mcp-server
 				spec:
@@ -461,6 +471,7 @@ func TestComputePolicyShapes(t *testing.T) {
 				    clerum.io/managed-by: host-context-controller
 				    clerum.io/mcpserver: search
 				    clerum.io/policy-type: recipe-binding
+				    clerum.io/recipe: nightly
 				  name: bind-nightly-search-runner-ingress
 				  namespace: sandbox-recipes
 				spec:

@@ -108,11 +108,16 @@ func recipePorts(group []recipeBinding) []networkingv1.NetworkPolicyPort {
 	return ports
 }
 
+// recipeOwner is the owner labels of both halves of a recipe binding.
+func recipeOwner(b recipeBinding) []string {
+	return []string{names.LabelMcpServer, b.From, names.LabelRecipe, b.Recipe}
+}
+
 // buildRecipeEgress is the half in the MCP server namespace: the server may
 // reach the recipe workload. pair is one group of recipePairs.
 func buildRecipeEgress(pair []recipeBinding, opts Options) *networkingv1.NetworkPolicy {
 	b := pair[0]
-	p := newPolicy(opts.McpServerNamespace, names.RecipeBindingEgressPolicy(b.Recipe, b.From, b.To), names.PolicyTypeRecipeBinding, b.From,
+	p := newPolicy(opts.McpServerNamespace, names.RecipeBindingEgressPolicy(b.Recipe, b.From, b.To), names.PolicyTypeRecipeBinding, recipeOwner(b),
 		matchLabels(names.LabelMcpServer, b.From), networkingv1.PolicyTypeEgress)
 	p.Spec.Egress = egressTo(recipePorts(pair), podsInNamespace(opts.SandboxNamespace, matchLabels(names.LabelApp, b.To)))
 	return p
@@ -122,7 +127,7 @@ func buildRecipeEgress(pair []recipeBinding, opts Options) *networkingv1.Network
 // workload admits the server.
 func buildRecipeIngress(pair []recipeBinding, opts Options) *networkingv1.NetworkPolicy {
 	b := pair[0]
-	p := newPolicy(opts.SandboxNamespace, names.RecipeBindingIngressPolicy(b.Recipe, b.From, b.To), names.PolicyTypeRecipeBinding, b.From,
+	p := newPolicy(opts.SandboxNamespace, names.RecipeBindingIngressPolicy(b.Recipe, b.From, b.To), names.PolicyTypeRecipeBinding, recipeOwner(b),
 		matchLabels(names.LabelApp, b.To), networkingv1.PolicyTypeIngress)
 	p.Spec.Ingress = ingressFrom(recipePorts(pair), podsInNamespace(opts.McpServerNamespace, matchLabels(names.LabelMcpServer, b.From)))
 	return p

@@ -336,3 +336,21 @@ func TestABlockedPassClosesEveryGate(t *testing.T) {
 	f.c.Applied(v, netpolcontroller.EgressReport{Blocked: true})
 	assert.False(t, f.c.Ready(f.server))
 }
+
+// The gate answers for the server object it is asked about: a generation
+// the coordinator has not synced yet, or a server deleted and re-created
+// under the name, finds it closed even though the state it holds is open.
+func TestTheGateOpensOnlyForTheGenerationAndUIDItSynced(t *testing.T) {
+	f := newFixture(t, cidr("dns", "8.8.8.0/24", 443))
+	f.sync(t)
+	f.apply()
+	require.True(t, f.c.Ready(f.server))
+
+	newer := f.server.DeepCopy()
+	newer.Generation++
+	assert.False(t, f.c.Ready(newer), "a generation not synced yet may declare bindings no pass wrote")
+
+	recreated := f.server.DeepCopy()
+	recreated.UID = "re-created"
+	assert.False(t, f.c.Ready(recreated), "a re-created server is not the one whose policies landed")
+}

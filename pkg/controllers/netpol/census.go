@@ -34,10 +34,19 @@ type Census struct {
 	// Stale are L0/L1 policies of namespaces no longer on the runtime
 	// list: kept, never swept (README, "Upgrade notes", says how to remove
 	// them).
-	Stale  []CensusEntry
-	Caps   Caps
-	Capped string // the rule that would trip, or ""
+	Stale []CensusEntry
+	// DenyAllHolders are the policies HCC may not write that hold a runtime
+	// namespace's deny-all name (live must include them: the census reads
+	// each such name whoever holds it).
+	DenyAllHolders []DenyAllHolder
+	Caps           Caps
+	Capped         string // the rule that would trip, or ""
 }
+
+// DenyAllHolder is a policy HCC does not own holding a deny-all name. Why
+// is empty when it is a default deny and counts as the namespace's; else it
+// says why it withholds readiness.
+type DenyAllHolder struct{ Namespace, Name, Why string }
 
 // CensusEntry is one policy in a census.
 type CensusEntry struct{ Namespace, Name, Type string }
@@ -64,6 +73,15 @@ func TakeCensus(live []*networkingv1.NetworkPolicy, inv netpol.Inventory, opts n
 	}
 	c.Disowned, c.Orphans, c.Stale = entries(ch.revokes), entries(ch.orphans), entries(ch.kept)
 	c.Capped = ch.capped
+	runtime := map[string]bool{}
+	for _, ns := range opts.RuntimeNamespaces {
+		runtime[ns] = true
+	}
+	for _, p := range ch.conflicts {
+		if runtime[p.Namespace] && p.Name == names.DenyAllPolicy(p.Namespace) {
+			c.DenyAllHolders = append(c.DenyAllHolders, DenyAllHolder{p.Namespace, p.Name, netpol.NotADefaultDeny(&p.Spec)})
+		}
+	}
 	return c
 }
 
@@ -100,6 +118,14 @@ func (c Census) Write(w io.Writer, absoluteSource, percentSource string) error {
 	list("disowned allows (revoked whatever the caps; hostname allows DNS still proves are kept)", c.Disowned)
 	list("unexplained orphans (only these count against the caps)", c.Orphans)
 	list("stale L0/L1 policies (kept, never swept)", c.Stale)
+	fmt.Fprintf(w, "\ndeny-all names held by policies HCC does not manage: %d\n", len(c.DenyAllHolders))
+	for _, h := range c.DenyAllHolders {
+		verdict := "a default deny: counts as the namespace's"
+		if h.Why != "" {
+			verdict = "not a default deny, withholds readiness: " + h.Why
+		}
+		fmt.Fprintf(w, "  %s/%s\t%s\n", h.Namespace, h.Name, verdict)
+	}
 	fmt.Fprintf(w, "\norphan delete caps: absolute %d (%s), percent %d (%s)\n",
 		c.Caps.Absolute, absoluteSource, c.Caps.Percent, percentSource)
 	if c.Capped != "" {

@@ -7,13 +7,16 @@ package netpol
 
 import (
 	"context"
+	"fmt"
 	"sort"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
 	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -28,6 +31,7 @@ import (
 	clientset "github.com/clerum/hcc/pkg/generated/clientset/versioned"
 	clerumlisters "github.com/clerum/hcc/pkg/generated/listers/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/health"
+	"github.com/clerum/hcc/pkg/names"
 	"github.com/clerum/hcc/pkg/netpol"
 )
 
@@ -101,6 +105,15 @@ type Controller struct {
 	// informer lists only policies labelled managed-by HCC.
 	policyListers []networkinglisters.NetworkPolicyLister
 	synced        []cache.InformerSynced
+	// cacheVersions are the informers' last synced resourceVersions, in
+	// the order readConsistently lists: McpServers, Contexts, then the
+	// policies of each of PolicyNamespaces.
+	cacheVersions []func() string
+	// quorumVersions are the resourceVersions of the last consistent read,
+	// aligned with cacheVersions; caughtUp is set once every cache has
+	// reached them, and passes read the caches from then on.
+	quorumVersions []string
+	caughtUp       atomic.Bool
 
 	egress    EgressSource
 	queue     workqueue.TypedRateLimitingInterface[passKind]
@@ -139,6 +152,8 @@ type Controller struct {
 	// namespaces and kept L0/L1 policies, so a steady state logs once.
 	missingReported string
 	keptReported    int
+	// withheldReported is why certification was last withheld, as logged.
+	withheldReported string
 }
 
 // PolicyNamespaces returns every namespace the planner may put a policy in;
@@ -193,11 +208,13 @@ func New(d kit.Deps, egress EgressSource, opts Options) *Controller {
 	_, _ = servers.Informer().AddEventHandler(c.serverHandlers())
 	_, _ = contexts.Informer().AddEventHandler(c.contextHandlers())
 	c.synced = append(c.synced, servers.Informer().HasSynced, contexts.Informer().HasSynced)
+	c.cacheVersions = append(c.cacheVersions, servers.Informer().LastSyncResourceVersion, contexts.Informer().LastSyncResourceVersion)
 	for _, ns := range PolicyNamespaces(opts.Plan) {
 		inf := d.Informers.Kube(ns, kit.ManagedObjects, "networkpolicies").Networking().V1().NetworkPolicies()
 		_, _ = inf.Informer().AddEventHandler(c.policyHandlers())
 		c.policyListers = append(c.policyListers, inf.Lister())
 		c.synced = append(c.synced, inf.Informer().HasSynced)
+		c.cacheVersions = append(c.cacheVersions, inf.Informer().LastSyncResourceVersion)
 	}
 	return c
 }
@@ -326,4 +343,72 @@ func (c *Controller) inventory(resolved map[string]map[string]netpol.Resolution)
 	sort.Slice(servers, func(i, j int) bool { return servers[i].Name < servers[j].Name })
 	sort.Slice(contexts, func(i, j int) bool { return contexts[i].Name < contexts[j].Name })
 	return netpol.Inventory{Contexts: contexts, Servers: servers, Resolved: resolved}, nil
+}
+
+// readConsistently reads the planner's input and the managed policies with
+// quorum LISTs (resourceVersion ""), which the API server serves from etcd
+// at its current revision: everything that existed when the read began is
+// in it, whatever the watch cache has caught up with.
+func (c *Controller) readConsistently(ctx context.Context, resolved map[string]map[string]netpol.Resolution) (netpol.Inventory, []*networkingv1.NetworkPolicy, error) {
+	ns := c.opts.Plan.McpServerNamespace
+	quorum := metav1.ListOptions{ResourceVersion: ""}
+	serverList, err := c.hcc.ClerumV1alpha1().McpServers(ns).List(ctx, quorum)
+	if err != nil {
+		return netpol.Inventory{}, nil, fmt.Errorf("listing McpServers: %w", err)
+	}
+	contextList, err := c.hcc.ClerumV1alpha1().Contexts(ns).List(ctx, quorum)
+	if err != nil {
+		return netpol.Inventory{}, nil, fmt.Errorf("listing Contexts: %w", err)
+	}
+	versions := []string{serverList.ResourceVersion, contextList.ResourceVersion}
+	inv := netpol.Inventory{Resolved: resolved}
+	for i := range serverList.Items {
+		inv.Servers = append(inv.Servers, &serverList.Items[i])
+	}
+	for i := range contextList.Items {
+		inv.Contexts = append(inv.Contexts, &contextList.Items[i])
+	}
+	sort.Slice(inv.Servers, func(i, j int) bool { return inv.Servers[i].Name < inv.Servers[j].Name })
+	sort.Slice(inv.Contexts, func(i, j int) bool { return inv.Contexts[i].Name < inv.Contexts[j].Name })
+
+	managed := metav1.ListOptions{LabelSelector: labels.Set{names.LabelManagedBy: names.ManagedByValue}.String()}
+	var live []*networkingv1.NetworkPolicy
+	for _, pns := range PolicyNamespaces(c.opts.Plan) {
+		list, err := c.kube.NetworkingV1().NetworkPolicies(pns).List(ctx, managed)
+		if err != nil {
+			return netpol.Inventory{}, nil, fmt.Errorf("listing NetworkPolicies in %s: %w", pns, err)
+		}
+		for i := range list.Items {
+			live = append(live, &list.Items[i])
+		}
+		versions = append(versions, list.ResourceVersion)
+	}
+	c.quorumVersions = versions
+	return inv, live, nil
+}
+
+// cachesCaughtUp reports whether every cache has reached the
+// resourceVersion of the last consistent read, which was taken after this
+// process started: from then on the caches hold everything that read saw,
+// and a pass may read them. Until then a lagging cache could still show an
+// owner deleted before the start and bring its revoked allows back.
+// resourceVersions are compared as the etcd revisions the API server
+// serves; one that does not parse keeps the passes reading consistently.
+func (c *Controller) cachesCaughtUp() bool {
+	if c.caughtUp.Load() {
+		return true
+	}
+	if len(c.quorumVersions) != len(c.cacheVersions) {
+		return false
+	}
+	for i, version := range c.cacheVersions {
+		have, err1 := strconv.ParseUint(version(), 10, 64)
+		want, err2 := strconv.ParseUint(c.quorumVersions[i], 10, 64)
+		if err1 != nil || err2 != nil || have < want {
+			return false
+		}
+	}
+	c.caughtUp.Store(true)
+	c.log.Info().Msg("caches caught up with the certifying read; passes read the caches")
+	return true
 }

@@ -152,6 +152,15 @@ func (f *fixture) newController() *Controller {
 	return c
 }
 
+// running makes c a controller past its certifying pass: later passes read
+// the caches, which the tests seed and change by hand, rather than the API
+// server.
+func (f *fixture) running(c *Controller) {
+	c.certify(changes{})
+	c.caughtUp.Store(true)
+	f.kube.ClearActions()
+}
+
 // syncCaches makes the policy caches show what the fake API server holds
 // of the managed policies, as the label-filtered informers would.
 func (f *fixture) syncCaches() {
@@ -343,6 +352,7 @@ func TestFailedRevocationDoesNotCertify(t *testing.T) {
 	})
 	require.Error(t, fullPass(c))
 	assert.False(t, f.readiness.Ready(), "no certification while a revocation failed")
+	assert.Contains(t, f.readiness.Reasons()[ReadinessCheck], "not every revocation", "/ready says why")
 	assert.Equal(t, []string{"delete mcp-server/ctx-c-s01", "create mcp-server/ctx-new"}, f.writes(),
 		"a failed revocation stops neither the others nor the creates")
 	assert.Equal(t, 1.0, counterValue(t, c.metrics.WriteErrors.WithLabelValues("delete")))

@@ -95,7 +95,7 @@ type policyKey struct{ ns, name string }
 func keyOf(p *networkingv1.NetworkPolicy) policyKey { return policyKey{p.Namespace, p.Name} }
 
 // disposer says what to do with an unplanned live policy of type typ.
-type disposer func(namespace, name, typ string) (netpol.Disposition, string)
+type disposer func(p *networkingv1.NetworkPolicy, typ string) (netpol.Disposition, string)
 
 // diff compares desired with the live policies. Only live policies in this
 // operator's scope (owned) take part; keep, when not nil, further filters
@@ -159,8 +159,8 @@ func diff(desired []*networkingv1.NetworkPolicy, desiredServers []string, live [
 
 	for k, p := range liveByKey {
 		typ, _ := policyType(p)
-		d, server := dispose(p.Namespace, p.Name, typ)
-		if s := p.Labels[names.LabelMcpServer]; s != "" {
+		d, server := dispose(p, typ)
+		if s := p.Labels[names.LabelMcpServer]; server == "" && s != "" {
 			server = s
 		}
 		if server != "" {

@@ -19,8 +19,11 @@ type Metrics struct {
 	Disowned           prometheus.Gauge
 	KeptDefaults       prometheus.Gauge
 	UnmanagedConflicts prometheus.Gauge
-	MissingNamespaces  prometheus.Gauge
-	LastSuccess        prometheus.Gauge
+	// DefaultDenyWithheld counts deny-all names held by policies HCC does
+	// not manage that are not default denies: each withholds readiness.
+	DefaultDenyWithheld prometheus.Gauge
+	MissingNamespaces   prometheus.Gauge
+	LastSuccess         prometheus.Gauge
 }
 
 // NewMetrics registers the operator's metrics with reg.
@@ -80,6 +83,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Name: "clerum_hcc_netpol_unmanaged_conflicts",
 		Help: "NetworkPolicy names HCC needs that objects it does not manage hold, as of the last pass; never written.",
 	})
+	m.DefaultDenyWithheld = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "clerum_hcc_netpol_default_deny_withheld",
+		Help: "Runtime namespaces whose deny-all name a policy HCC does not manage holds that is not a default deny, as of the last full pass; while any does, readiness is withheld.",
+	})
 	m.MissingNamespaces = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "clerum_hcc_netpol_missing_namespaces",
 		Help: "Policy namespaces that do not exist, as of the last full pass; their policies are written once they do.",
@@ -90,6 +97,6 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	})
 	reg.MustRegister(m.PassDuration, m.Policies, m.Writes, m.WriteErrors, m.OrphanCapped,
 		m.TicksSkipped, m.Certified, m.Orphans, m.Rejections, m.ContextIgnore,
-		m.Disowned, m.KeptDefaults, m.UnmanagedConflicts, m.MissingNamespaces, m.LastSuccess)
+		m.Disowned, m.KeptDefaults, m.UnmanagedConflicts, m.DefaultDenyWithheld, m.MissingNamespaces, m.LastSuccess)
 	return m
 }

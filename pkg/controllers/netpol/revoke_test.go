@@ -111,6 +111,7 @@ func TestRemovingElevenBindingsRevokesElevenPolicies(t *testing.T) {
 	f.policies = netpol.Compute(netpol.Inventory{Servers: f.servers}, testPlanOpts).Policies
 	c := f.newController()
 	c.plan = netpol.Compute
+	f.running(c)
 
 	fewer := server.DeepCopy()
 	fewer.Spec.EgressBindings, fewer.Generation = fewer.Spec.EgressBindings[:1], 2
@@ -127,6 +128,7 @@ func TestATrippedCapHoldsBackOnlyTheUnexplained(t *testing.T) {
 		unexplained(20)...)
 	c := f.newController()
 	c.plan = netpol.Compute
+	c.caughtUp.Store(true) // after the certifying pass, read the caches the test changes by hand
 
 	require.NoError(t, fullPass(c))
 	require.Empty(t, f.deletes(), "20 unexplained orphans trip the cap")
@@ -292,6 +294,7 @@ func TestALaggingCacheIsRetriedQuietly(t *testing.T) {
 	mine := policy("mcp-server", "ctx-c-s00", names.PolicyTypeContextAllow, 3000)
 	f.desired = []*networkingv1.NetworkPolicy{mine}
 	c := f.newController()
+	f.running(c)
 	// HCC created it a moment ago; the informer has not seen it yet.
 	require.NoError(t, f.kube.Tracker().Add(mine.DeepCopy()))
 	_, err := c.syncFull(context.Background())
@@ -355,6 +358,7 @@ func TestContextIDConflictCondition(t *testing.T) {
 	f.contexts = []*clerumv1alpha1.Context{older, newer}
 	c := f.newController()
 	c.plan = planWithoutPolicies
+	c.caughtUp.Store(true) // after the certifying pass, read the caches the test changes by hand
 	var applied []metav1.Condition
 	f.hcc.PrependReactor("patch", "contexts", func(a core.Action) (bool, runtime.Object, error) {
 		var obj clerumv1alpha1.Context
@@ -446,6 +450,7 @@ func TestObservationsOutliveACacheThatIsBehind(t *testing.T) {
 	f.contexts, f.servers = inventory(1, 4)
 	c := f.newController()
 	c.plan = netpol.Compute
+	c.caughtUp.Store(true)          // after the certifying pass, read the caches the test changes by hand
 	require.NoError(t, fullPass(c)) // creates L0/L1 and 12 allows; the cache has not seen them
 	for _, s := range f.servers {
 		require.NoError(t, f.serverIndexer.Delete(s))

@@ -43,6 +43,7 @@ func convergedFixture(t testing.TB, contexts, serversPer int) (*fixture, *Contro
 	f.policies = netpol.Compute(netpol.Inventory{Contexts: f.contexts, Servers: f.servers}, testPlanOpts).Policies
 	c := f.newController()
 	c.plan = netpol.Compute // the real planner over the seeded listers
+	f.running(c)
 	return f, c
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -41,6 +42,9 @@ type outcome struct {
 	missing sets.Set[string]
 	// conflicts are the objects HCC does not own that hold names it needs.
 	conflicts []*networkingv1.NetworkPolicy
+	// withheld says, per deny-all name held by an object HCC does not own
+	// that is no default deny, why: each withholds certification.
+	withheld []string
 	// failedKeys are the policies whose write failed.
 	failedKeys sets.Set[policyKey]
 	// createFailures counts failed creates; past maxCreateFailures the
@@ -82,15 +86,29 @@ func (c *Controller) syncFull(ctx context.Context) (time.Duration, error) {
 	// settled by a pass that planned the object as still there.
 	observed, seq := c.observed.snapshot()
 	resolved, version := c.egress.Snapshot()
-	inv, err := c.inventory(resolved)
+	// Until readiness is certified, and then until the caches have caught
+	// up with the certifying read, the pass reads the world from the API
+	// server (docs/networkpolicy.md, "Certification"): informers list from
+	// the API server's watch cache, which may lag behind etcd, and a
+	// certification from a cache that never saw a stale allow, or still
+	// shows a Context deleted before this process started, would certify
+	// an allow that survives; a pass after it would bring that allow back.
+	consistent := !c.certified.Load() || !c.cachesCaughtUp()
+	var inv netpol.Inventory
+	var live []*networkingv1.NetworkPolicy
+	var err error
+	if consistent {
+		inv, live, err = c.readConsistently(ctx, resolved)
+	} else {
+		inv, err = c.inventory(resolved)
+		if err == nil {
+			live, err = c.livePolicies()
+		}
+	}
 	if err != nil {
 		return 0, err
 	}
 	plan := c.plan(inv, c.opts.Plan)
-	live, err := c.livePolicies()
-	if err != nil {
-		return 0, err
-	}
 	judge := netpol.NewJudge(inv, c.opts.Plan, observed)
 	ch := diff(plan.Policies, plan.Servers, live, c.opts.Caps, nil, judge.Dispose)
 	c.observePlan(plan, ch)
@@ -109,15 +127,28 @@ func (c *Controller) syncFull(ctx context.Context) (time.Duration, error) {
 		return isDenyAll(p) && p.Namespace == c.opts.Plan.McpServerNamespace
 	}
 	revoked := c.write(ctx, verbCreate, filter(ch.creates, isDenyAll), ch.servers, out)
+	// A deny-all name another writer's managed policy holds is never
+	// written (diff reports it as a conflict); like an unmanaged holder, it
+	// stands in for the default deny only if it is one.
+	heldOpen := false
+	for _, p := range ch.conflicts {
+		if c.isDenyAllName(p) && !c.standsInForDefaultDeny(p, out) {
+			revoked = false
+			heldOpen = heldOpen || p.Namespace == c.opts.Plan.McpServerNamespace
+		}
+	}
 	revoked = c.write(ctx, verbUpdate, filter(ch.updates, isDefault), ch.servers, out) && revoked
-	blocked := c.failedAny(filter(ch.creates, serverDenyAll), out) || c.failedAny(filter(ch.updates, serverDenyAll), out)
+	blocked := heldOpen || c.failedAny(filter(ch.creates, serverDenyAll), out) || c.failedAny(filter(ch.updates, serverDenyAll), out)
 	c.write(ctx, verbCreate, filter(ch.creates, and(isDefault, not(isDenyAll))), ch.servers, out)
 	revoked = c.write(ctx, verbDelete, ch.revokes, ch.servers, out) && revoked
 	revoked = c.write(ctx, verbDelete, ch.deletes, ch.servers, out) && revoked
 	revoked = c.write(ctx, verbUpdate, filter(ch.updates, not(isDefault)), ch.servers, out) && revoked
 	if revoked {
 		c.certify(ch)
+	} else if !c.certified.Load() {
+		c.explainWithheld(out)
 	}
+	c.metrics.DefaultDenyWithheld.Set(float64(len(out.withheld)))
 	c.write(ctx, verbCreate, filter(ch.creates, not(isDefault)), ch.servers, out)
 
 	// What this pass saw deleted is forgotten only once its revocations all
@@ -182,6 +213,41 @@ func (c *Controller) certify(ch changes) {
 		Msg("stale allows revoked; readiness certified")
 	c.metrics.Certified.Set(1)
 	c.readiness.Set(ReadinessCheck, true)
+}
+
+// explainWithheld says on /ready why this pass did not certify, and logs
+// it when that changes.
+func (c *Controller) explainWithheld(out *outcome) {
+	reason := strings.Join(out.withheld, "; ")
+	if reason == "" {
+		reason = "not every revocation or default deny of the last pass succeeded; the pass is retried (see the log and clerum_hcc_netpol_write_errors_total)"
+	}
+	c.readiness.Explain(ReadinessCheck, reason)
+	if reason != c.withheldReported {
+		c.withheldReported = reason
+		c.log.Warn().Str("reason", reason).Msg("readiness withheld")
+	}
+}
+
+// isDenyAllName reports whether p holds the deny-all name of its namespace
+// in a runtime namespace.
+func (c *Controller) isDenyAllName(p *networkingv1.NetworkPolicy) bool {
+	return p.Name == names.DenyAllPolicy(p.Namespace) && slices.Contains(c.opts.Plan.RuntimeNamespaces, p.Namespace)
+}
+
+// standsInForDefaultDeny reports whether holder, an object HCC may not
+// write that holds a runtime namespace's deny-all name, is itself a default
+// deny and so counts as that namespace's (docs/networkpolicy.md). When it
+// is not, the reason goes to out.withheld: readiness stays withheld, since
+// the namespace may be open, and /ready says which object and why.
+func (c *Controller) standsInForDefaultDeny(holder *networkingv1.NetworkPolicy, out *outcome) bool {
+	why := netpol.NotADefaultDeny(&holder.Spec)
+	if why == "" {
+		return true
+	}
+	msg := fmt.Sprintf("NetworkPolicy %s/%s holds the default deny's name but is not a default deny: %s", holder.Namespace, holder.Name, why)
+	out.withheld = append(out.withheld, msg)
+	return false
 }
 
 // egressRejections returns the planner's rejections of egress bindings by
@@ -264,7 +330,7 @@ func (c *Controller) syncDefaults(ctx context.Context) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
-	keepAll := func(string, string, string) (netpol.Disposition, string) { return netpol.Kept, "" }
+	keepAll := func(*networkingv1.NetworkPolicy, string) (netpol.Disposition, string) { return netpol.Kept, "" }
 	ch := diff(netpol.Defaults(c.opts.Plan), nil, live, c.opts.Caps, isDefault, keepAll)
 	out := newOutcome()
 	out.conflicts = ch.conflicts
@@ -334,6 +400,10 @@ func (c *Controller) write(ctx context.Context, verb string, policies []*network
 			err = c.writeOne(ctx, verb, p, out)
 		}
 		if err == nil {
+			continue
+		}
+		if errors.Is(err, errHeldByDefaultDeny) {
+			// As good as written: the namespace is isolated.
 			continue
 		}
 		ok = false
@@ -425,8 +495,17 @@ func (c *Controller) createConflict(ctx context.Context, p *networkingv1.Network
 		return kit.ErrCacheBehind
 	}
 	out.conflicts = append(out.conflicts, holder)
+	if c.isDenyAllName(holder) && c.standsInForDefaultDeny(holder, out) {
+		return errHeldByDefaultDeny
+	}
 	return errUnmanaged
 }
+
+// errHeldByDefaultDeny marks a deny-all create skipped because an object
+// HCC does not own holds the name and is itself a default deny: reported
+// like any unmanaged holder, but the namespace is isolated, so it blocks
+// neither certification nor a gate.
+var errHeldByDefaultDeny = errors.New("name held by a default deny HCC does not manage")
 
 // errSkipped marks a create the pass skipped after maxCreateFailures.
 var errSkipped = errors.New("skipped after repeated create failures")
