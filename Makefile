@@ -22,7 +22,7 @@ INTEGRATION_PKGS = $(shell grep -rl --include='*_test.go' '^//go:build integrati
 
 .PHONY: help
 help: ## List the targets.
-	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
 .PHONY: build
 build: ## Build bin/hcc-controller and bin/hcc-api.
@@ -69,8 +69,14 @@ test-integration: ## Integration tests against a real etcd and kube-apiserver.
 	  HCC_CONTROLPLANE_BIN="$$bin_dir" $(GO) test -race -count=1 -tags integration -timeout 20m \
 	    $(INTEGRATION_PKGS)
 
+.PHONY: test-e2e
+test-e2e: ## The end-to-end tests alone: both binaries as processes on the local cluster (test/e2e).
+	@bin_dir=$$($(CONTROLPLANE)); \
+	  HCC_CONTROLPLANE_BIN="$$bin_dir" $(GO) test -race -count=1 -tags integration -timeout 20m ./test/e2e/
+
 .PHONY: test
-test: test-unit verify test-integration ## Everything: unit tests, generated-code checks, integration tests.
+# verify first: it fails fastest (stale generated code, formatting, vet).
+test: verify test-unit test-integration ## Everything: generated-code checks, unit tests, integration and end-to-end tests.
 
 .PHONY: bench
 bench: ## Benchmarks, with the ratios the issues ask for (hcc-api: x-plain).
