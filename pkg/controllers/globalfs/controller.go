@@ -24,6 +24,7 @@ import (
 	"github.com/clerum/hcc/pkg/controllers/kit"
 	clientset "github.com/clerum/hcc/pkg/generated/clientset/versioned"
 	clerumlisters "github.com/clerum/hcc/pkg/generated/listers/clerum/v1alpha1"
+	"github.com/clerum/hcc/pkg/mark"
 	"github.com/clerum/hcc/pkg/names"
 )
 
@@ -37,6 +38,10 @@ type Config struct {
 	// (CONTEXT_MAPPER_GFS_RESYNC_SEC); 0 disables it.
 	Resync  time.Duration
 	Workers int // HCC_FILESYSTEM_WORKERS
+	// SeedKey signs and verifies the seed Job's mark
+	// (mark.PurposeSeedJob, from INTERNAL_CONTROL_JWT_HCC_HMAC_SECRET).
+	// Without a usable key no seed Job is created.
+	SeedKey mark.Key
 }
 
 // gvk is the owners' kind, for controller references.

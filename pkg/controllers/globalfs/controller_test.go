@@ -38,6 +38,7 @@ import (
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/controllers/kit"
 	hccfake "github.com/clerum/hcc/pkg/generated/clientset/versioned/fake"
+	"github.com/clerum/hcc/pkg/mark"
 	"github.com/clerum/hcc/pkg/names"
 )
 
@@ -47,6 +48,9 @@ const (
 	// a log line or a status.
 	connectionString = "postgres://gfsc:hunter2@control-postgres.control-plane:5432/gfs"
 )
+
+// testSeedKey signs the seed Jobs of the tests.
+var testSeedKey = mark.NewKey("test-hmac-secret", mark.PurposeSeedJob)
 
 var t0 = time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
 
@@ -117,7 +121,7 @@ func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 	f.reg = prometheus.NewRegistry()
 	f.deps = kit.Deps{Kube: f.kube, HCC: f.hcc, Informers: kit.NewInformers(f.kube, f.hcc), Recorder: f.recorder,
 		Registry: f.reg, Queues: kit.NewQueues(f.reg, clk), Clock: clk, Log: zerolog.New(f.logs)}
-	f.c = New(f.deps, Config{Namespace: gfsNS, Build: testOptions, Resync: time.Minute, Workers: 1})
+	f.c = New(f.deps, Config{Namespace: gfsNS, Build: testOptions, Resync: time.Minute, Workers: 1, SeedKey: testSeedKey})
 	for _, o := range objs {
 		switch o := o.(type) {
 		case *clerumv1alpha1.GlobalFileSystem:
@@ -317,6 +321,7 @@ var creates = []string{
 	"create services gfsc-main",
 	"create deployments gfsc-main",
 	"create jobs gfsc-main-seed",
+	"update jobs gfsc-main-seed", // its mark, once it has a UID
 }
 
 // converge syncs a fresh GFS to Ready: children created, Deployment
@@ -483,7 +488,7 @@ func TestDriveChangeRollsAndSeedsTheNewDrive(t *testing.T) {
 	// The old Job's deletion reaches the cache.
 	f.unindex(&batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: gfsNS, Name: "gfsc-main-seed"}})
 	f.mustSync("main")
-	assert.Equal(t, []string{"create jobs gfsc-main-seed"}, f.writes())
+	assert.Equal(t, []string{"create jobs gfsc-main-seed", "update jobs gfsc-main-seed"}, f.writes())
 	obj, err := f.kube.Tracker().Get(batchv1.SchemeGroupVersion.WithResource("jobs"), gfsNS, "gfsc-main-seed")
 	require.NoError(t, err)
 	assert.Equal(t, SeedArgs("archive"), obj.(*batchv1.Job).Spec.Template.Spec.Containers[0].Args)
@@ -558,6 +563,7 @@ func TestUnmanagedObjectHoldingANameIsNotAdopted(t *testing.T) {
 		"create services gfsc-main",
 		"create deployments gfsc-main",
 		"create jobs gfsc-main-seed",
+		"update jobs gfsc-main-seed",
 	}, f.writes(), "the Service create meets the unmanaged object and stops; the others go on")
 	assert.Equal(t, refusedRetry, res.RequeueAfter)
 	st := f.lastStatus()
@@ -631,4 +637,70 @@ func value(t *testing.T, m prometheus.Metric) float64 {
 func digested(s *corev1.Secret) *corev1.Secret {
 	d, _ := kit.DigestSecret(s)
 	return d.(*corev1.Secret)
+}
+
+// forgedSeedJob is a Job with HCC's labels and annotations, as anyone who
+// can create Jobs in the GFS namespace could write it, complete, and
+// carrying mark (empty: none).
+func forgedSeedJob(g *clerumv1alpha1.GlobalFileSystem, digest, markValue string) *batchv1.Job {
+	j := BuildSeedJob(g, testOptions, digest)
+	j.UID = "uid-forged"
+	j.ResourceVersion = "1"
+	j.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(g, gvk)}
+	if markValue != "" {
+		j.Annotations[mark.Annotation] = markValue
+	}
+	j.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}
+	return j
+}
+
+func TestAForgedSeedJobNeverSetsRootSeeded(t *testing.T) {
+	g := newGFS("main")
+	digest := Admit(digested(pgSecret()), jwtConfigMap(publicKeyPEM), testOptions).Digest
+	// A mark copied from HCC's Job of the same name (another UID), and one
+	// computed with another key.
+	copied := BuildSeedJob(g, testOptions, digest)
+	copied.UID = "uid-the-real-one"
+	for name, markValue := range map[string]string{
+		"no mark":     "",
+		"copied mark": SeedJobMark(testSeedKey, g, copied),
+		"other key":   SeedJobMark(mark.NewKey("another-secret", mark.PurposeSeedJob), g, forgedSeedJob(g, digest, "")),
+		"other purpose": mark.NewKey("test-hmac-secret", mark.PurposeRuntimeToken).Sign(
+			seedMarkFields(g, forgedSeedJob(g, digest, ""))...),
+	} {
+		t.Run(name, func(t *testing.T) {
+			forged := forgedSeedJob(g, digest, markValue)
+			f := newFixture(t, g, pgSecret(), jwtConfigMap(publicKeyPEM), forged)
+			f.mustSync("main")
+			st := f.lastStatus()
+			assert.False(t, st.RootSeeded, "a Job HCC did not mark is not believed")
+			assert.Equal(t, kit.ReasonSeedPending, condition(st, clerumv1alpha1.ConditionRootSeeded).Reason)
+			assert.Contains(t, f.writes(), "delete jobs gfsc-main-seed", "the forged Job is replaced")
+			assert.Contains(t, strings.Join(events(f), "\n"), "Warning "+EventSeedJobUnmarked+" the seed Job gfsc-main-seed carries no valid mark")
+		})
+	}
+}
+
+func TestTheSeedJobHCCCreatedCarriesAMarkThatVerifies(t *testing.T) {
+	g := newGFS("main")
+	f := newFixture(t, g, pgSecret(), jwtConfigMap(publicKeyPEM))
+	f.mustSync("main")
+	obj, err := f.kube.Tracker().Get(batchv1.SchemeGroupVersion.WithResource("jobs"), gfsNS, "gfsc-main-seed")
+	require.NoError(t, err)
+	j := obj.(*batchv1.Job)
+	assert.True(t, SeedJobMarked(testSeedKey, g, j))
+	other := newGFS("main")
+	other.UID = "uid-a-later-main"
+	assert.False(t, SeedJobMarked(testSeedKey, other, j), "the mark names its GlobalFileSystem's UID")
+	moved := j.DeepCopy()
+	moved.Annotations[AnnotationDrive] = "another-drive"
+	assert.False(t, SeedJobMarked(testSeedKey, g, moved), "the mark covers the drive")
+}
+
+func TestNoSeedJobWithoutAKey(t *testing.T) {
+	f := newFixture(t, newGFS("main"), pgSecret(), jwtConfigMap(publicKeyPEM))
+	f.c.cfg.SeedKey = mark.Key{}
+	_, err := f.sync("main")
+	require.ErrorIs(t, err, errNoSeedKey)
+	assert.NotContains(t, f.writes(), "create jobs gfsc-main-seed")
 }

@@ -29,6 +29,7 @@ import (
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/config"
+	"github.com/clerum/hcc/pkg/mark"
 	"github.com/clerum/hcc/pkg/names"
 )
 
@@ -314,6 +315,30 @@ func BuildSeedJob(g *clerumv1alpha1.GlobalFileSystem, opts Options, digest strin
 			Template:                corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: component(g, ComponentSeed)}, Spec: pod},
 		},
 	}
+}
+
+// EventSeedJobUnmarked is the Warning event of a seed Job that carries
+// HCC's labels but not a valid mark: it is deleted and created anew.
+const EventSeedJobUnmarked = "SeedJobUnmarked"
+
+// SeedJobMark is HCC's mark on a seed Job (docs/globalfilesystem.md, "The
+// seed Job's mark"): an HMAC over the GlobalFileSystem's UID, the Job's
+// namespace, name and UID, and the drive and configuration digest its
+// annotations name. The Job's UID stands for its spec: a Job's pod
+// template never changes, and HCC marks only a Job it has just created
+// from BuildSeedJob, so a mark copied onto any other Job — another name,
+// another GlobalFileSystem, a re-created one — does not verify.
+func SeedJobMark(key mark.Key, g *clerumv1alpha1.GlobalFileSystem, j *batchv1.Job) string {
+	return key.Sign(seedMarkFields(g, j)...)
+}
+
+// SeedJobMarked reports whether j carries a valid SeedJobMark.
+func SeedJobMarked(key mark.Key, g *clerumv1alpha1.GlobalFileSystem, j *batchv1.Job) bool {
+	return key.Verify(j.Annotations[mark.Annotation], seedMarkFields(g, j)...)
+}
+
+func seedMarkFields(g *clerumv1alpha1.GlobalFileSystem, j *batchv1.Job) []string {
+	return []string{string(g.UID), j.Namespace, j.Name, string(j.UID), j.Annotations[AnnotationDrive], j.Annotations[AnnotationConfigDigest]}
 }
 
 // SeedJobState reads a seed Job's outcome from its conditions.

@@ -11,10 +11,13 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/retry"
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/controllers/kit"
+	"github.com/clerum/hcc/pkg/mark"
 	"github.com/clerum/hcc/pkg/names"
 )
 
@@ -172,6 +175,10 @@ func (c *Controller) ensureSeed(ctx context.Context, g *clerumv1alpha1.GlobalFil
 	if g.Status.RootSeeded {
 		return nil // newStatus recorded it
 	}
+	if !c.cfg.SeedKey.Usable() {
+		st.seedPending("no seed-Job key is configured (INTERNAL_CONTROL_JWT_HCC_HMAC_SECRET)")
+		return errNoSeedKey
+	}
 	desired := BuildSeedJob(g, c.cfg.Build, a.Digest)
 	live, err := c.jobs.Jobs(g.Namespace).Get(desired.Name)
 	if err != nil && !apierrors.IsNotFound(err) {
@@ -195,6 +202,15 @@ func (c *Controller) ensureSeed(ctx context.Context, g *clerumv1alpha1.GlobalFil
 		stale := live.Annotations[AnnotationDrive] != st.drive ||
 			(!complete && live.Annotations[AnnotationConfigDigest] != a.Digest)
 		switch {
+		case !SeedJobMarked(c.cfg.SeedKey, g, live):
+			// HCC's labels say the Job may be taken over, not that HCC
+			// created it: only the mark says that, and nothing an unmarked
+			// Job reports is believed.
+			message := fmt.Sprintf("the seed Job %s carries no valid mark of HCC's (it was not created by HCC, or by an HCC before marks); it is replaced", live.Name)
+			st.seedPending(message)
+			c.recorder.Event(g, corev1.EventTypeWarning, EventSeedJobUnmarked, message)
+			_, err := kit.DeleteChild(ctx, c.children, kit.Jobs, gvk, g.Name, names.LabelGlobalFileSystem, live)
+			return err
 		case stale:
 			st.seedPending("the seed Job ran for another drive or configuration; it is replaced")
 			_, err := kit.DeleteChild(ctx, c.children, kit.Jobs, gvk, g.Name, names.LabelGlobalFileSystem, live)
@@ -215,9 +231,49 @@ func (c *Controller) ensureSeed(ctx context.Context, g *clerumv1alpha1.GlobalFil
 	}
 	c.state.setSeedFailed(g.Name, false)
 	st.seedPending(fmt.Sprintf("the seed Job %s has not completed", desired.Name))
-	_, _, err = kit.Ensure(ctx, c.children, kit.Jobs, owner, live, desired)
-	return err
+	created, action, err := kit.Ensure(ctx, c.children, kit.Jobs, owner, live, desired)
+	if err != nil || action != kit.ActionCreate {
+		return err
+	}
+	return c.markSeedJob(ctx, g, created)
 }
+
+// markSeedJob writes the mark onto the Job this sync created, now that the
+// API server has given it its UID. The update names that UID, so it never
+// marks another Job that took the name since. If it fails the Job stays
+// unmarked, and the next sync replaces it: a seed runs again, which is
+// idempotent.
+func (c *Controller) markSeedJob(ctx context.Context, g *clerumv1alpha1.GlobalFileSystem, created *batchv1.Job) error {
+	if !c.cfg.SeedKey.Usable() {
+		return errNoSeedKey
+	}
+	jobs := c.kube.BatchV1().Jobs(created.Namespace)
+	uid := created.UID
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		j := created
+		if j == nil {
+			var err error
+			if j, err = jobs.Get(ctx, created.Name, metav1.GetOptions{}); err != nil {
+				return err
+			}
+			if j.UID != uid {
+				return fmt.Errorf("seed Job %s/%s was replaced before HCC could mark it: %w", created.Namespace, created.Name, kit.ErrCacheBehind)
+			}
+		}
+		j = j.DeepCopy()
+		created = nil
+		if j.Annotations == nil {
+			j.Annotations = map[string]string{}
+		}
+		j.Annotations[mark.Annotation] = SeedJobMark(c.cfg.SeedKey, g, j)
+		_, err := jobs.Update(ctx, j, metav1.UpdateOptions{FieldManager: clerumv1alpha1.FieldManagerGlobalFileSystem})
+		return err
+	})
+}
+
+// errNoSeedKey: without INTERNAL_CONTROL_JWT_HCC_HMAC_SECRET no seed Job
+// could ever be believed, and every one would be replaced forever.
+var errNoSeedKey = errors.New("globalfilesystem: no seed-Job key (INTERNAL_CONTROL_JWT_HCC_HMAC_SECRET is empty); the seed Job is not created")
 
 // jobFailure is the reason of a failed Job's Failed condition.
 func jobFailure(j *batchv1.Job) string {
