@@ -125,6 +125,11 @@ func New(d kit.Deps, cfg Config) *Controller {
 
 	enqueue := func(k cache.ObjectName) { c.queue.Add(k) }
 	_, _ = filesystems.Informer().AddEventHandler(kit.OwnHandlers(enqueue))
+	// A drive is freed when its holder goes or names another drive, and
+	// when the holder's gfsc Deployment goes: every GlobalFileSystem is
+	// looked at again, so the next one takes the drive over.
+	_, _ = filesystems.Informer().AddEventHandler(c.drivesFreed())
+	_, _ = deployments.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: func(any) { c.enqueueAll() }})
 	owner := kit.OwnerByRefOrLabel(gvk.GroupVersion().String(), gvk.Kind, ns, names.LabelGlobalFileSystem)
 	for _, inf := range []cache.SharedIndexInformer{deployments.Informer(), services.Informer(), policies.Informer(), jobs.Informer()} {
 		_, _ = inf.AddEventHandler(kit.ChildHandlers(owner, enqueue))
@@ -161,6 +166,21 @@ func (c *Controller) enqueueAll() {
 	all, _ := c.filesystems.GlobalFileSystems(c.cfg.Namespace).List(k8slabels.Everything())
 	for _, g := range all {
 		c.queue.Add(cache.ObjectName{Namespace: g.Namespace, Name: g.Name})
+	}
+}
+
+// drivesFreed queues every GlobalFileSystem when one is deleted or its
+// drive (or deletion) changes.
+func (c *Controller) drivesFreed() cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(old, cur any) {
+			o, ok1 := old.(*clerumv1alpha1.GlobalFileSystem)
+			n, ok2 := cur.(*clerumv1alpha1.GlobalFileSystem)
+			if ok1 && ok2 && (o.Spec.DriveName != n.Spec.DriveName || (o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil)) {
+				c.enqueueAll()
+			}
+		},
+		DeleteFunc: func(any) { c.enqueueAll() },
 	}
 }
 
@@ -204,12 +224,13 @@ func metaOf(obj any) (string, bool) {
 type gfsState struct {
 	mu         sync.Mutex
 	block      map[string]string
+	conflict   map[string]string
 	seedFailed map[string]bool
 	phase      map[string]clerumv1alpha1.FileSystemPhase
 }
 
 func newGFSState() *gfsState {
-	return &gfsState{block: map[string]string{}, seedFailed: map[string]bool{}, phase: map[string]clerumv1alpha1.FileSystemPhase{}}
+	return &gfsState{block: map[string]string{}, conflict: map[string]string{}, seedFailed: map[string]bool{}, phase: map[string]clerumv1alpha1.FileSystemPhase{}}
 }
 
 // setBlock records gfs's block reason ("" for none) and returns the
@@ -222,6 +243,20 @@ func (s *gfsState) setBlock(gfs, reason string) (previous string) {
 		delete(s.block, gfs)
 	} else {
 		s.block[gfs] = reason
+	}
+	return previous
+}
+
+// setConflict records gfs's drive conflict ("" for none) and returns the
+// previous one.
+func (s *gfsState) setConflict(gfs, conflict string) (previous string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	previous = s.conflict[gfs]
+	if conflict == "" {
+		delete(s.conflict, gfs)
+	} else {
+		s.conflict[gfs] = conflict
 	}
 	return previous
 }
@@ -251,6 +286,7 @@ func (s *gfsState) forget(gfs string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.block, gfs)
+	delete(s.conflict, gfs)
 	delete(s.seedFailed, gfs)
 	delete(s.phase, gfs)
 }

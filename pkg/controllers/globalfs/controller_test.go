@@ -704,3 +704,93 @@ func TestNoSeedJobWithoutAKey(t *testing.T) {
 	require.ErrorIs(t, err, errNoSeedKey)
 	assert.NotContains(t, f.writes(), "create jobs gfsc-main-seed")
 }
+
+func TestTwoGlobalFileSystemsOnOneDriveRunOneWriter(t *testing.T) {
+	older := newGFS("b-older", func(g *clerumv1alpha1.GlobalFileSystem) { g.CreationTimestamp = metav1.NewTime(t0) })
+	younger := newGFS("a-younger", func(g *clerumv1alpha1.GlobalFileSystem) {
+		g.CreationTimestamp = metav1.NewTime(t0.Add(time.Minute))
+	})
+	f := newFixture(t, older, younger, pgSecret(), jwtConfigMap(publicKeyPEM))
+
+	// The older one holds the drive, whatever the names say.
+	f.mustSync(older.Name)
+	assert.Contains(t, f.writes(), "create deployments gfsc-b-older")
+	older = f.adopt(older, f.lastStatus())
+	f.writes()
+	events(f)
+
+	res := f.mustSync(younger.Name)
+	assert.Empty(t, f.writes(), "no gfsc, no seed, nothing else for the one that does not hold the drive")
+	st := f.lastStatus()
+	assert.Equal(t, clerumv1alpha1.FileSystemDegraded, st.Phase)
+	ready := condition(st, clerumv1alpha1.ConditionReady)
+	assert.Equal(t, metav1.ConditionFalse, ready.Status)
+	assert.Equal(t, ReasonDriveConflict, ready.Reason)
+	assert.Contains(t, ready.Message, "drive main is held by GlobalFileSystem b-older")
+	assert.Equal(t, []string{"Warning DriveConflict " + ready.Message}, events(f))
+	assert.Equal(t, refusedRetry, res.RequeueAfter)
+	younger = f.adopt(younger, st)
+	f.mustSync(younger.Name)
+	assert.Empty(t, f.writes())
+	assert.Empty(t, f.statuses())
+	assert.Empty(t, events(f), "one event per conflict")
+
+	// The holder goes: while its gfsc is still there the next one waits,
+	// then takes the drive over.
+	gvr := clerumv1alpha1.Resource("globalfilesystems").WithVersion("v1alpha1")
+	require.NoError(t, f.hcc.Tracker().Delete(gvr, gfsNS, older.Name))
+	f.unindex(older)
+	f.mustSync(younger.Name)
+	assert.Empty(t, f.writes())
+	st = f.lastStatus()
+	assert.Contains(t, condition(st, clerumv1alpha1.ConditionReady).Message, "still served by the gfsc Deployment gfsc-b-older")
+	younger = f.adopt(younger, st)
+	events(f)
+
+	f.mustSync(older.Name) // gone: its children are deleted
+	assert.Contains(t, f.writes(), "delete deployments gfsc-b-older")
+	d, err := f.c.deployments.Deployments(gfsNS).Get("gfsc-b-older")
+	require.NoError(t, err)
+	f.unindex(d)
+
+	f.mustSync(younger.Name)
+	assert.Equal(t, []string{
+		"create networkpolicies gfsc-a-younger-egress",
+		"create services gfsc-a-younger",
+		"create deployments gfsc-a-younger",
+		"create jobs gfsc-a-younger-seed",
+		"update jobs gfsc-a-younger-seed",
+	}, f.writes())
+	assert.Equal(t, []string{"Normal Released holds drive main now; gfsc starts"}, events(f))
+	assert.NotEqual(t, ReasonDriveConflict, condition(f.lastStatus(), clerumv1alpha1.ConditionReady).Reason)
+}
+
+func TestAGlobalFileSystemThatLosesItsDriveStopsItsWriter(t *testing.T) {
+	// Two writers of one drive from before HCC kept one per drive: the
+	// older keeps running, the younger's gfsc and seed are deleted.
+	older := newGFS("older", func(g *clerumv1alpha1.GlobalFileSystem) { g.CreationTimestamp = metav1.NewTime(t0) })
+	younger := newGFS("younger", func(g *clerumv1alpha1.GlobalFileSystem) {
+		g.CreationTimestamp = metav1.NewTime(t0.Add(time.Second))
+		g.Spec.DriveName = "other"
+	})
+	f := newFixture(t, older, younger, pgSecret(), jwtConfigMap(publicKeyPEM))
+	older = converge(t, f, older)
+	younger = converge(t, f, younger)
+	f.writes()
+	younger = younger.DeepCopy()
+	younger.Spec.DriveName = ""
+	f.setGFS(younger)
+
+	f.mustSync(older.Name)
+	assert.Empty(t, f.writes(), "the holder's gfsc already serves the drive; it keeps running")
+	_, err := f.sync(younger.Name)
+	require.ErrorIs(t, err, kit.ErrCacheBehind, "rootSeeded is reset first, while the gfsc still shows the old drive")
+	assert.Empty(t, f.writes())
+	st := f.lastStatus()
+	assert.False(t, st.RootSeeded)
+	younger = f.adopt(younger, st)
+
+	f.mustSync(younger.Name)
+	assert.Equal(t, []string{"delete deployments gfsc-younger", "delete jobs gfsc-younger-seed"}, f.writes())
+	assert.Equal(t, ReasonDriveConflict, condition(f.lastStatus(), clerumv1alpha1.ConditionReady).Reason)
+}

@@ -317,6 +317,11 @@ func BuildSeedJob(g *clerumv1alpha1.GlobalFileSystem, opts Options, digest strin
 	}
 }
 
+// ReasonDriveConflict is the Ready reason (False) and Warning event of a
+// GlobalFileSystem that does not hold its drive: an older one names it, or
+// another's gfsc still serves it.
+const ReasonDriveConflict = "DriveConflict"
+
 // EventSeedJobUnmarked is the Warning event of a seed Job that carries
 // HCC's labels but not a valid mark: it is deleted and created anew.
 const EventSeedJobUnmarked = "SeedJobUnmarked"

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8slabels "k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
 
@@ -26,16 +27,19 @@ import (
 //
 //  1. one that is gone has its children deleted (they also carry owner
 //     references, so the garbage collector would get there too);
-//  2. the Postgres Secret and the JWT ConfigMap are validated; a GFS whose
-//     configuration is missing or invalid gets nothing created or rolled,
-//     and what runs keeps running;
-//  3. a GFS whose drive changed under a seeded status has rootSeeded reset
+//  2. a GFS whose drive changed under a seeded status has rootSeeded reset
 //     first, on its own write, so no later failure can leave the new drive
 //     recorded as seeded;
-//  4. the egress policy, Service and Deployment are written, and the seed
+//  3. a GFS that does not hold its drive (an older one names it, or
+//     another's gfsc still serves it) runs no gfsc and no seed: what it
+//     ran is deleted, whatever its configuration says;
+//  4. the Postgres Secret and the JWT ConfigMap are validated; a GFS whose
+//     configuration is missing or invalid gets nothing created or rolled,
+//     and what runs keeps running;
+//  5. the egress policy, Service and Deployment are written, and the seed
 //     Job until the root is seeded, each on its own: one refused or failed
 //     child does not stop the others;
-//  5. status is applied when it changed.
+//  6. status is applied when it changed.
 func (c *Controller) syncGlobalFileSystem(ctx context.Context, key cache.ObjectName) (kit.Result, error) {
 	g, err := c.filesystems.GlobalFileSystems(key.Namespace).Get(key.Name)
 	switch {
@@ -58,14 +62,11 @@ func (c *Controller) syncGlobalFileSystem(ctx context.Context, key cache.ObjectN
 
 	var errs []error
 	var result kit.Result
+	conflict := c.driveConflict(g, st.drive)
+	c.reportConflict(g, st.drive, conflict)
 	switch deployed := DeployedDrive(live); {
-	case a.Block != "":
-		// Nothing is written; status shows what still runs.
-		st.workload(live)
-		if c.serviceOf(g) != nil {
-			st.endpoint = Endpoint(g, opts)
-		}
-	case g.Status.RootSeeded && deployed != "" && deployed != st.drive:
+	case (a.Block == "" || conflict != "") && g.Status.RootSeeded && deployed != "" && deployed != st.drive:
+		// Before a conflict stops the gfsc that shows the old drive, too.
 		st.seedPending(fmt.Sprintf("the drive changed from %s to %s; its root is seeded again", deployed, st.drive))
 		st.workload(live)
 		if _, err := c.applyStatus(ctx, st); err != nil {
@@ -73,6 +74,19 @@ func (c *Controller) syncGlobalFileSystem(ctx context.Context, key cache.ObjectN
 		}
 		// The cache has not seen the reset yet; the retry writes the rest.
 		return kit.Result{}, fmt.Errorf("globalfilesystem %s: rootSeeded reset for drive %s: %w", g.Name, st.drive, kit.ErrCacheBehind)
+	case conflict != "":
+		// One writer per drive: this GFS runs no gfsc and no seed, and
+		// what it ran stops, before anything else is looked at.
+		st.degrade(ReasonDriveConflict, conflict)
+		errs = c.stopWriters(ctx, g)
+		st.workload(c.deploymentOf(g))
+		result.RequeueAfter = refusedRetry
+	case a.Block != "":
+		// Nothing is written; status shows what still runs.
+		st.workload(live)
+		if c.serviceOf(g) != nil {
+			st.endpoint = Endpoint(g, opts)
+		}
 	default:
 		result, errs = c.ensure(ctx, g, a, st)
 	}
@@ -96,6 +110,84 @@ func (c *Controller) admit() Admission {
 		cm = nil
 	}
 	return Admit(secret, cm, opts)
+}
+
+// driveConflict returns why g may not run a writer of drive, or "" when it
+// may (docs/globalfilesystem.md, "One writer per drive"). The drive is
+// held by the oldest GlobalFileSystem naming it, by creation timestamp and
+// then name, among those not being deleted; the holder itself waits while
+// a gfsc Deployment of another GlobalFileSystem still serves the drive.
+func (c *Controller) driveConflict(g *clerumv1alpha1.GlobalFileSystem, drive string) string {
+	all, _ := c.filesystems.GlobalFileSystems(g.Namespace).List(k8slabels.Everything())
+	var holder *clerumv1alpha1.GlobalFileSystem
+	for _, o := range all {
+		if o.UID == g.UID || o.DeletionTimestamp != nil || DriveName(o, c.cfg.Build) != drive {
+			continue
+		}
+		if olderThan(o, g) && (holder == nil || olderThan(o, holder)) {
+			holder = o
+		}
+	}
+	if holder != nil {
+		return fmt.Sprintf("drive %s is held by GlobalFileSystem %s, which is older; no gfsc runs for %s while it names the drive", drive, holder.Name, g.Name)
+	}
+	if DeployedDrive(c.deploymentOf(g)) == drive {
+		// g's gfsc already serves the drive (two did before HCC kept one
+		// writer per drive): it keeps running, and the others stop.
+		return ""
+	}
+	deployments, _ := c.deployments.Deployments(g.Namespace).List(k8slabels.Everything())
+	var serving []string
+	for _, d := range deployments {
+		if !c.ours(g, d.Labels) && d.Labels[names.LabelGlobalFileSystem] != "" && DeployedDrive(d) == drive {
+			serving = append(serving, d.Name)
+		}
+	}
+	if len(serving) > 0 {
+		slices.Sort(serving)
+		return fmt.Sprintf("drive %s is still served by the gfsc Deployment %s of another GlobalFileSystem; %s's gfsc starts once it is gone",
+			drive, strings.Join(serving, ", "), g.Name)
+	}
+	return ""
+}
+
+// olderThan orders GlobalFileSystems for holding a drive: the earlier
+// creation timestamp, then the smaller name.
+func olderThan(a, b *clerumv1alpha1.GlobalFileSystem) bool {
+	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+		return a.CreationTimestamp.Before(&b.CreationTimestamp)
+	}
+	return a.Name < b.Name
+}
+
+// stopWriters deletes g's gfsc Deployment and seed Job, where they are
+// HCC's: a GlobalFileSystem that does not hold its drive writes nothing to
+// it. The Service and the egress policy stay; they write nothing.
+func (c *Controller) stopWriters(ctx context.Context, g *clerumv1alpha1.GlobalFileSystem) []error {
+	var errs []error
+	if d, err := c.deployments.Deployments(g.Namespace).Get(names.GFSCWorkload(g.Name)); err == nil && d.DeletionTimestamp == nil {
+		_, err := kit.DeleteChild(ctx, c.children, kit.Deployments, gvk, g.Name, names.LabelGlobalFileSystem, d)
+		errs = append(errs, err)
+	}
+	if j, err := c.jobs.Jobs(g.Namespace).Get(SeedJobName(g.Name)); err == nil && j.DeletionTimestamp == nil {
+		_, err := kit.DeleteChild(ctx, c.children, kit.Jobs, gvk, g.Name, names.LabelGlobalFileSystem, j)
+		errs = append(errs, err)
+	}
+	return errs
+}
+
+// reportConflict posts one Warning event when g enters a drive conflict
+// and one Normal event when it leaves it.
+func (c *Controller) reportConflict(g *clerumv1alpha1.GlobalFileSystem, drive, conflict string) {
+	previous := c.state.setConflict(g.Name, conflict)
+	switch {
+	case conflict != "" && conflict != previous:
+		c.log.Info().Str("globalfilesystem", g.Name).Str("drive", drive).Msg("globalfilesystem in a drive conflict")
+		c.recorder.Event(g, corev1.EventTypeWarning, ReasonDriveConflict, conflict)
+	case conflict == "" && previous != "":
+		c.log.Info().Str("globalfilesystem", g.Name).Str("drive", drive).Msg("globalfilesystem holds its drive")
+		c.recorder.Eventf(g, corev1.EventTypeNormal, kit.EventReleased, "holds drive %s now; gfsc starts", drive)
+	}
 }
 
 // reportBlock posts one event per block and per release.
