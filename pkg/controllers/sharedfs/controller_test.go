@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -305,7 +306,11 @@ func (f *fixture) claim(name string) *corev1.PersistentVolumeClaim {
 // bindClaim marks fs's claim Bound, in the API server and the cache.
 func (f *fixture) bindClaim(fs string) {
 	c := f.claim(names.WFCData(fs))
-	c.Spec.VolumeName = "pv-" + fs
+	if c.UID == "" { // the fake API server assigns none
+		c.UID = types.UID("uid-" + c.Name)
+	}
+	// Bound to the volume provisioned for it.
+	c.Spec.VolumeName = kit.ProvisionedVolumeName(c)
 	c, err := f.kube.CoreV1().PersistentVolumeClaims(ns).Update(context.Background(), c, metav1.UpdateOptions{})
 	require.NoError(f.t, err)
 	c.Status.Phase = corev1.ClaimBound
@@ -682,4 +687,39 @@ func value(t *testing.T, m prometheus.Metric) float64 {
 		return out.Gauge.GetValue()
 	}
 	return out.Counter.GetValue()
+}
+
+// TestAForgedClaimWithHCCsLabelsIsNotTakenOver: a claim pre-created under
+// the data claim's name with HCC's labels, cloning another claim or naming
+// a volume of its creator's choice, is refused like an unmanaged one: no
+// WFC mounts it.
+func TestAForgedClaimWithHCCsLabelsIsNotTakenOver(t *testing.T) {
+	for name, forge := range map[string]func(c *corev1.PersistentVolumeClaim){
+		"a clone of another claim": func(c *corev1.PersistentVolumeClaim) {
+			c.Spec.DataSource = &corev1.TypedLocalObjectReference{Kind: "PersistentVolumeClaim", Name: "alice-workspace"}
+			c.Spec.DataSourceRef = &corev1.TypedObjectReference{Kind: "PersistentVolumeClaim", Name: "alice-workspace"}
+		},
+		"a volume named at creation": func(c *corev1.PersistentVolumeClaim) {
+			c.Spec.VolumeName = "pvc-alice-workspace-uid"
+			c.Annotations = map[string]string{"pv.kubernetes.io/bind-completed": "yes", "pv.kubernetes.io/bound-by-controller": "yes"}
+			c.Status.Phase = corev1.ClaimBound
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			fs := newFS("team", withHosts("alice"))
+			forged := BuildClaim(fs, testOptions)
+			forged.UID, forged.ResourceVersion = "uid-forged", "7"
+			forge(forged)
+			f := newFixture(t, fs, jwtConfigMap(rsaKey(t)), forged)
+			r := f.mustSync("team")
+			assert.NotContains(t, f.writes(), "create deployments/wfc-team", "no WFC mounts it")
+			assert.Equal(t, forged.Spec, f.claim("wfc-team-data").Spec, "not taken over")
+			assert.Equal(t, clerumv1alpha1.FileSystemDegraded, f.status("team").Phase)
+			assert.Equal(t, kit.ReasonNotOwned, f.condition("team", clerumv1alpha1.ConditionReady).Reason)
+			assert.Equal(t, kit.ReasonNotOwned, f.condition("team", clerumv1alpha1.ConditionVolumeBound).Reason)
+			assert.Equal(t, refusedRetry, r.RequeueAfter)
+			assert.Equal(t, 1.0, value(t, f.c.metrics.Refused.WithLabelValues("PersistentVolumeClaim", string(kit.CauseForeignVolume))))
+			assert.Contains(t, strings.Join(f.events(), "\n"), "Warning UnmanagedConflict PersistentVolumeClaim mcp-host/wfc-team-data is not written")
+		})
+	}
 }
