@@ -723,3 +723,48 @@ func TestAForgedClaimWithHCCsLabelsIsNotTakenOver(t *testing.T) {
 		})
 	}
 }
+
+func TestASizeAboveTheBoundIsNeverAskedOfTheCluster(t *testing.T) {
+	t.Run("no claim and no WFC for a new file system", func(t *testing.T) {
+		f := newFixture(t, newFS("team", withSize("101Gi")), jwtConfigMap(rsaKey(t)))
+		f.mustSync("team")
+		writes := f.writes()
+		assert.NotContains(t, writes, "create persistentvolumeclaims/wfc-team-data")
+		assert.NotContains(t, writes, "create deployments/wfc-team")
+		vb := f.condition("team", clerumv1alpha1.ConditionVolumeBound)
+		assert.Equal(t, kit.ReasonInvalidSpec, vb.Reason)
+		assert.Equal(t, "spec.size 101Gi is above HCC_SFS_MAX_SIZE (100Gi); the data claim is not created", vb.Message)
+		assert.Equal(t, kit.ReasonInvalidSpec, f.condition("team", clerumv1alpha1.ConditionReady).Reason)
+		assert.Equal(t, kit.ReasonInvalidSpec, f.condition("team", clerumv1alpha1.ConditionWorkloadReady).Reason)
+		assert.Equal(t, clerumv1alpha1.FileSystemDegraded, f.status("team").Phase)
+	})
+	t.Run("the bound itself is allowed", func(t *testing.T) {
+		f := newFixture(t, newFS("team", withSize("100Gi")), jwtConfigMap(rsaKey(t)))
+		f.mustSync("team")
+		assert.Contains(t, f.writes(), "create persistentvolumeclaims/wfc-team-data")
+	})
+	t.Run("an existing claim is not grown past it, and its WFC keeps running", func(t *testing.T) {
+		f := deployed(t, newFS("team", withSize("20Gi")), rsaKey(t))
+		f.bindClaim("team")
+		fs := f.fs("team")
+		fs.Spec.Size = ptr.To(resource.MustParse("1Ti"))
+		fs.Generation = 2
+		f.setFS(fs)
+		f.mustSync("team")
+		writes := f.writes()
+		assert.NotContains(t, writes, "update persistentvolumeclaims/wfc-team-data")
+		assert.NotContains(t, writes, "delete deployments/wfc-team")
+		size := f.claim("wfc-team-data").Spec.Resources.Requests[corev1.ResourceStorage]
+		assert.Equal(t, "20Gi", size.String())
+		vb := f.condition("team", clerumv1alpha1.ConditionVolumeBound)
+		assert.Equal(t, kit.ReasonInvalidSpec, vb.Reason)
+		assert.Contains(t, vb.Message, "spec.size 1Ti is above HCC_SFS_MAX_SIZE (100Gi); the claim is left as it is (20Gi, Bound)")
+		assert.Equal(t, clerumv1alpha1.FileSystemDegraded, f.status("team").Phase)
+	})
+	t.Run("a zero bound admits no size", func(t *testing.T) {
+		opts := testOptions
+		opts.MaxSize = resource.Quantity{}
+		require.Error(t, CheckSize(newFS("team", withSize("1Mi")), opts))
+		require.NoError(t, CheckSize(newFS("team"), opts), "no spec.size: the default applies")
+	})
+}
