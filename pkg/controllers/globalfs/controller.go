@@ -78,6 +78,12 @@ type Controller struct {
 	log          zerolog.Logger
 
 	state *gfsState
+	// wait is the init container's wait target and the configuration
+	// digest it was read under (buildOptions).
+	wait struct {
+		mu                 sync.Mutex
+		digest, host, port string
+	}
 }
 
 // New returns the reconciler of the GlobalFileSystems of cfg.Namespace and

@@ -794,3 +794,22 @@ func TestAGlobalFileSystemThatLosesItsDriveStopsItsWriter(t *testing.T) {
 	assert.Equal(t, []string{"delete deployments gfsc-younger", "delete jobs gfsc-younger-seed"}, f.writes())
 	assert.Equal(t, ReasonDriveConflict, condition(f.lastStatus(), clerumv1alpha1.ConditionReady).Reason)
 }
+
+func TestTheInitContainerWaitsForTheConnectionStringsHostWithoutItsPassword(t *testing.T) {
+	f := newFixture(t, newGFS("main"), pgSecret(), jwtConfigMap(publicKeyPEM))
+	f.mustSync("main")
+	obj, err := f.kube.Tracker().Get(appsv1.SchemeGroupVersion.WithResource("deployments"), gfsNS, "gfsc-main")
+	require.NoError(t, err)
+	init := obj.(*appsv1.Deployment).Spec.Template.Spec.InitContainers[0]
+	assert.Equal(t, []corev1.EnvVar{{Name: EnvPostgresHost, Value: "control-postgres.control-plane"}, {Name: EnvPostgresPort, Value: "5432"}}, init.Env)
+	out, err := json.Marshal(obj)
+	require.NoError(t, err)
+	assert.NotContains(t, string(out), "hunter2")
+
+	// Read once per configuration: a second sync reads no Secret.
+	f.kube.ClearActions()
+	f.mustSync("main")
+	for _, a := range f.kube.Actions() {
+		assert.NotEqual(t, "secrets", a.GetResource().Resource, "the Secret is read again only when the configuration changes")
+	}
+}

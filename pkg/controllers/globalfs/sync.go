@@ -205,7 +205,12 @@ func (c *Controller) reportBlock(g *clerumv1alpha1.GlobalFileSystem, a Admission
 
 // ensure writes g's children and records what they say in st.
 func (c *Controller) ensure(ctx context.Context, g *clerumv1alpha1.GlobalFileSystem, a Admission, st *status) (kit.Result, []error) {
-	opts, ns := c.cfg.Build, g.Namespace
+	opts, err := c.buildOptions(ctx, a)
+	if err != nil {
+		// Nothing is written from a guess: the retry reads it again.
+		return kit.Result{}, []error{err}
+	}
+	ns := g.Namespace
 	owner := kit.Owner{Object: g, GVK: gvk, IdentityLabel: names.LabelGlobalFileSystem}
 	var errs []error
 	var refused []string
@@ -244,7 +249,7 @@ func (c *Controller) ensure(ctx context.Context, g *clerumv1alpha1.GlobalFileSys
 			// The write failed (retried): status shows what runs meanwhile.
 			st.workload(c.deploymentOf(g))
 		}
-		write(c.ensureSeed(ctx, g, owner, a, st))
+		write(c.ensureSeed(ctx, g, opts, owner, a, st))
 	} else {
 		st.workload(cached)
 	}
@@ -263,7 +268,7 @@ func (c *Controller) ensure(ctx context.Context, g *clerumv1alpha1.GlobalFileSys
 // created again (its TTL removes a finished one). A Job for another drive,
 // or one not yet succeeded that read a configuration since rotated, is
 // deleted and, once gone, created anew.
-func (c *Controller) ensureSeed(ctx context.Context, g *clerumv1alpha1.GlobalFileSystem, owner kit.Owner, a Admission, st *status) error {
+func (c *Controller) ensureSeed(ctx context.Context, g *clerumv1alpha1.GlobalFileSystem, opts Options, owner kit.Owner, a Admission, st *status) error {
 	if g.Status.RootSeeded {
 		return nil // newStatus recorded it
 	}
@@ -271,7 +276,7 @@ func (c *Controller) ensureSeed(ctx context.Context, g *clerumv1alpha1.GlobalFil
 		st.seedPending("no seed-Job key is configured (INTERNAL_CONTROL_JWT_HCC_HMAC_SECRET)")
 		return errNoSeedKey
 	}
-	desired := BuildSeedJob(g, c.cfg.Build, a.Digest)
+	desired := BuildSeedJob(g, opts, a.Digest)
 	live, err := c.jobs.Jobs(g.Namespace).Get(desired.Name)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return err
@@ -328,6 +333,27 @@ func (c *Controller) ensureSeed(ctx context.Context, g *clerumv1alpha1.GlobalFil
 		return err
 	}
 	return c.markSeedJob(ctx, g, created)
+}
+
+// buildOptions returns the builders' options with the init container's
+// wait target: the host and port of the Postgres connection string. The
+// Secret cache holds digests, so the Secret is read from the API server,
+// once per configuration digest (a changed value changes the digest, which
+// rolls the pods anyway); the value itself is dropped at once.
+func (c *Controller) buildOptions(ctx context.Context, a Admission) (Options, error) {
+	opts := c.cfg.Build
+	c.wait.mu.Lock()
+	defer c.wait.mu.Unlock()
+	if c.wait.digest != a.Digest {
+		s, err := c.kube.CoreV1().Secrets(c.cfg.Namespace).Get(ctx, opts.PostgresSecret, metav1.GetOptions{})
+		if err != nil {
+			return opts, fmt.Errorf("reading the Postgres host from Secret %s: %w", opts.PostgresSecret, err)
+		}
+		host, port := PostgresWaitTarget(string(s.Data[opts.PostgresSecretKey]))
+		c.wait.digest, c.wait.host, c.wait.port = a.Digest, host, port
+	}
+	opts.WaitHost, opts.WaitPort = c.wait.host, c.wait.port
+	return opts, nil
 }
 
 // markSeedJob writes the mark onto the Job this sync created, now that the
