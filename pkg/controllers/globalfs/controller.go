@@ -8,8 +8,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	k8slabels "k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	batchlisters "k8s.io/client-go/listers/batch/v1"
@@ -61,11 +64,15 @@ type Controller struct {
 	filesystems clerumlisters.GlobalFileSystemLister
 	secrets     corelisters.SecretLister
 	configMaps  corelisters.ConfigMapLister
-	deployments appslisters.DeploymentLister
-	services    corelisters.ServiceLister
-	policies    networkinglisters.NetworkPolicyLister
-	jobs        batchlisters.JobLister
-	synced      []cache.InformerSynced
+	// configMapFactory is the informer of the one ConfigMap read; it is
+	// not one of kit.Informers', so Run starts it.
+	configMapFactory  kubeinformers.SharedInformerFactory
+	configMapInformer cache.SharedIndexInformer
+	deployments       appslisters.DeploymentLister
+	services          corelisters.ServiceLister
+	policies          networkinglisters.NetworkPolicyLister
+	jobs              batchlisters.JobLister
+	synced            []cache.InformerSynced
 
 	queue    workqueue.TypedRateLimitingInterface[cache.ObjectName]
 	loop     *kit.Loop[cache.ObjectName]
@@ -96,24 +103,28 @@ func New(d kit.Deps, cfg Config) *Controller {
 	ns := cfg.Namespace
 	filesystems := d.Informers.HCC(ns).Clerum().V1alpha1().GlobalFileSystems()
 	secrets := d.Informers.Secrets(ns)
-	// The JWT ConfigMap is the platform's, not HCC's: every ConfigMap.
-	configMaps := d.Informers.Kube(ns, kit.AllObjects, "configmaps").Core().V1().ConfigMaps()
+	// The JWT key ConfigMap is the platform's, unmanaged: only it is
+	// watched and cached, by name, not every ConfigMap of the namespace.
+	configMapFactory := namedConfigMap(d.Kube, ns, cfg.Build.JWTConfigMap)
+	configMaps := configMapFactory.Core().V1().ConfigMaps()
 	deployments := d.Informers.Kube(ns, kit.ManagedObjects, "deployments").Apps().V1().Deployments()
 	services := d.Informers.Kube(ns, kit.ManagedObjects, "services").Core().V1().Services()
 	policies := d.Informers.Kube(ns, kit.ManagedObjects, "networkpolicies").Networking().V1().NetworkPolicies()
 	jobs := d.Informers.Kube(ns, kit.ManagedObjects, "jobs").Batch().V1().Jobs()
 
 	c := &Controller{
-		kube:        d.Kube,
-		hcc:         d.HCC,
-		cfg:         cfg,
-		filesystems: filesystems.Lister(),
-		secrets:     secrets.Lister(),
-		configMaps:  configMaps.Lister(),
-		deployments: deployments.Lister(),
-		services:    services.Lister(),
-		policies:    policies.Lister(),
-		jobs:        jobs.Lister(),
+		kube:              d.Kube,
+		hcc:               d.HCC,
+		cfg:               cfg,
+		filesystems:       filesystems.Lister(),
+		secrets:           secrets.Lister(),
+		configMaps:        configMaps.Lister(),
+		configMapFactory:  configMapFactory,
+		configMapInformer: configMaps.Informer(),
+		deployments:       deployments.Lister(),
+		services:          services.Lister(),
+		policies:          policies.Lister(),
+		jobs:              jobs.Lister(),
 		// A failed sync retries after 1 s, doubling to at most 5 min.
 		queue:        kit.New(d.Queues, "globalfilesystem", kit.Backoff[cache.ObjectName](time.Second, 5*time.Minute)),
 		recorder:     d.Recorder,
@@ -155,6 +166,8 @@ func (c *Controller) Name() string { return "globalfilesystem" }
 // GlobalFileSystem once and then every Resync (the periodic full
 // reconcile), and serves the queue with cfg.Workers workers.
 func (c *Controller) Run(ctx context.Context) error {
+	c.configMapFactory.Start(ctx.Done())
+	defer c.configMapFactory.Shutdown()
 	if err := kit.WaitForSync("globalfilesystem", ctx.Done(), c.synced...); err != nil {
 		c.queue.ShutDown()
 		return err
@@ -337,4 +350,14 @@ func (m *Metrics) refresh(st *gfsState) {
 	for _, p := range phases {
 		m.FileSystems.WithLabelValues(string(p)).Set(float64(counts[p]))
 	}
+}
+
+// namedConfigMap is an informer factory whose ConfigMap informer lists and
+// watches only the ConfigMap name in namespace (a field selector).
+func namedConfigMap(kube kubernetes.Interface, namespace, name string) kubeinformers.SharedInformerFactory {
+	selector := fields.OneTermEqualSelector("metadata.name", name).String()
+	return kubeinformers.NewSharedInformerFactoryWithOptions(kube, 0,
+		kubeinformers.WithNamespace(namespace),
+		kubeinformers.WithTransform(kit.StripManagedFields),
+		kubeinformers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = selector }))
 }

@@ -146,7 +146,7 @@ func (f *fixture) indexer(obj runtime.Object) cache.Indexer {
 	case *corev1.Secret:
 		return inf.Secrets(gfsNS).Informer().GetIndexer()
 	case *corev1.ConfigMap:
-		return inf.Kube(gfsNS, kit.AllObjects, "configmaps").Core().V1().ConfigMaps().Informer().GetIndexer()
+		return f.c.configMapInformer.GetIndexer()
 	case *appsv1.Deployment:
 		return inf.Kube(gfsNS, kit.ManagedObjects, "deployments").Apps().V1().Deployments().Informer().GetIndexer()
 	case *corev1.Service:
@@ -812,4 +812,32 @@ func TestTheInitContainerWaitsForTheConnectionStringsHostWithoutItsPassword(t *t
 	for _, a := range f.kube.Actions() {
 		assert.NotEqual(t, "secrets", a.GetResource().Resource, "the Secret is read again only when the configuration changes")
 	}
+}
+
+// TestOnlyTheJWTConfigMapIsWatched: the informer lists and watches the one
+// ConfigMap it reads, by a field selector, not every ConfigMap of the GFS
+// namespace.
+func TestOnlyTheJWTConfigMapIsWatched(t *testing.T) {
+	f := newFixture(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	f.c.configMapFactory.Start(ctx.Done())
+	defer f.c.configMapFactory.Shutdown() // after cancel: it waits for the informer to stop
+	defer cancel()
+	require.Eventually(t, f.c.configMapInformer.HasSynced, 5*time.Second, 10*time.Millisecond)
+	var lists int
+	for _, a := range f.kube.Actions() {
+		if a.GetResource().Resource != "configmaps" || (a.GetVerb() != "list" && a.GetVerb() != "watch") {
+			continue
+		}
+		lists++
+		var fs string
+		switch a := a.(type) {
+		case core.ListAction:
+			fs = a.GetListRestrictions().Fields.String()
+		case core.WatchAction:
+			fs = a.GetWatchRestrictions().Fields.String()
+		}
+		assert.Equal(t, "metadata.name="+testOptions.JWTConfigMap, fs, "%s", a.GetVerb())
+	}
+	assert.NotZero(t, lists)
 }

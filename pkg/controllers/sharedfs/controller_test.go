@@ -139,7 +139,7 @@ func (f *fixture) indexer(obj runtime.Object) cache.Indexer {
 	case *clerumv1alpha1.SharedFileSystem:
 		return inf.HCC(ns).Clerum().V1alpha1().SharedFileSystems().Informer().GetIndexer()
 	case *corev1.ConfigMap:
-		return inf.Kube(ns, kit.AllObjects, "configmaps").Core().V1().ConfigMaps().Informer().GetIndexer()
+		return f.c.configMapInformer.GetIndexer()
 	case *appsv1.Deployment:
 		return inf.Kube(ns, kit.ManagedObjects, "deployments").Apps().V1().Deployments().Informer().GetIndexer()
 	case *corev1.Service:
@@ -767,4 +767,32 @@ func TestASizeAboveTheBoundIsNeverAskedOfTheCluster(t *testing.T) {
 		require.Error(t, CheckSize(newFS("team", withSize("1Mi")), opts))
 		require.NoError(t, CheckSize(newFS("team"), opts), "no spec.size: the default applies")
 	})
+}
+
+// TestOnlyTheJWTConfigMapIsWatched: the informer lists and watches the one
+// ConfigMap it reads, by a field selector, not every ConfigMap of the host
+// namespace.
+func TestOnlyTheJWTConfigMapIsWatched(t *testing.T) {
+	f := newFixture(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	f.c.configMapFactory.Start(ctx.Done())
+	defer f.c.configMapFactory.Shutdown() // after cancel: it waits for the informer to stop
+	defer cancel()
+	require.Eventually(t, f.c.configMapInformer.HasSynced, 5*time.Second, 10*time.Millisecond)
+	var lists int
+	for _, a := range f.kube.Actions() {
+		if a.GetResource().Resource != "configmaps" || (a.GetVerb() != "list" && a.GetVerb() != "watch") {
+			continue
+		}
+		lists++
+		var fs string
+		switch a := a.(type) {
+		case core.ListAction:
+			fs = a.GetListRestrictions().Fields.String()
+		case core.WatchAction:
+			fs = a.GetWatchRestrictions().Fields.String()
+		}
+		assert.Equal(t, "metadata.name="+testOptions.JWTConfigMap, fs, "%s", a.GetVerb())
+	}
+	assert.NotZero(t, lists)
 }
