@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	k8slabels "k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	appslisters "k8s.io/client-go/listers/apps/v1"
@@ -241,15 +242,19 @@ func metaOf(obj any) (string, bool) {
 // gauges: each GlobalFileSystem's block reason, whether its seed failure
 // was reported, and its phase.
 type gfsState struct {
-	mu         sync.Mutex
-	block      map[string]string
-	conflict   map[string]string
+	mu       sync.Mutex
+	block    map[string]string
+	conflict map[string]string
+	// marked is the UID of the seed Job this process last created and
+	// marked, per GlobalFileSystem, so a cache that shows the Job before
+	// its mark does not get it replaced.
+	marked     map[string]types.UID
 	seedFailed map[string]bool
 	phase      map[string]clerumv1alpha1.FileSystemPhase
 }
 
 func newGFSState() *gfsState {
-	return &gfsState{block: map[string]string{}, conflict: map[string]string{}, seedFailed: map[string]bool{}, phase: map[string]clerumv1alpha1.FileSystemPhase{}}
+	return &gfsState{block: map[string]string{}, conflict: map[string]string{}, marked: map[string]types.UID{}, seedFailed: map[string]bool{}, phase: map[string]clerumv1alpha1.FileSystemPhase{}}
 }
 
 // setBlock records gfs's block reason ("" for none) and returns the
@@ -280,6 +285,18 @@ func (s *gfsState) setConflict(gfs, conflict string) (previous string) {
 	return previous
 }
 
+func (s *gfsState) setSeedMarked(gfs string, uid types.UID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.marked[gfs] = uid
+}
+
+func (s *gfsState) seedMarked(gfs string) types.UID {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.marked[gfs]
+}
+
 // setSeedFailed records whether gfs's seed has failed and reports whether
 // that is news.
 func (s *gfsState) setSeedFailed(gfs string, failed bool) (changed bool) {
@@ -306,6 +323,7 @@ func (s *gfsState) forget(gfs string) {
 	defer s.mu.Unlock()
 	delete(s.block, gfs)
 	delete(s.conflict, gfs)
+	delete(s.marked, gfs)
 	delete(s.seedFailed, gfs)
 	delete(s.phase, gfs)
 }

@@ -24,6 +24,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -840,4 +841,47 @@ func TestOnlyTheJWTConfigMapIsWatched(t *testing.T) {
 		assert.Equal(t, "metadata.name="+testOptions.JWTConfigMap, fs, "%s", a.GetVerb())
 	}
 	assert.NotZero(t, lists)
+}
+
+// TestACacheThatShowsTheSeedJobBeforeItsMarkDoesNotReplaceIt: the create's
+// event can reach the cache before the mark's update; the Job this process
+// just created and marked is not taken for a forged one.
+func TestACacheThatShowsTheSeedJobBeforeItsMarkDoesNotReplaceIt(t *testing.T) {
+	f := newFixture(t, newGFS("main"), pgSecret(), jwtConfigMap(publicKeyPEM))
+	// The fake API server assigns no UIDs; the real one does.
+	f.kube.PrependReactor("create", "jobs", func(a core.Action) (bool, runtime.Object, error) {
+		a.(core.CreateAction).GetObject().(*batchv1.Job).UID = "uid-of-the-created-job"
+		return false, nil, nil
+	})
+	f.mustSync("main")
+	require.Contains(t, f.writes(), "update jobs gfsc-main-seed")
+	obj, err := f.kube.Tracker().Get(batchv1.SchemeGroupVersion.WithResource("jobs"), gfsNS, "gfsc-main-seed")
+	require.NoError(t, err)
+	stale := obj.(*batchv1.Job).DeepCopy()
+	delete(stale.Annotations, mark.Annotation)
+	f.index(stale)
+
+	f.mustSync("main")
+	assert.NotContains(t, f.writes(), "delete jobs gfsc-main-seed")
+	assert.NotContains(t, strings.Join(events(f), "\n"), EventSeedJobUnmarked)
+}
+
+// TestTheMarkIsWrittenAfterAConflict: the Job controller may update the
+// Job between its create and its mark; the mark is written on a fresh read
+// of the same Job.
+func TestTheMarkIsWrittenAfterAConflict(t *testing.T) {
+	g := newGFS("main")
+	f := newFixture(t, g, pgSecret(), jwtConfigMap(publicKeyPEM))
+	conflicts := 1
+	f.kube.PrependReactor("update", "jobs", func(core.Action) (bool, runtime.Object, error) {
+		if conflicts == 0 {
+			return false, nil, nil
+		}
+		conflicts--
+		return true, nil, apierrors.NewConflict(batchv1.Resource("jobs"), "gfsc-main-seed", fmt.Errorf("the object has been modified"))
+	})
+	f.mustSync("main")
+	obj, err := f.kube.Tracker().Get(batchv1.SchemeGroupVersion.WithResource("jobs"), gfsNS, "gfsc-main-seed")
+	require.NoError(t, err)
+	assert.True(t, SeedJobMarked(testSeedKey, g, obj.(*batchv1.Job)))
 }

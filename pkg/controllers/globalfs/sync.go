@@ -299,6 +299,11 @@ func (c *Controller) ensureSeed(ctx context.Context, g *clerumv1alpha1.GlobalFil
 		stale := live.Annotations[AnnotationDrive] != st.drive ||
 			(!complete && live.Annotations[AnnotationConfigDigest] != a.Digest)
 		switch {
+		case !SeedJobMarked(c.cfg.SeedKey, g, live) && live.UID != "" && c.state.seedMarked(g.Name) == live.UID:
+			// This process created and marked this very Job; the cache has
+			// not seen the mark yet (the create's event can come first).
+			st.seedPending(fmt.Sprintf("the seed Job %s has not completed", live.Name))
+			return nil
 		case !SeedJobMarked(c.cfg.SeedKey, g, live):
 			// HCC's labels say the Job may be taken over, not that HCC
 			// created it: only the mark says that, and nothing an unmarked
@@ -365,17 +370,17 @@ func (c *Controller) markSeedJob(ctx context.Context, g *clerumv1alpha1.GlobalFi
 	if !c.cfg.SeedKey.Usable() {
 		return errNoSeedKey
 	}
-	jobs := c.kube.BatchV1().Jobs(created.Namespace)
-	uid := created.UID
+	ns, name, uid := created.Namespace, created.Name, created.UID
+	jobs := c.kube.BatchV1().Jobs(ns)
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		j := created
 		if j == nil {
 			var err error
-			if j, err = jobs.Get(ctx, created.Name, metav1.GetOptions{}); err != nil {
+			if j, err = jobs.Get(ctx, name, metav1.GetOptions{}); err != nil {
 				return err
 			}
 			if j.UID != uid {
-				return fmt.Errorf("seed Job %s/%s was replaced before HCC could mark it: %w", created.Namespace, created.Name, kit.ErrCacheBehind)
+				return fmt.Errorf("seed Job %s/%s was replaced before HCC could mark it: %w", ns, name, kit.ErrCacheBehind)
 			}
 		}
 		j = j.DeepCopy()
@@ -384,8 +389,11 @@ func (c *Controller) markSeedJob(ctx context.Context, g *clerumv1alpha1.GlobalFi
 			j.Annotations = map[string]string{}
 		}
 		j.Annotations[mark.Annotation] = SeedJobMark(c.cfg.SeedKey, g, j)
-		_, err := jobs.Update(ctx, j, metav1.UpdateOptions{FieldManager: clerumv1alpha1.FieldManagerGlobalFileSystem})
-		return err
+		if _, err := jobs.Update(ctx, j, metav1.UpdateOptions{FieldManager: clerumv1alpha1.FieldManagerGlobalFileSystem}); err != nil {
+			return err
+		}
+		c.state.setSeedMarked(g.Name, uid)
+		return nil
 	})
 }
 
