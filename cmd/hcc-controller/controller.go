@@ -38,6 +38,7 @@ import (
 	clerumscheme "github.com/clerum/hcc/pkg/generated/clientset/versioned/scheme"
 	"github.com/clerum/hcc/pkg/health"
 	"github.com/clerum/hcc/pkg/imagepolicy"
+	"github.com/clerum/hcc/pkg/mark"
 	"github.com/clerum/hcc/pkg/netpol"
 )
 
@@ -224,6 +225,7 @@ func newReconcilers(deps kit.Deps, resolver egress.Resolver) ([]kit.Reconciler, 
 		Build:     globalfs.OptionsFrom(cfg),
 		Resync:    cfg.GFS.Resync,
 		Workers:   cfg.Core.FileSystemWorkers,
+		SeedKey:   mark.NewKey(cfg.ControlAPI.HMACSecret, mark.PurposeSeedJob),
 	})
 	return []kit.Reconciler{coordinator, policies, servers, hosts, sharedFileSystems, globalFileSystems}, nil
 }

@@ -7,15 +7,22 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/clerum/hcc/internal/testing/testenv"
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
+	"github.com/clerum/hcc/pkg/controllers/globalfs"
 	clientset "github.com/clerum/hcc/pkg/generated/clientset/versioned"
+	"github.com/clerum/hcc/pkg/mark"
+	"github.com/clerum/hcc/pkg/names"
 )
 
 // TestFileSystemReconcilers runs the controller, under the shipped RBAC,
@@ -128,4 +135,124 @@ func TestFileSystemReconcilers(t *testing.T) {
 	}
 	waitUntil("the SharedFileSystem's runtime is deleted", all(append(sfsChildren[:2:2], sfsChildren[3], sfsChildren[4], claimGone), gone))
 	waitUntil("the GlobalFileSystem's runtime is deleted", all(gfsChildren, gone))
+}
+
+// TestFileSystemsTrustWhatHCCWrote runs the controller, under the shipped
+// RBAC, against objects forged with HCC's labels: a seed Job that says it
+// completed, and a data claim that clones another claim. Neither is
+// believed nor taken over. Then two GlobalFileSystems name one drive: only
+// the older runs gfsc, and the younger takes the drive over when the
+// older is deleted.
+func TestFileSystemsTrustWhatHCCWrote(t *testing.T) {
+	c := startCluster(t)
+	kube := c.kube
+	hcc := clientset.NewForConfigOrDie(c.cp.Config())
+	ctx := context.Background()
+	waitUntil := func(what string, cond func() bool) {
+		t.Helper()
+		require.NoError(t, wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true,
+			func(context.Context) (bool, error) { return cond(), nil }), what)
+	}
+	key := testenv.RSAPublicKeyPEM(t)
+	for _, cm := range []*corev1.ConfigMap{
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "mcp-host", Name: "mcp-host-config"}, Data: map[string]string{"CLERUM_AUTH_JWT_PUBLIC_KEY": key}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "gfs", Name: "gfs-config"}, Data: map[string]string{"jwt-public-key": key}},
+	} {
+		_, err := kube.CoreV1().ConfigMaps(cm.Namespace).Create(ctx, cm, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	_, err := kube.CoreV1().Secrets("gfs").Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "gfs-controller-db"},
+		StringData: map[string]string{"connection-string": "postgres://gfs:hunter2@control-postgres:5432/gfs"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	managed := func(label, owner string) map[string]string {
+		return map[string]string{names.LabelManagedBy: names.ManagedByValue, label: names.Label(owner)}
+	}
+	// A seed Job with HCC's labels, complete, created before its
+	// GlobalFileSystem.
+	forgedJob, err := kube.BatchV1().Jobs("gfs").Create(ctx, &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: "gfsc-main-seed", Labels: managed(names.LabelGlobalFileSystem, "main"),
+			Annotations: map[string]string{globalfs.AnnotationDrive: "main", mark.Annotation: "v1:forged"}},
+		Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{Name: "noop", Image: "busybox:1.36", Args: []string{"true"}}}}}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	now := metav1.Now()
+	forgedJob.Status = batchv1.JobStatus{StartTime: &now, CompletionTime: &now, Succeeded: 1, Conditions: []batchv1.JobCondition{
+		{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, LastTransitionTime: now},
+		{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: now}}}
+	_, err = kube.BatchV1().Jobs("gfs").UpdateStatus(ctx, forgedJob, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	// A data claim with HCC's labels that clones another claim.
+	forgedClaim, err := kube.CoreV1().PersistentVolumeClaims("mcp-host").Create(ctx, &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "wfc-docs-data", Labels: managed(names.LabelSharedFileSystem, "docs")},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+			DataSource:  &corev1.TypedLocalObjectReference{Kind: "PersistentVolumeClaim", Name: "alice-workspace"},
+		},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	_, err = hcc.ClerumV1alpha1().SharedFileSystems("mcp-host").Create(ctx, &clerumv1alpha1.SharedFileSystem{
+		ObjectMeta: metav1.ObjectMeta{Name: "docs"}, Spec: clerumv1alpha1.SharedFileSystemSpec{HostRefs: []string{"h1"}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	main, err := hcc.ClerumV1alpha1().GlobalFileSystems("gfs").Create(ctx, &clerumv1alpha1.GlobalFileSystem{
+		ObjectMeta: metav1.ObjectMeta{Name: "main"},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	// One second later, so the creation timestamps order them.
+	time.Sleep(1100 * time.Millisecond)
+	_, err = hcc.ClerumV1alpha1().GlobalFileSystems("gfs").Create(ctx, &clerumv1alpha1.GlobalFileSystem{
+		ObjectMeta: metav1.ObjectMeta{Name: "also-main"}, Spec: clerumv1alpha1.GlobalFileSystemSpec{DriveName: "main"},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	startController(t, c, map[string]string{"HCC_LEADER_ELECT": "false"})
+
+	seedKey := mark.NewKey("integration-secret", mark.PurposeSeedJob)
+	waitUntil("the forged seed Job is replaced by a Job HCC created and marked", func() bool {
+		j, err := kube.BatchV1().Jobs("gfs").Get(ctx, "gfsc-main-seed", metav1.GetOptions{})
+		return err == nil && j.UID != forgedJob.UID && globalfs.SeedJobMarked(seedKey, main, j)
+	})
+	g, err := hcc.ClerumV1alpha1().GlobalFileSystems("gfs").Get(ctx, "main", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.False(t, g.Status.RootSeeded, "the forged Job's completion was never believed")
+	d, err := kube.AppsV1().Deployments("gfs").Get(ctx, "gfsc-main", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, []corev1.EnvVar{{Name: globalfs.EnvPostgresHost, Value: "control-postgres"}, {Name: globalfs.EnvPostgresPort, Value: "5432"}},
+		d.Spec.Template.Spec.InitContainers[0].Env, "the init container gets the host and port, not the password")
+
+	waitUntil("the forged claim is refused and no WFC mounts it", func() bool {
+		s, err := hcc.ClerumV1alpha1().SharedFileSystems("mcp-host").Get(ctx, "docs", metav1.GetOptions{})
+		if err != nil {
+			return false
+		}
+		vb := meta.FindStatusCondition(s.Status.Conditions, clerumv1alpha1.ConditionVolumeBound)
+		return vb != nil && vb.Reason == "NotOwned"
+	})
+	_, err = kube.AppsV1().Deployments("mcp-host").Get(ctx, "wfc-docs", metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "no WFC Deployment on a claim HCC did not set: %v", err)
+	claim, err := kube.CoreV1().PersistentVolumeClaims("mcp-host").Get(ctx, "wfc-docs-data", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Empty(t, claim.OwnerReferences, "not taken over")
+	assert.Equal(t, forgedClaim.Spec.DataSource, claim.Spec.DataSource)
+
+	waitUntil("the younger GlobalFileSystem on the same drive gets DriveConflict and no gfsc", func() bool {
+		a, err := hcc.ClerumV1alpha1().GlobalFileSystems("gfs").Get(ctx, "also-main", metav1.GetOptions{})
+		if err != nil {
+			return false
+		}
+		r := meta.FindStatusCondition(a.Status.Conditions, clerumv1alpha1.ConditionReady)
+		return r != nil && r.Status == metav1.ConditionFalse && r.Reason == globalfs.ReasonDriveConflict
+	})
+	_, err = kube.AppsV1().Deployments("gfs").Get(ctx, "gfsc-also-main", metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "one writer per drive: %v", err)
+
+	require.NoError(t, hcc.ClerumV1alpha1().GlobalFileSystems("gfs").Delete(ctx, "main", metav1.DeleteOptions{}))
+	waitUntil("the next GlobalFileSystem takes the drive over once the holder and its gfsc are gone", func() bool {
+		_, errOld := kube.AppsV1().Deployments("gfs").Get(ctx, "gfsc-main", metav1.GetOptions{})
+		_, errNew := kube.AppsV1().Deployments("gfs").Get(ctx, "gfsc-also-main", metav1.GetOptions{})
+		return apierrors.IsNotFound(errOld) && errNew == nil
+	})
 }

@@ -171,7 +171,8 @@ type WFC struct {
 	MaxUploadBytes           int64
 	MaxListEntries           int
 	MaxPathDepth             int
-	SFSResync                time.Duration // SharedFileSystem resync; 0 disables
+	SFSResync                time.Duration     // SharedFileSystem resync; 0 disables
+	SFSMaxSize               resource.Quantity // largest SharedFileSystem spec.size
 }
 
 // GFS configures the GlobalFileSystem controller (gfsc) workloads.

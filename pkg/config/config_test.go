@@ -207,6 +207,7 @@ func seedDefaults(t *testing.T) Config {
 			MaxListEntries:           5000,
 			MaxPathDepth:             32,
 			SFSResync:                60 * time.Second,
+			SFSMaxSize:               resource.MustParse("100Gi"),
 		},
 		GFS: GFS{
 			Port:              8087,
@@ -267,6 +268,7 @@ func TestLoadDefaults(t *testing.T) {
 			c.HostAuth.PublicKeys = []*rsa.PublicKey{&testKey().PublicKey}
 			c.Warnings = []string{"CONTEXT_MAPPER_DESKTOP_API_TOKEN: empty, so GET /api/v1/desktop/{hostRef} is unauthenticated"}
 			controllerOnly(c)
+			c.WFC.SFSMaxSize = resource.Quantity{} // read by the controller and render only
 		},
 	}, {
 		name:      "render gets every seed default with no secret at all",
@@ -328,7 +330,7 @@ func TestEveryVariableIsDeclaredOnce(t *testing.T) {
 		"CONTEXT_MAPPER_WFC_RESOURCES_LIMIT_MEMORY", "CONTEXT_MAPPER_WFC_RESOURCES_LIMIT_CPU",
 		"CONTEXT_MAPPER_WFC_JWT_PUBLIC_KEY_CM", "CONTEXT_MAPPER_WFC_JWT_PUBLIC_KEY_CM_KEY",
 		"CONTEXT_MAPPER_WFC_MAX_UPLOAD_BYTES", "CONTEXT_MAPPER_WFC_MAX_LIST_ENTRIES", "CONTEXT_MAPPER_WFC_MAX_PATH_DEPTH",
-		"CONTEXT_MAPPER_SFS_RESYNC_SEC",
+		"CONTEXT_MAPPER_SFS_RESYNC_SEC", "HCC_SFS_MAX_SIZE",
 		// GFS.
 		"CONTEXT_MAPPER_GFSC_PORT", "CONTEXT_MAPPER_GFSC_IMAGE", "CONTEXT_MAPPER_GFSC_IMAGE_PULL_POLICY",
 		"CONTEXT_MAPPER_GFSC_IMAGE_PULL_SECRET", "CONTEXT_MAPPER_GFSC_PRIORITY_CLASS", "CONTEXT_MAPPER_GFSC_INIT_IMAGE",
@@ -634,8 +636,9 @@ func TestValidValues(t *testing.T) {
 		},
 	}, {
 		name: "quantities are parsed and a request may equal its limit",
-		env:  env{"CONTEXT_MAPPER_HOST_RESOURCES_REQUEST_CPU": "500m", "CONTEXT_MAPPER_HOST_WORKSPACE_SIZE": "1Ti", "CONTEXT_MAPPER_DESKTOP_RESOURCES_LIMIT_CPU": "2"},
+		env:  env{"CONTEXT_MAPPER_HOST_RESOURCES_REQUEST_CPU": "500m", "CONTEXT_MAPPER_HOST_WORKSPACE_SIZE": "1Ti", "CONTEXT_MAPPER_DESKTOP_RESOURCES_LIMIT_CPU": "2", "HCC_SFS_MAX_SIZE": "2Ti"},
 		check: func(t *testing.T, c *Config) {
+			assert.Equal(t, resource.MustParse("2Ti"), c.WFC.SFSMaxSize)
 			assert.Equal(t, resource.MustParse("500m"), c.Host.Resources.Requests[corev1.ResourceCPU])
 			assert.Equal(t, resource.MustParse("1Ti"), c.Host.WorkspaceSize)
 			assert.Equal(t, resource.MustParse("2"), c.Desktop.Resources.Limits[corev1.ResourceCPU])
@@ -742,6 +745,9 @@ func TestInvalidValuesFailClosed(t *testing.T) {
 		{"a negative quantity", env{"CONTEXT_MAPPER_WFC_RESOURCES_REQUEST_CPU": "-50m"}, "CONTEXT_MAPPER_WFC_RESOURCES_REQUEST_CPU", "negative"},
 		{"a gfsc quantity that does not parse", env{"CONTEXT_MAPPER_GFSC_LIMIT_CPU": "half"}, "CONTEXT_MAPPER_GFSC_LIMIT_CPU", "not a resource quantity"},
 		{"a zero workspace size", env{"CONTEXT_MAPPER_HOST_WORKSPACE_SIZE": "0"}, "CONTEXT_MAPPER_HOST_WORKSPACE_SIZE", "greater than zero"},
+		{"a SharedFileSystem bound that does not parse", env{"HCC_SFS_MAX_SIZE": "100 GB"}, "HCC_SFS_MAX_SIZE", `"100 GB" is not a resource quantity`},
+		{"a zero SharedFileSystem bound", env{"HCC_SFS_MAX_SIZE": "0"}, "HCC_SFS_MAX_SIZE", "greater than zero"},
+		{"a negative SharedFileSystem bound", env{"HCC_SFS_MAX_SIZE": "-1Gi"}, "HCC_SFS_MAX_SIZE", "negative"},
 		{"a request above its limit", env{"CONTEXT_MAPPER_HOST_RESOURCES_REQUEST_CPU": "1"}, "CONTEXT_MAPPER_HOST_RESOURCES_REQUEST_CPU", "request 1 exceeds the limit 500m set by CONTEXT_MAPPER_HOST_RESOURCES_LIMIT_CPU"},
 		{"a limit below its request", env{"CONTEXT_MAPPER_DESKTOP_RESOURCES_LIMIT_MEMORY": "128Mi"}, "CONTEXT_MAPPER_DESKTOP_RESOURCES_REQUEST_MEMORY", "exceeds the limit 128Mi"},
 		{"a namespace with capitals", env{"CONTEXT_MAPPER_NAMESPACE": "MCP-Server"}, "CONTEXT_MAPPER_NAMESPACE", `"MCP-Server": a lowercase RFC 1123 label`},

@@ -391,6 +391,11 @@ var groups = []group{{
 		desc:  "Interval of the periodic full SharedFileSystem reconcile. Watches see only SharedFileSystem changes, so this is what notices a bound claim or a ready WFC. 0 disables it (warned at startup).",
 		field: seconds(func(c *Config) *time.Duration { return &c.WFC.SFSResync }, 0),
 		warn:  resyncDisabled(func(c *Config) time.Duration { return c.WFC.SFSResync }, "SharedFileSystems do not become Ready when their claim binds or their WFC starts"),
+	}, {
+		name: "HCC_SFS_MAX_SIZE", def: "100Gi",
+		desc:   "Largest `spec.size` a SharedFileSystem may ask for (a Kubernetes quantity). A larger one gets no claim, or its claim is not grown (`VolumeBound=False`, `InvalidSpec`).",
+		field:  size(func(c *Config) *resource.Quantity { return &c.WFC.SFSMaxSize }),
+		readBy: only(Controller, Render),
 	}},
 }, {
 	title: "GlobalFileSystem (GFS) provisioning",

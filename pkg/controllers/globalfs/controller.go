@@ -8,8 +8,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	k8slabels "k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	batchlisters "k8s.io/client-go/listers/batch/v1"
@@ -24,6 +28,7 @@ import (
 	"github.com/clerum/hcc/pkg/controllers/kit"
 	clientset "github.com/clerum/hcc/pkg/generated/clientset/versioned"
 	clerumlisters "github.com/clerum/hcc/pkg/generated/listers/clerum/v1alpha1"
+	"github.com/clerum/hcc/pkg/mark"
 	"github.com/clerum/hcc/pkg/names"
 )
 
@@ -37,6 +42,10 @@ type Config struct {
 	// (CONTEXT_MAPPER_GFS_RESYNC_SEC); 0 disables it.
 	Resync  time.Duration
 	Workers int // HCC_FILESYSTEM_WORKERS
+	// SeedKey signs and verifies the seed Job's mark
+	// (mark.PurposeSeedJob, from INTERNAL_CONTROL_JWT_HCC_HMAC_SECRET).
+	// Without a usable key no seed Job is created.
+	SeedKey mark.Key
 }
 
 // gvk is the owners' kind, for controller references.
@@ -56,11 +65,15 @@ type Controller struct {
 	filesystems clerumlisters.GlobalFileSystemLister
 	secrets     corelisters.SecretLister
 	configMaps  corelisters.ConfigMapLister
-	deployments appslisters.DeploymentLister
-	services    corelisters.ServiceLister
-	policies    networkinglisters.NetworkPolicyLister
-	jobs        batchlisters.JobLister
-	synced      []cache.InformerSynced
+	// configMapFactory is the informer of the one ConfigMap read; it is
+	// not one of kit.Informers', so Run starts it.
+	configMapFactory  kubeinformers.SharedInformerFactory
+	configMapInformer cache.SharedIndexInformer
+	deployments       appslisters.DeploymentLister
+	services          corelisters.ServiceLister
+	policies          networkinglisters.NetworkPolicyLister
+	jobs              batchlisters.JobLister
+	synced            []cache.InformerSynced
 
 	queue    workqueue.TypedRateLimitingInterface[cache.ObjectName]
 	loop     *kit.Loop[cache.ObjectName]
@@ -73,6 +86,12 @@ type Controller struct {
 	log          zerolog.Logger
 
 	state *gfsState
+	// wait is the init container's wait target and the configuration
+	// digest it was read under (buildOptions).
+	wait struct {
+		mu                 sync.Mutex
+		digest, host, port string
+	}
 }
 
 // New returns the reconciler of the GlobalFileSystems of cfg.Namespace and
@@ -85,24 +104,28 @@ func New(d kit.Deps, cfg Config) *Controller {
 	ns := cfg.Namespace
 	filesystems := d.Informers.HCC(ns).Clerum().V1alpha1().GlobalFileSystems()
 	secrets := d.Informers.Secrets(ns)
-	// The JWT ConfigMap is the platform's, not HCC's: every ConfigMap.
-	configMaps := d.Informers.Kube(ns, kit.AllObjects, "configmaps").Core().V1().ConfigMaps()
+	// The JWT key ConfigMap is the platform's, unmanaged: only it is
+	// watched and cached, by name, not every ConfigMap of the namespace.
+	configMapFactory := namedConfigMap(d.Kube, ns, cfg.Build.JWTConfigMap)
+	configMaps := configMapFactory.Core().V1().ConfigMaps()
 	deployments := d.Informers.Kube(ns, kit.ManagedObjects, "deployments").Apps().V1().Deployments()
 	services := d.Informers.Kube(ns, kit.ManagedObjects, "services").Core().V1().Services()
 	policies := d.Informers.Kube(ns, kit.ManagedObjects, "networkpolicies").Networking().V1().NetworkPolicies()
 	jobs := d.Informers.Kube(ns, kit.ManagedObjects, "jobs").Batch().V1().Jobs()
 
 	c := &Controller{
-		kube:        d.Kube,
-		hcc:         d.HCC,
-		cfg:         cfg,
-		filesystems: filesystems.Lister(),
-		secrets:     secrets.Lister(),
-		configMaps:  configMaps.Lister(),
-		deployments: deployments.Lister(),
-		services:    services.Lister(),
-		policies:    policies.Lister(),
-		jobs:        jobs.Lister(),
+		kube:              d.Kube,
+		hcc:               d.HCC,
+		cfg:               cfg,
+		filesystems:       filesystems.Lister(),
+		secrets:           secrets.Lister(),
+		configMaps:        configMaps.Lister(),
+		configMapFactory:  configMapFactory,
+		configMapInformer: configMaps.Informer(),
+		deployments:       deployments.Lister(),
+		services:          services.Lister(),
+		policies:          policies.Lister(),
+		jobs:              jobs.Lister(),
 		// A failed sync retries after 1 s, doubling to at most 5 min.
 		queue:        kit.New(d.Queues, "globalfilesystem", kit.Backoff[cache.ObjectName](time.Second, 5*time.Minute)),
 		recorder:     d.Recorder,
@@ -120,6 +143,11 @@ func New(d kit.Deps, cfg Config) *Controller {
 
 	enqueue := func(k cache.ObjectName) { c.queue.Add(k) }
 	_, _ = filesystems.Informer().AddEventHandler(kit.OwnHandlers(enqueue))
+	// A drive is freed when its holder goes or names another drive, and
+	// when the holder's gfsc Deployment goes: every GlobalFileSystem is
+	// looked at again, so the next one takes the drive over.
+	_, _ = filesystems.Informer().AddEventHandler(c.drivesFreed())
+	_, _ = deployments.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: func(any) { c.enqueueAll() }})
 	owner := kit.OwnerByRefOrLabel(gvk.GroupVersion().String(), gvk.Kind, ns, names.LabelGlobalFileSystem)
 	for _, inf := range []cache.SharedIndexInformer{deployments.Informer(), services.Informer(), policies.Informer(), jobs.Informer()} {
 		_, _ = inf.AddEventHandler(kit.ChildHandlers(owner, enqueue))
@@ -139,6 +167,8 @@ func (c *Controller) Name() string { return "globalfilesystem" }
 // GlobalFileSystem once and then every Resync (the periodic full
 // reconcile), and serves the queue with cfg.Workers workers.
 func (c *Controller) Run(ctx context.Context) error {
+	c.configMapFactory.Start(ctx.Done())
+	defer c.configMapFactory.Shutdown()
 	if err := kit.WaitForSync("globalfilesystem", ctx.Done(), c.synced...); err != nil {
 		c.queue.ShutDown()
 		return err
@@ -156,6 +186,21 @@ func (c *Controller) enqueueAll() {
 	all, _ := c.filesystems.GlobalFileSystems(c.cfg.Namespace).List(k8slabels.Everything())
 	for _, g := range all {
 		c.queue.Add(cache.ObjectName{Namespace: g.Namespace, Name: g.Name})
+	}
+}
+
+// drivesFreed queues every GlobalFileSystem when one is deleted or its
+// drive (or deletion) changes.
+func (c *Controller) drivesFreed() cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(old, cur any) {
+			o, ok1 := old.(*clerumv1alpha1.GlobalFileSystem)
+			n, ok2 := cur.(*clerumv1alpha1.GlobalFileSystem)
+			if ok1 && ok2 && (o.Spec.DriveName != n.Spec.DriveName || (o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil)) {
+				c.enqueueAll()
+			}
+		},
+		DeleteFunc: func(any) { c.enqueueAll() },
 	}
 }
 
@@ -197,14 +242,19 @@ func metaOf(obj any) (string, bool) {
 // gauges: each GlobalFileSystem's block reason, whether its seed failure
 // was reported, and its phase.
 type gfsState struct {
-	mu         sync.Mutex
-	block      map[string]string
+	mu       sync.Mutex
+	block    map[string]string
+	conflict map[string]string
+	// marked is the UID of the seed Job this process last created and
+	// marked, per GlobalFileSystem, so a cache that shows the Job before
+	// its mark does not get it replaced.
+	marked     map[string]types.UID
 	seedFailed map[string]bool
 	phase      map[string]clerumv1alpha1.FileSystemPhase
 }
 
 func newGFSState() *gfsState {
-	return &gfsState{block: map[string]string{}, seedFailed: map[string]bool{}, phase: map[string]clerumv1alpha1.FileSystemPhase{}}
+	return &gfsState{block: map[string]string{}, conflict: map[string]string{}, marked: map[string]types.UID{}, seedFailed: map[string]bool{}, phase: map[string]clerumv1alpha1.FileSystemPhase{}}
 }
 
 // setBlock records gfs's block reason ("" for none) and returns the
@@ -219,6 +269,32 @@ func (s *gfsState) setBlock(gfs, reason string) (previous string) {
 		s.block[gfs] = reason
 	}
 	return previous
+}
+
+// setConflict records gfs's drive conflict ("" for none) and returns the
+// previous one.
+func (s *gfsState) setConflict(gfs, conflict string) (previous string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	previous = s.conflict[gfs]
+	if conflict == "" {
+		delete(s.conflict, gfs)
+	} else {
+		s.conflict[gfs] = conflict
+	}
+	return previous
+}
+
+func (s *gfsState) setSeedMarked(gfs string, uid types.UID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.marked[gfs] = uid
+}
+
+func (s *gfsState) seedMarked(gfs string) types.UID {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.marked[gfs]
 }
 
 // setSeedFailed records whether gfs's seed has failed and reports whether
@@ -246,6 +322,8 @@ func (s *gfsState) forget(gfs string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.block, gfs)
+	delete(s.conflict, gfs)
+	delete(s.marked, gfs)
 	delete(s.seedFailed, gfs)
 	delete(s.phase, gfs)
 }
@@ -290,4 +368,14 @@ func (m *Metrics) refresh(st *gfsState) {
 	for _, p := range phases {
 		m.FileSystems.WithLabelValues(string(p)).Set(float64(counts[p]))
 	}
+}
+
+// namedConfigMap is an informer factory whose ConfigMap informer lists and
+// watches only the ConfigMap name in namespace (a field selector).
+func namedConfigMap(kube kubernetes.Interface, namespace, name string) kubeinformers.SharedInformerFactory {
+	selector := fields.OneTermEqualSelector("metadata.name", name).String()
+	return kubeinformers.NewSharedInformerFactoryWithOptions(kube, 0,
+		kubeinformers.WithNamespace(namespace),
+		kubeinformers.WithTransform(kit.StripManagedFields),
+		kubeinformers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = selector }))
 }

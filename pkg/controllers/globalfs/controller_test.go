@@ -24,6 +24,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -38,6 +39,7 @@ import (
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/controllers/kit"
 	hccfake "github.com/clerum/hcc/pkg/generated/clientset/versioned/fake"
+	"github.com/clerum/hcc/pkg/mark"
 	"github.com/clerum/hcc/pkg/names"
 )
 
@@ -47,6 +49,9 @@ const (
 	// a log line or a status.
 	connectionString = "postgres://gfsc:hunter2@control-postgres.control-plane:5432/gfs"
 )
+
+// testSeedKey signs the seed Jobs of the tests.
+var testSeedKey = mark.NewKey("test-hmac-secret", mark.PurposeSeedJob)
 
 var t0 = time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
 
@@ -117,7 +122,7 @@ func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 	f.reg = prometheus.NewRegistry()
 	f.deps = kit.Deps{Kube: f.kube, HCC: f.hcc, Informers: kit.NewInformers(f.kube, f.hcc), Recorder: f.recorder,
 		Registry: f.reg, Queues: kit.NewQueues(f.reg, clk), Clock: clk, Log: zerolog.New(f.logs)}
-	f.c = New(f.deps, Config{Namespace: gfsNS, Build: testOptions, Resync: time.Minute, Workers: 1})
+	f.c = New(f.deps, Config{Namespace: gfsNS, Build: testOptions, Resync: time.Minute, Workers: 1, SeedKey: testSeedKey})
 	for _, o := range objs {
 		switch o := o.(type) {
 		case *clerumv1alpha1.GlobalFileSystem:
@@ -142,7 +147,7 @@ func (f *fixture) indexer(obj runtime.Object) cache.Indexer {
 	case *corev1.Secret:
 		return inf.Secrets(gfsNS).Informer().GetIndexer()
 	case *corev1.ConfigMap:
-		return inf.Kube(gfsNS, kit.AllObjects, "configmaps").Core().V1().ConfigMaps().Informer().GetIndexer()
+		return f.c.configMapInformer.GetIndexer()
 	case *appsv1.Deployment:
 		return inf.Kube(gfsNS, kit.ManagedObjects, "deployments").Apps().V1().Deployments().Informer().GetIndexer()
 	case *corev1.Service:
@@ -317,6 +322,7 @@ var creates = []string{
 	"create services gfsc-main",
 	"create deployments gfsc-main",
 	"create jobs gfsc-main-seed",
+	"update jobs gfsc-main-seed", // its mark, once it has a UID
 }
 
 // converge syncs a fresh GFS to Ready: children created, Deployment
@@ -483,7 +489,7 @@ func TestDriveChangeRollsAndSeedsTheNewDrive(t *testing.T) {
 	// The old Job's deletion reaches the cache.
 	f.unindex(&batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: gfsNS, Name: "gfsc-main-seed"}})
 	f.mustSync("main")
-	assert.Equal(t, []string{"create jobs gfsc-main-seed"}, f.writes())
+	assert.Equal(t, []string{"create jobs gfsc-main-seed", "update jobs gfsc-main-seed"}, f.writes())
 	obj, err := f.kube.Tracker().Get(batchv1.SchemeGroupVersion.WithResource("jobs"), gfsNS, "gfsc-main-seed")
 	require.NoError(t, err)
 	assert.Equal(t, SeedArgs("archive"), obj.(*batchv1.Job).Spec.Template.Spec.Containers[0].Args)
@@ -558,6 +564,7 @@ func TestUnmanagedObjectHoldingANameIsNotAdopted(t *testing.T) {
 		"create services gfsc-main",
 		"create deployments gfsc-main",
 		"create jobs gfsc-main-seed",
+		"update jobs gfsc-main-seed",
 	}, f.writes(), "the Service create meets the unmanaged object and stops; the others go on")
 	assert.Equal(t, refusedRetry, res.RequeueAfter)
 	st := f.lastStatus()
@@ -631,4 +638,250 @@ func value(t *testing.T, m prometheus.Metric) float64 {
 func digested(s *corev1.Secret) *corev1.Secret {
 	d, _ := kit.DigestSecret(s)
 	return d.(*corev1.Secret)
+}
+
+// forgedSeedJob is a Job with HCC's labels and annotations, as anyone who
+// can create Jobs in the GFS namespace could write it, complete, and
+// carrying mark (empty: none).
+func forgedSeedJob(g *clerumv1alpha1.GlobalFileSystem, digest, markValue string) *batchv1.Job {
+	j := BuildSeedJob(g, testOptions, digest)
+	j.UID = "uid-forged"
+	j.ResourceVersion = "1"
+	j.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(g, gvk)}
+	if markValue != "" {
+		j.Annotations[mark.Annotation] = markValue
+	}
+	j.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}
+	return j
+}
+
+func TestAForgedSeedJobNeverSetsRootSeeded(t *testing.T) {
+	g := newGFS("main")
+	digest := Admit(digested(pgSecret()), jwtConfigMap(publicKeyPEM), testOptions).Digest
+	// A mark copied from HCC's Job of the same name (another UID), and one
+	// computed with another key.
+	copied := BuildSeedJob(g, testOptions, digest)
+	copied.UID = "uid-the-real-one"
+	for name, markValue := range map[string]string{
+		"no mark":     "",
+		"copied mark": SeedJobMark(testSeedKey, g, copied),
+		"other key":   SeedJobMark(mark.NewKey("another-secret", mark.PurposeSeedJob), g, forgedSeedJob(g, digest, "")),
+		"other purpose": mark.NewKey("test-hmac-secret", mark.PurposeRuntimeToken).Sign(
+			seedMarkFields(g, forgedSeedJob(g, digest, ""))...),
+	} {
+		t.Run(name, func(t *testing.T) {
+			forged := forgedSeedJob(g, digest, markValue)
+			f := newFixture(t, g, pgSecret(), jwtConfigMap(publicKeyPEM), forged)
+			f.mustSync("main")
+			st := f.lastStatus()
+			assert.False(t, st.RootSeeded, "a Job HCC did not mark is not believed")
+			assert.Equal(t, kit.ReasonSeedPending, condition(st, clerumv1alpha1.ConditionRootSeeded).Reason)
+			assert.Contains(t, f.writes(), "delete jobs gfsc-main-seed", "the forged Job is replaced")
+			assert.Contains(t, strings.Join(events(f), "\n"), "Warning "+EventSeedJobUnmarked+" the seed Job gfsc-main-seed carries no valid mark")
+		})
+	}
+}
+
+func TestTheSeedJobHCCCreatedCarriesAMarkThatVerifies(t *testing.T) {
+	g := newGFS("main")
+	f := newFixture(t, g, pgSecret(), jwtConfigMap(publicKeyPEM))
+	f.mustSync("main")
+	obj, err := f.kube.Tracker().Get(batchv1.SchemeGroupVersion.WithResource("jobs"), gfsNS, "gfsc-main-seed")
+	require.NoError(t, err)
+	j := obj.(*batchv1.Job)
+	assert.True(t, SeedJobMarked(testSeedKey, g, j))
+	other := newGFS("main")
+	other.UID = "uid-a-later-main"
+	assert.False(t, SeedJobMarked(testSeedKey, other, j), "the mark names its GlobalFileSystem's UID")
+	moved := j.DeepCopy()
+	moved.Annotations[AnnotationDrive] = "another-drive"
+	assert.False(t, SeedJobMarked(testSeedKey, g, moved), "the mark covers the drive")
+}
+
+func TestNoSeedJobWithoutAKey(t *testing.T) {
+	f := newFixture(t, newGFS("main"), pgSecret(), jwtConfigMap(publicKeyPEM))
+	f.c.cfg.SeedKey = mark.Key{}
+	_, err := f.sync("main")
+	require.ErrorIs(t, err, errNoSeedKey)
+	assert.NotContains(t, f.writes(), "create jobs gfsc-main-seed")
+}
+
+func TestTwoGlobalFileSystemsOnOneDriveRunOneWriter(t *testing.T) {
+	older := newGFS("b-older", func(g *clerumv1alpha1.GlobalFileSystem) { g.CreationTimestamp = metav1.NewTime(t0) })
+	younger := newGFS("a-younger", func(g *clerumv1alpha1.GlobalFileSystem) {
+		g.CreationTimestamp = metav1.NewTime(t0.Add(time.Minute))
+	})
+	f := newFixture(t, older, younger, pgSecret(), jwtConfigMap(publicKeyPEM))
+
+	// The older one holds the drive, whatever the names say.
+	f.mustSync(older.Name)
+	assert.Contains(t, f.writes(), "create deployments gfsc-b-older")
+	older = f.adopt(older, f.lastStatus())
+	f.writes()
+	events(f)
+
+	res := f.mustSync(younger.Name)
+	assert.Empty(t, f.writes(), "no gfsc, no seed, nothing else for the one that does not hold the drive")
+	st := f.lastStatus()
+	assert.Equal(t, clerumv1alpha1.FileSystemDegraded, st.Phase)
+	ready := condition(st, clerumv1alpha1.ConditionReady)
+	assert.Equal(t, metav1.ConditionFalse, ready.Status)
+	assert.Equal(t, ReasonDriveConflict, ready.Reason)
+	assert.Contains(t, ready.Message, "drive main is held by GlobalFileSystem b-older")
+	assert.Equal(t, []string{"Warning DriveConflict " + ready.Message}, events(f))
+	assert.Equal(t, refusedRetry, res.RequeueAfter)
+	younger = f.adopt(younger, st)
+	f.mustSync(younger.Name)
+	assert.Empty(t, f.writes())
+	assert.Empty(t, f.statuses())
+	assert.Empty(t, events(f), "one event per conflict")
+
+	// The holder goes: while its gfsc is still there the next one waits,
+	// then takes the drive over.
+	gvr := clerumv1alpha1.Resource("globalfilesystems").WithVersion("v1alpha1")
+	require.NoError(t, f.hcc.Tracker().Delete(gvr, gfsNS, older.Name))
+	f.unindex(older)
+	f.mustSync(younger.Name)
+	assert.Empty(t, f.writes())
+	st = f.lastStatus()
+	assert.Contains(t, condition(st, clerumv1alpha1.ConditionReady).Message, "still served by the gfsc Deployment gfsc-b-older")
+	younger = f.adopt(younger, st)
+	events(f)
+
+	f.mustSync(older.Name) // gone: its children are deleted
+	assert.Contains(t, f.writes(), "delete deployments gfsc-b-older")
+	d, err := f.c.deployments.Deployments(gfsNS).Get("gfsc-b-older")
+	require.NoError(t, err)
+	f.unindex(d)
+
+	f.mustSync(younger.Name)
+	assert.Equal(t, []string{
+		"create networkpolicies gfsc-a-younger-egress",
+		"create services gfsc-a-younger",
+		"create deployments gfsc-a-younger",
+		"create jobs gfsc-a-younger-seed",
+		"update jobs gfsc-a-younger-seed",
+	}, f.writes())
+	assert.Equal(t, []string{"Normal Released holds drive main now; gfsc starts"}, events(f))
+	assert.NotEqual(t, ReasonDriveConflict, condition(f.lastStatus(), clerumv1alpha1.ConditionReady).Reason)
+}
+
+func TestAGlobalFileSystemThatLosesItsDriveStopsItsWriter(t *testing.T) {
+	// Two writers of one drive from before HCC kept one per drive: the
+	// older keeps running, the younger's gfsc and seed are deleted.
+	older := newGFS("older", func(g *clerumv1alpha1.GlobalFileSystem) { g.CreationTimestamp = metav1.NewTime(t0) })
+	younger := newGFS("younger", func(g *clerumv1alpha1.GlobalFileSystem) {
+		g.CreationTimestamp = metav1.NewTime(t0.Add(time.Second))
+		g.Spec.DriveName = "other"
+	})
+	f := newFixture(t, older, younger, pgSecret(), jwtConfigMap(publicKeyPEM))
+	older = converge(t, f, older)
+	younger = converge(t, f, younger)
+	f.writes()
+	younger = younger.DeepCopy()
+	younger.Spec.DriveName = ""
+	f.setGFS(younger)
+
+	f.mustSync(older.Name)
+	assert.Empty(t, f.writes(), "the holder's gfsc already serves the drive; it keeps running")
+	_, err := f.sync(younger.Name)
+	require.ErrorIs(t, err, kit.ErrCacheBehind, "rootSeeded is reset first, while the gfsc still shows the old drive")
+	assert.Empty(t, f.writes())
+	st := f.lastStatus()
+	assert.False(t, st.RootSeeded)
+	younger = f.adopt(younger, st)
+
+	f.mustSync(younger.Name)
+	assert.Equal(t, []string{"delete deployments gfsc-younger", "delete jobs gfsc-younger-seed"}, f.writes())
+	assert.Equal(t, ReasonDriveConflict, condition(f.lastStatus(), clerumv1alpha1.ConditionReady).Reason)
+}
+
+func TestTheInitContainerWaitsForTheConnectionStringsHostWithoutItsPassword(t *testing.T) {
+	f := newFixture(t, newGFS("main"), pgSecret(), jwtConfigMap(publicKeyPEM))
+	f.mustSync("main")
+	obj, err := f.kube.Tracker().Get(appsv1.SchemeGroupVersion.WithResource("deployments"), gfsNS, "gfsc-main")
+	require.NoError(t, err)
+	init := obj.(*appsv1.Deployment).Spec.Template.Spec.InitContainers[0]
+	assert.Equal(t, []corev1.EnvVar{{Name: EnvPostgresHost, Value: "control-postgres.control-plane"}, {Name: EnvPostgresPort, Value: "5432"}}, init.Env)
+	out, err := json.Marshal(obj)
+	require.NoError(t, err)
+	assert.NotContains(t, string(out), "hunter2")
+
+	// Read once per configuration: a second sync reads no Secret.
+	f.kube.ClearActions()
+	f.mustSync("main")
+	for _, a := range f.kube.Actions() {
+		assert.NotEqual(t, "secrets", a.GetResource().Resource, "the Secret is read again only when the configuration changes")
+	}
+}
+
+// TestOnlyTheJWTConfigMapIsWatched: the informer lists and watches the one
+// ConfigMap it reads, by a field selector, not every ConfigMap of the GFS
+// namespace.
+func TestOnlyTheJWTConfigMapIsWatched(t *testing.T) {
+	f := newFixture(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	f.c.configMapFactory.Start(ctx.Done())
+	defer f.c.configMapFactory.Shutdown() // after cancel: it waits for the informer to stop
+	defer cancel()
+	require.Eventually(t, f.c.configMapInformer.HasSynced, 5*time.Second, 10*time.Millisecond)
+	var lists int
+	for _, a := range f.kube.Actions() {
+		if a.GetResource().Resource != "configmaps" || (a.GetVerb() != "list" && a.GetVerb() != "watch") {
+			continue
+		}
+		lists++
+		var fs string
+		switch a := a.(type) {
+		case core.ListAction:
+			fs = a.GetListRestrictions().Fields.String()
+		case core.WatchAction:
+			fs = a.GetWatchRestrictions().Fields.String()
+		}
+		assert.Equal(t, "metadata.name="+testOptions.JWTConfigMap, fs, "%s", a.GetVerb())
+	}
+	assert.NotZero(t, lists)
+}
+
+// TestACacheThatShowsTheSeedJobBeforeItsMarkDoesNotReplaceIt: the create's
+// event can reach the cache before the mark's update; the Job this process
+// just created and marked is not taken for a forged one.
+func TestACacheThatShowsTheSeedJobBeforeItsMarkDoesNotReplaceIt(t *testing.T) {
+	f := newFixture(t, newGFS("main"), pgSecret(), jwtConfigMap(publicKeyPEM))
+	// The fake API server assigns no UIDs; the real one does.
+	f.kube.PrependReactor("create", "jobs", func(a core.Action) (bool, runtime.Object, error) {
+		a.(core.CreateAction).GetObject().(*batchv1.Job).UID = "uid-of-the-created-job"
+		return false, nil, nil
+	})
+	f.mustSync("main")
+	require.Contains(t, f.writes(), "update jobs gfsc-main-seed")
+	obj, err := f.kube.Tracker().Get(batchv1.SchemeGroupVersion.WithResource("jobs"), gfsNS, "gfsc-main-seed")
+	require.NoError(t, err)
+	stale := obj.(*batchv1.Job).DeepCopy()
+	delete(stale.Annotations, mark.Annotation)
+	f.index(stale)
+
+	f.mustSync("main")
+	assert.NotContains(t, f.writes(), "delete jobs gfsc-main-seed")
+	assert.NotContains(t, strings.Join(events(f), "\n"), EventSeedJobUnmarked)
+}
+
+// TestTheMarkIsWrittenAfterAConflict: the Job controller may update the
+// Job between its create and its mark; the mark is written on a fresh read
+// of the same Job.
+func TestTheMarkIsWrittenAfterAConflict(t *testing.T) {
+	g := newGFS("main")
+	f := newFixture(t, g, pgSecret(), jwtConfigMap(publicKeyPEM))
+	conflicts := 1
+	f.kube.PrependReactor("update", "jobs", func(core.Action) (bool, runtime.Object, error) {
+		if conflicts == 0 {
+			return false, nil, nil
+		}
+		conflicts--
+		return true, nil, apierrors.NewConflict(batchv1.Resource("jobs"), "gfsc-main-seed", fmt.Errorf("the object has been modified"))
+	})
+	f.mustSync("main")
+	obj, err := f.kube.Tracker().Get(batchv1.SchemeGroupVersion.WithResource("jobs"), gfsNS, "gfsc-main-seed")
+	require.NoError(t, err)
+	assert.True(t, SeedJobMarked(testSeedKey, g, obj.(*batchv1.Job)))
 }

@@ -17,7 +17,9 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/netip"
+	"net/url"
 	"strconv"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -29,6 +31,7 @@ import (
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/config"
+	"github.com/clerum/hcc/pkg/mark"
 	"github.com/clerum/hcc/pkg/names"
 )
 
@@ -63,6 +66,11 @@ const (
 	// EnvDatabaseURL holds the Postgres connection string, from the
 	// Postgres Secret's key by secretKeyRef: it is never in the pod spec.
 	EnvDatabaseURL = "GFSC_DATABASE_URL"
+	// EnvPostgresHost and EnvPostgresPort, only in the init container,
+	// are the host and port of the connection string (PostgresWaitTarget):
+	// the init container never sees the connection string or its password.
+	EnvPostgresHost = "GFSC_POSTGRES_HOST"
+	EnvPostgresPort = "GFSC_POSTGRES_PORT"
 	// EnvJWTPublicKey holds the PEM public key gfsc verifies access tokens
 	// with, from the JWT ConfigMap's key by configMapKeyRef.
 	EnvJWTPublicKey = "GFSC_JWT_PUBLIC_KEY"
@@ -102,24 +110,19 @@ const (
 	dnsPort           int32 = 53
 	defaultPGPort           = "5432"
 	waitForPostgresSh       = `set -eu
-hostport=$(printf '%s' "$` + EnvDatabaseURL + `" | sed -n 's#^postgres\(ql\)\{0,1\}://\([^@/]*@\)\{0,1\}\([^/?]*\).*#\3#p')
-if [ -z "$hostport" ]; then
-  echo "the connection string is not a postgres:// URL; not waiting"
+host=${` + EnvPostgresHost + `:-}
+port=${` + EnvPostgresPort + `:-}
+if [ -z "$host" ]; then
+  echo "no Postgres host was taken from the connection string; not waiting"
   exit 0
 fi
-case "$hostport" in
-  \[*\]:*) host=${hostport%%]*}; host=${host#[}; port=${hostport##*]:} ;;
-  \[*\]) host=${hostport#[}; host=${host%]}; port=` + defaultPGPort + ` ;;
-  *:*) host=${hostport%:*}; port=${hostport##*:} ;;
-  *) host=$hostport; port=` + defaultPGPort + ` ;;
-esac
-# Only a plain host name or address and a port are waited for: anything
-# else (several hosts, an option-like name) is left to gfsc itself.
+# Only a plain host name or address and a port are waited for (HCC checked
+# them too): an option-like name could be read by nc as an option.
 case "$host" in
-  ''|-*|*[!A-Za-z0-9.:_-]*) echo "cannot tell one Postgres host from the connection string; not waiting"; exit 0 ;;
+  -*|*[!A-Za-z0-9.:_-]*) echo "cannot tell one Postgres host; not waiting"; exit 0 ;;
 esac
 case "$port" in
-  ''|*[!0-9]*) echo "cannot tell the Postgres port from the connection string; not waiting"; exit 0 ;;
+  ''|*[!0-9]*) echo "cannot tell the Postgres port; not waiting"; exit 0 ;;
 esac
 # At most five minutes: gfsc itself retries, and its readiness says more.
 tries=0
@@ -163,6 +166,38 @@ type Options struct {
 	// NodeLocalDNSCIDR (CONTEXT_MAPPER_NODELOCAL_DNS_CIDR), when valid, is
 	// a DNS destination besides kube-dns.
 	NodeLocalDNSCIDR netip.Prefix
+
+	// WaitHost and WaitPort are what the init container waits for: the
+	// host and port of the Postgres connection string, which the
+	// reconciler reads (PostgresWaitTarget) so the init container needs no
+	// password. Empty: it does not wait (render, which sees only digests).
+	WaitHost, WaitPort string
+}
+
+// PostgresWaitTarget returns the host and port the init container waits
+// for, from the connection string: a postgres:// or postgresql:// URL with
+// one plain host (a name, or an address, bracketed IPv6 included) and a
+// numeric port (default 5432). Anything else — not a URL, several hosts, a
+// host that could be read as an option — gives "", "": not waited for.
+// Errors never reach a message: the string holds a password.
+func PostgresWaitTarget(connectionString string) (host, port string) {
+	u, err := url.Parse(strings.TrimSpace(connectionString))
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") || u.Opaque != "" {
+		return "", ""
+	}
+	host, port = u.Hostname(), u.Port()
+	if port == "" {
+		port = defaultPGPort
+	}
+	if host == "" || strings.HasPrefix(host, "-") || strings.ContainsFunc(host, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune(".:_-", r))
+	}) {
+		return "", ""
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 || strconv.Itoa(n) != port {
+		return "", ""
+	}
+	return host, port
 }
 
 // OptionsFrom returns the builders' options from the configuration.
@@ -316,6 +351,35 @@ func BuildSeedJob(g *clerumv1alpha1.GlobalFileSystem, opts Options, digest strin
 	}
 }
 
+// ReasonDriveConflict is the Ready reason (False) and Warning event of a
+// GlobalFileSystem that does not hold its drive: an older one names it, or
+// another's gfsc still serves it.
+const ReasonDriveConflict = "DriveConflict"
+
+// EventSeedJobUnmarked is the Warning event of a seed Job that carries
+// HCC's labels but not a valid mark: it is deleted and created anew.
+const EventSeedJobUnmarked = "SeedJobUnmarked"
+
+// SeedJobMark is HCC's mark on a seed Job (docs/globalfilesystem.md, "The
+// seed Job's mark"): an HMAC over the GlobalFileSystem's UID, the Job's
+// namespace, name and UID, and the drive and configuration digest its
+// annotations name. The Job's UID stands for its spec: a Job's pod
+// template never changes, and HCC marks only a Job it has just created
+// from BuildSeedJob, so a mark copied onto any other Job — another name,
+// another GlobalFileSystem, a re-created one — does not verify.
+func SeedJobMark(key mark.Key, g *clerumv1alpha1.GlobalFileSystem, j *batchv1.Job) string {
+	return key.Sign(seedMarkFields(g, j)...)
+}
+
+// SeedJobMarked reports whether j carries a valid SeedJobMark.
+func SeedJobMarked(key mark.Key, g *clerumv1alpha1.GlobalFileSystem, j *batchv1.Job) bool {
+	return key.Verify(j.Annotations[mark.Annotation], seedMarkFields(g, j)...)
+}
+
+func seedMarkFields(g *clerumv1alpha1.GlobalFileSystem, j *batchv1.Job) []string {
+	return []string{string(g.UID), j.Namespace, j.Name, string(j.UID), j.Annotations[AnnotationDrive], j.Annotations[AnnotationConfigDigest]}
+}
+
 // SeedJobState reads a seed Job's outcome from its conditions.
 func SeedJobState(j *batchv1.Job) (complete, failed bool) {
 	for _, c := range j.Status.Conditions {
@@ -348,15 +412,15 @@ func databaseURL(opts Options) corev1.EnvVar {
 	}}}
 }
 
-// waitForPostgres is the init container: it reads the connection string,
-// and when it is a postgres:// URL waits until its host accepts TCP
-// connections, so gfsc and the seed start against a reachable database
+// waitForPostgres is the init container: it waits until the connection
+// string's host (opts.WaitHost, opts.WaitPort: never the string itself,
+// which holds the password) accepts TCP connections, so gfsc and the seed start against a reachable database
 // instead of crash-looping while Postgres starts. It needs no volume and
 // no privilege: it runs as PodUser with every capability dropped.
 func waitForPostgres(opts Options) corev1.Container {
 	c := container(ContainerWaitForPostgres, opts.InitImage, opts.ImagePullPolicy)
 	c.Command = []string{"sh", "-c", waitForPostgresSh}
-	c.Env = []corev1.EnvVar{databaseURL(opts)}
+	c.Env = []corev1.EnvVar{{Name: EnvPostgresHost, Value: opts.WaitHost}, {Name: EnvPostgresPort, Value: opts.WaitPort}}
 	c.Resources = *opts.Resources.DeepCopy()
 	c.VolumeMounts = []corev1.VolumeMount{{Name: volumeTmp, MountPath: TmpDir}}
 	return c

@@ -114,7 +114,7 @@ func TestControllerConverges(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	d := kit.Deps{Kube: w.kube, HCC: w.hcc, Informers: kit.NewInformers(w.kube, w.hcc), Recorder: record.NewFakeRecorder(1000),
 		Registry: reg, Queues: kit.NewQueues(reg, clock.RealClock{}), Clock: clock.RealClock{}, Log: zerolog.Nop()}
-	c := New(d, Config{Namespace: w.ns, Build: testOptions, Resync: time.Second, Workers: 1})
+	c := New(d, Config{Namespace: w.ns, Build: testOptions, Resync: time.Second, Workers: 1, SeedKey: testSeedKey})
 	d.Informers.Start(ctx.Done())
 	done := make(chan struct{})
 	go func() { _ = c.Run(ctx); close(done) }()

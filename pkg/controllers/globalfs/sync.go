@@ -11,10 +11,14 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8slabels "k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/retry"
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/controllers/kit"
+	"github.com/clerum/hcc/pkg/mark"
 	"github.com/clerum/hcc/pkg/names"
 )
 
@@ -23,16 +27,19 @@ import (
 //
 //  1. one that is gone has its children deleted (they also carry owner
 //     references, so the garbage collector would get there too);
-//  2. the Postgres Secret and the JWT ConfigMap are validated; a GFS whose
-//     configuration is missing or invalid gets nothing created or rolled,
-//     and what runs keeps running;
-//  3. a GFS whose drive changed under a seeded status has rootSeeded reset
+//  2. a GFS whose drive changed under a seeded status has rootSeeded reset
 //     first, on its own write, so no later failure can leave the new drive
 //     recorded as seeded;
-//  4. the egress policy, Service and Deployment are written, and the seed
+//  3. a GFS that does not hold its drive (an older one names it, or
+//     another's gfsc still serves it) runs no gfsc and no seed: what it
+//     ran is deleted, whatever its configuration says;
+//  4. the Postgres Secret and the JWT ConfigMap are validated; a GFS whose
+//     configuration is missing or invalid gets nothing created or rolled,
+//     and what runs keeps running;
+//  5. the egress policy, Service and Deployment are written, and the seed
 //     Job until the root is seeded, each on its own: one refused or failed
 //     child does not stop the others;
-//  5. status is applied when it changed.
+//  6. status is applied when it changed.
 func (c *Controller) syncGlobalFileSystem(ctx context.Context, key cache.ObjectName) (kit.Result, error) {
 	g, err := c.filesystems.GlobalFileSystems(key.Namespace).Get(key.Name)
 	switch {
@@ -55,14 +62,11 @@ func (c *Controller) syncGlobalFileSystem(ctx context.Context, key cache.ObjectN
 
 	var errs []error
 	var result kit.Result
+	conflict := c.driveConflict(g, st.drive)
+	c.reportConflict(g, st.drive, conflict)
 	switch deployed := DeployedDrive(live); {
-	case a.Block != "":
-		// Nothing is written; status shows what still runs.
-		st.workload(live)
-		if c.serviceOf(g) != nil {
-			st.endpoint = Endpoint(g, opts)
-		}
-	case g.Status.RootSeeded && deployed != "" && deployed != st.drive:
+	case (a.Block == "" || conflict != "") && g.Status.RootSeeded && deployed != "" && deployed != st.drive:
+		// Before a conflict stops the gfsc that shows the old drive, too.
 		st.seedPending(fmt.Sprintf("the drive changed from %s to %s; its root is seeded again", deployed, st.drive))
 		st.workload(live)
 		if _, err := c.applyStatus(ctx, st); err != nil {
@@ -70,6 +74,19 @@ func (c *Controller) syncGlobalFileSystem(ctx context.Context, key cache.ObjectN
 		}
 		// The cache has not seen the reset yet; the retry writes the rest.
 		return kit.Result{}, fmt.Errorf("globalfilesystem %s: rootSeeded reset for drive %s: %w", g.Name, st.drive, kit.ErrCacheBehind)
+	case conflict != "":
+		// One writer per drive: this GFS runs no gfsc and no seed, and
+		// what it ran stops, before anything else is looked at.
+		st.degrade(ReasonDriveConflict, conflict)
+		errs = c.stopWriters(ctx, g)
+		st.workload(c.deploymentOf(g))
+		result.RequeueAfter = refusedRetry
+	case a.Block != "":
+		// Nothing is written; status shows what still runs.
+		st.workload(live)
+		if c.serviceOf(g) != nil {
+			st.endpoint = Endpoint(g, opts)
+		}
 	default:
 		result, errs = c.ensure(ctx, g, a, st)
 	}
@@ -95,6 +112,84 @@ func (c *Controller) admit() Admission {
 	return Admit(secret, cm, opts)
 }
 
+// driveConflict returns why g may not run a writer of drive, or "" when it
+// may (docs/globalfilesystem.md, "One writer per drive"). The drive is
+// held by the oldest GlobalFileSystem naming it, by creation timestamp and
+// then name, among those not being deleted; the holder itself waits while
+// a gfsc Deployment of another GlobalFileSystem still serves the drive.
+func (c *Controller) driveConflict(g *clerumv1alpha1.GlobalFileSystem, drive string) string {
+	all, _ := c.filesystems.GlobalFileSystems(g.Namespace).List(k8slabels.Everything())
+	var holder *clerumv1alpha1.GlobalFileSystem
+	for _, o := range all {
+		if o.UID == g.UID || o.DeletionTimestamp != nil || DriveName(o, c.cfg.Build) != drive {
+			continue
+		}
+		if olderThan(o, g) && (holder == nil || olderThan(o, holder)) {
+			holder = o
+		}
+	}
+	if holder != nil {
+		return fmt.Sprintf("drive %s is held by GlobalFileSystem %s, which is older; no gfsc runs for %s while it names the drive", drive, holder.Name, g.Name)
+	}
+	if DeployedDrive(c.deploymentOf(g)) == drive {
+		// g's gfsc already serves the drive (two did before HCC kept one
+		// writer per drive): it keeps running, and the others stop.
+		return ""
+	}
+	deployments, _ := c.deployments.Deployments(g.Namespace).List(k8slabels.Everything())
+	var serving []string
+	for _, d := range deployments {
+		if !c.ours(g, d.Labels) && d.Labels[names.LabelGlobalFileSystem] != "" && DeployedDrive(d) == drive {
+			serving = append(serving, d.Name)
+		}
+	}
+	if len(serving) > 0 {
+		slices.Sort(serving)
+		return fmt.Sprintf("drive %s is still served by the gfsc Deployment %s of another GlobalFileSystem; %s's gfsc starts once it is gone",
+			drive, strings.Join(serving, ", "), g.Name)
+	}
+	return ""
+}
+
+// olderThan orders GlobalFileSystems for holding a drive: the earlier
+// creation timestamp, then the smaller name.
+func olderThan(a, b *clerumv1alpha1.GlobalFileSystem) bool {
+	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+		return a.CreationTimestamp.Before(&b.CreationTimestamp)
+	}
+	return a.Name < b.Name
+}
+
+// stopWriters deletes g's gfsc Deployment and seed Job, where they are
+// HCC's: a GlobalFileSystem that does not hold its drive writes nothing to
+// it. The Service and the egress policy stay; they write nothing.
+func (c *Controller) stopWriters(ctx context.Context, g *clerumv1alpha1.GlobalFileSystem) []error {
+	var errs []error
+	if d, err := c.deployments.Deployments(g.Namespace).Get(names.GFSCWorkload(g.Name)); err == nil && d.DeletionTimestamp == nil {
+		_, err := kit.DeleteChild(ctx, c.children, kit.Deployments, gvk, g.Name, names.LabelGlobalFileSystem, d)
+		errs = append(errs, err)
+	}
+	if j, err := c.jobs.Jobs(g.Namespace).Get(SeedJobName(g.Name)); err == nil && j.DeletionTimestamp == nil {
+		_, err := kit.DeleteChild(ctx, c.children, kit.Jobs, gvk, g.Name, names.LabelGlobalFileSystem, j)
+		errs = append(errs, err)
+	}
+	return errs
+}
+
+// reportConflict posts one Warning event when g enters a drive conflict
+// and one Normal event when it leaves it.
+func (c *Controller) reportConflict(g *clerumv1alpha1.GlobalFileSystem, drive, conflict string) {
+	previous := c.state.setConflict(g.Name, conflict)
+	switch {
+	case conflict != "" && conflict != previous:
+		c.log.Info().Str("globalfilesystem", g.Name).Str("drive", drive).Msg("globalfilesystem in a drive conflict")
+		c.recorder.Event(g, corev1.EventTypeWarning, ReasonDriveConflict, conflict)
+	case conflict == "" && previous != "":
+		c.log.Info().Str("globalfilesystem", g.Name).Str("drive", drive).Msg("globalfilesystem holds its drive")
+		c.recorder.Eventf(g, corev1.EventTypeNormal, kit.EventReleased, "holds drive %s now; gfsc starts", drive)
+	}
+}
+
 // reportBlock posts one event per block and per release.
 func (c *Controller) reportBlock(g *clerumv1alpha1.GlobalFileSystem, a Admission) {
 	previous := c.state.setBlock(g.Name, a.Block)
@@ -110,7 +205,12 @@ func (c *Controller) reportBlock(g *clerumv1alpha1.GlobalFileSystem, a Admission
 
 // ensure writes g's children and records what they say in st.
 func (c *Controller) ensure(ctx context.Context, g *clerumv1alpha1.GlobalFileSystem, a Admission, st *status) (kit.Result, []error) {
-	opts, ns := c.cfg.Build, g.Namespace
+	opts, err := c.buildOptions(ctx, a)
+	if err != nil {
+		// Nothing is written from a guess: the retry reads it again.
+		return kit.Result{}, []error{err}
+	}
+	ns := g.Namespace
 	owner := kit.Owner{Object: g, GVK: gvk, IdentityLabel: names.LabelGlobalFileSystem}
 	var errs []error
 	var refused []string
@@ -149,7 +249,7 @@ func (c *Controller) ensure(ctx context.Context, g *clerumv1alpha1.GlobalFileSys
 			// The write failed (retried): status shows what runs meanwhile.
 			st.workload(c.deploymentOf(g))
 		}
-		write(c.ensureSeed(ctx, g, owner, a, st))
+		write(c.ensureSeed(ctx, g, opts, owner, a, st))
 	} else {
 		st.workload(cached)
 	}
@@ -168,11 +268,15 @@ func (c *Controller) ensure(ctx context.Context, g *clerumv1alpha1.GlobalFileSys
 // created again (its TTL removes a finished one). A Job for another drive,
 // or one not yet succeeded that read a configuration since rotated, is
 // deleted and, once gone, created anew.
-func (c *Controller) ensureSeed(ctx context.Context, g *clerumv1alpha1.GlobalFileSystem, owner kit.Owner, a Admission, st *status) error {
+func (c *Controller) ensureSeed(ctx context.Context, g *clerumv1alpha1.GlobalFileSystem, opts Options, owner kit.Owner, a Admission, st *status) error {
 	if g.Status.RootSeeded {
 		return nil // newStatus recorded it
 	}
-	desired := BuildSeedJob(g, c.cfg.Build, a.Digest)
+	if !c.cfg.SeedKey.Usable() {
+		st.seedPending("no seed-Job key is configured (INTERNAL_CONTROL_JWT_HCC_HMAC_SECRET)")
+		return errNoSeedKey
+	}
+	desired := BuildSeedJob(g, opts, a.Digest)
 	live, err := c.jobs.Jobs(g.Namespace).Get(desired.Name)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return err
@@ -195,6 +299,20 @@ func (c *Controller) ensureSeed(ctx context.Context, g *clerumv1alpha1.GlobalFil
 		stale := live.Annotations[AnnotationDrive] != st.drive ||
 			(!complete && live.Annotations[AnnotationConfigDigest] != a.Digest)
 		switch {
+		case !SeedJobMarked(c.cfg.SeedKey, g, live) && live.UID != "" && c.state.seedMarked(g.Name) == live.UID:
+			// This process created and marked this very Job; the cache has
+			// not seen the mark yet (the create's event can come first).
+			st.seedPending(fmt.Sprintf("the seed Job %s has not completed", live.Name))
+			return nil
+		case !SeedJobMarked(c.cfg.SeedKey, g, live):
+			// HCC's labels say the Job may be taken over, not that HCC
+			// created it: only the mark says that, and nothing an unmarked
+			// Job reports is believed.
+			message := fmt.Sprintf("the seed Job %s carries no valid mark of HCC's (it was not created by HCC, or by an HCC before marks); it is replaced", live.Name)
+			st.seedPending(message)
+			c.recorder.Event(g, corev1.EventTypeWarning, EventSeedJobUnmarked, message)
+			_, err := kit.DeleteChild(ctx, c.children, kit.Jobs, gvk, g.Name, names.LabelGlobalFileSystem, live)
+			return err
 		case stale:
 			st.seedPending("the seed Job ran for another drive or configuration; it is replaced")
 			_, err := kit.DeleteChild(ctx, c.children, kit.Jobs, gvk, g.Name, names.LabelGlobalFileSystem, live)
@@ -215,9 +333,73 @@ func (c *Controller) ensureSeed(ctx context.Context, g *clerumv1alpha1.GlobalFil
 	}
 	c.state.setSeedFailed(g.Name, false)
 	st.seedPending(fmt.Sprintf("the seed Job %s has not completed", desired.Name))
-	_, _, err = kit.Ensure(ctx, c.children, kit.Jobs, owner, live, desired)
-	return err
+	created, action, err := kit.Ensure(ctx, c.children, kit.Jobs, owner, live, desired)
+	if err != nil || action != kit.ActionCreate {
+		return err
+	}
+	return c.markSeedJob(ctx, g, created)
 }
+
+// buildOptions returns the builders' options with the init container's
+// wait target: the host and port of the Postgres connection string. The
+// Secret cache holds digests, so the Secret is read from the API server,
+// once per configuration digest (a changed value changes the digest, which
+// rolls the pods anyway); the value itself is dropped at once.
+func (c *Controller) buildOptions(ctx context.Context, a Admission) (Options, error) {
+	opts := c.cfg.Build
+	c.wait.mu.Lock()
+	defer c.wait.mu.Unlock()
+	if c.wait.digest != a.Digest {
+		s, err := c.kube.CoreV1().Secrets(c.cfg.Namespace).Get(ctx, opts.PostgresSecret, metav1.GetOptions{})
+		if err != nil {
+			return opts, fmt.Errorf("reading the Postgres host from Secret %s: %w", opts.PostgresSecret, err)
+		}
+		host, port := PostgresWaitTarget(string(s.Data[opts.PostgresSecretKey]))
+		c.wait.digest, c.wait.host, c.wait.port = a.Digest, host, port
+	}
+	opts.WaitHost, opts.WaitPort = c.wait.host, c.wait.port
+	return opts, nil
+}
+
+// markSeedJob writes the mark onto the Job this sync created, now that the
+// API server has given it its UID. The update names that UID, so it never
+// marks another Job that took the name since. If it fails the Job stays
+// unmarked, and the next sync replaces it: a seed runs again, which is
+// idempotent.
+func (c *Controller) markSeedJob(ctx context.Context, g *clerumv1alpha1.GlobalFileSystem, created *batchv1.Job) error {
+	if !c.cfg.SeedKey.Usable() {
+		return errNoSeedKey
+	}
+	ns, name, uid := created.Namespace, created.Name, created.UID
+	jobs := c.kube.BatchV1().Jobs(ns)
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		j := created
+		if j == nil {
+			var err error
+			if j, err = jobs.Get(ctx, name, metav1.GetOptions{}); err != nil {
+				return err
+			}
+			if j.UID != uid {
+				return fmt.Errorf("seed Job %s/%s was replaced before HCC could mark it: %w", ns, name, kit.ErrCacheBehind)
+			}
+		}
+		j = j.DeepCopy()
+		created = nil
+		if j.Annotations == nil {
+			j.Annotations = map[string]string{}
+		}
+		j.Annotations[mark.Annotation] = SeedJobMark(c.cfg.SeedKey, g, j)
+		if _, err := jobs.Update(ctx, j, metav1.UpdateOptions{FieldManager: clerumv1alpha1.FieldManagerGlobalFileSystem}); err != nil {
+			return err
+		}
+		c.state.setSeedMarked(g.Name, uid)
+		return nil
+	})
+}
+
+// errNoSeedKey: without INTERNAL_CONTROL_JWT_HCC_HMAC_SECRET no seed Job
+// could ever be believed, and every one would be replaced forever.
+var errNoSeedKey = errors.New("globalfilesystem: no seed-Job key (INTERNAL_CONTROL_JWT_HCC_HMAC_SECRET is empty); the seed Job is not created")
 
 // jobFailure is the reason of a failed Job's Failed condition.
 func jobFailure(j *batchv1.Job) string {

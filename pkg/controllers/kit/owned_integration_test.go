@@ -365,7 +365,7 @@ func TestClaimGrowsButNeverShrinks(t *testing.T) {
 
 	created := kittest.RoundTrip(t, cp.Config(), kit.PersistentVolumeClaims, owner, sized("1Gi"))
 	// Bind it as the volume controller would: only a bound claim may grow.
-	created.Spec.VolumeName = "pv-h1"
+	created.Spec.VolumeName = kit.ProvisionedVolumeName(created)
 	bound, err := claims.Update(ctx, created, metav1.UpdateOptions{})
 	require.NoError(t, err)
 	bound.Status.Phase = corev1.ClaimBound
@@ -396,7 +396,7 @@ func TestClaimGrowsButNeverShrinks(t *testing.T) {
 		assert.Equal(t, kit.ActionUpdate, action)
 		assert.Equal(t, 1, e.writes.Count(), "%s", e.writes)
 		assert.Equal(t, "2Gi", ptr.To(grown.Spec.Resources.Requests[corev1.ResourceStorage]).String())
-		assert.Equal(t, "pv-h1", grown.Spec.VolumeName)
+		assert.Equal(t, kit.ProvisionedVolumeName(created), grown.Spec.VolumeName)
 		bound = grown
 	})
 

@@ -163,11 +163,22 @@ func foldStringData(s *corev1.Secret) {
 
 // PersistentVolumeClaims: a claim's spec is fixed at creation except that
 // its storage request may grow (and its volume attributes class change).
-// The binding (volumeName) and a default storage class, when the builder
-// names none, come from the cluster. Shrinking, or changing anything else,
-// is refused: the data on the volume is never put at risk by a builder or
-// configuration change. Growing a claim that is not bound, or whose class
-// does not allow expansion, is refused by the API server, with its error.
+// A default storage class, when the builder names none, comes from the
+// cluster. Shrinking, or changing anything else, is refused: the data on
+// the volume is never put at risk by a builder or configuration change.
+// Growing a claim that is not bound, or whose class does not allow
+// expansion, is refused by the API server, with its error.
+//
+// What a claim mounts is decided by its dataSource, dataSourceRef and
+// volumeName, so a claim whose values there are not the builder's is not
+// HCC's, whatever its labels say (docs/ownership.md, "Claims"): it is
+// refused like an unmanaged object (CauseForeignVolume, ErrNotOwned), never
+// taken over, so nobody can have a Host or a WFC mount a clone of another
+// claim or a volume they picked. The one binding HCC accepts without having
+// set it is the one provisioning makes for the claim itself: a volume named
+// pvc-<the claim's UID>, the name Kubernetes' provisioners give the volume
+// they create for a claim. A claim's UID is the API server's, and volumes
+// are cluster-scoped, so no one who can only write claims can forge it.
 var PersistentVolumeClaims = Kind[*corev1.PersistentVolumeClaim]{
 	Name: "PersistentVolumeClaim",
 	client: func(k kubernetes.Interface, ns string) ChildClient[*corev1.PersistentVolumeClaim] {
@@ -177,23 +188,34 @@ var PersistentVolumeClaims = Kind[*corev1.PersistentVolumeClaim]{
 	owned:   func(c *corev1.PersistentVolumeClaim) any { return c.Spec },
 }
 
+// CauseForeignVolume: a PersistentVolumeClaim's data source or volume is
+// not one HCC set. It is an ownership refusal (errors.Is ErrNotOwned):
+// what the claim would mount is someone else's choice.
+const CauseForeignVolume Cause = "ForeignVolume"
+
+// ProvisionedVolumeName is the name Kubernetes' provisioners (the in-tree
+// ones and every CSI driver behind the external-provisioner with its
+// default --volume-name-prefix) give the volume they create for claim: the
+// one binding PersistentVolumeClaims accepts that the builder did not
+// name. "" for a claim with no UID.
+func ProvisionedVolumeName(claim *corev1.PersistentVolumeClaim) string {
+	if claim.UID == "" {
+		return ""
+	}
+	return "pvc-" + string(claim.UID)
+}
+
 func preparePVC(write, live *corev1.PersistentVolumeClaim) error {
 	w, l := &write.Spec, &live.Spec
-	if w.VolumeName == "" {
-		w.VolumeName = l.VolumeName
+	if err := sameVolume(write, live); err != nil {
+		return err
 	}
+	w.VolumeName = l.VolumeName
 	if w.StorageClassName == nil && l.StorageClassName != nil {
 		w.StorageClassName = ptr.To(*l.StorageClassName)
 	}
 	if w.VolumeMode == nil && l.VolumeMode != nil {
 		w.VolumeMode = ptr.To(*l.VolumeMode)
-	}
-	// The API server mirrors dataSource and dataSourceRef into each other.
-	if w.DataSource == nil && l.DataSource != nil {
-		w.DataSource = l.DataSource.DeepCopy()
-	}
-	if w.DataSourceRef == nil && l.DataSourceRef != nil {
-		w.DataSourceRef = l.DataSourceRef.DeepCopy()
 	}
 
 	want, have := w.Resources.Requests[corev1.ResourceStorage], l.Resources.Requests[corev1.ResourceStorage]
@@ -286,6 +308,58 @@ var NetworkPolicies = Kind[*networkingv1.NetworkPolicy]{
 	prepare:     func(_, _ *networkingv1.NetworkPolicy) error { return nil },
 	owned:       func(p *networkingv1.NetworkPolicy) any { return p.Spec },
 	policyTyped: true,
+}
+
+// sameVolume refuses a live claim whose source or binding is not the
+// builder's (PersistentVolumeClaims). On success the live claim's source
+// fields equal the builder's, once the API server's mirroring of dataSource
+// into dataSourceRef (and back) is allowed for.
+func sameVolume(write, live *corev1.PersistentVolumeClaim) error {
+	w, l := &write.Spec, &live.Spec
+	foreign := func(detail string) error { return &RefusedError{Cause: CauseForeignVolume, Detail: detail} }
+	// The API server mirrors dataSource and dataSourceRef into each other.
+	wantSource, wantRef := w.DataSource, w.DataSourceRef
+	if wantSource == nil && wantRef != nil && wantRef.Namespace == nil {
+		wantSource = &corev1.TypedLocalObjectReference{APIGroup: wantRef.APIGroup, Kind: wantRef.Kind, Name: wantRef.Name}
+	}
+	if wantRef == nil && wantSource != nil {
+		wantRef = &corev1.TypedObjectReference{APIGroup: wantSource.APIGroup, Kind: wantSource.Kind, Name: wantSource.Name}
+	}
+	if !equality.Semantic.DeepEqual(wantSource, l.DataSource) || !equality.Semantic.DeepEqual(wantRef, l.DataSourceRef) {
+		return foreign(fmt.Sprintf("it is filled from %s, which HCC did not set; it is not taken over", describeSource(live)))
+	}
+	w.DataSource, w.DataSourceRef = l.DataSource.DeepCopy(), l.DataSourceRef.DeepCopy()
+	switch {
+	case l.VolumeName == w.VolumeName:
+	case w.VolumeName == "" && l.VolumeName == ProvisionedVolumeName(live):
+		// Bound to the volume provisioned for this very claim.
+	case w.VolumeName == "":
+		return foreign(fmt.Sprintf("it names volume %s, which HCC did not set and which was not provisioned for it; it is not taken over", l.VolumeName))
+	default:
+		return foreign(fmt.Sprintf("it names volume %q, not %s; it is not taken over", l.VolumeName, w.VolumeName))
+	}
+	return nil
+}
+
+func describeSource(l *corev1.PersistentVolumeClaim) string {
+	var r struct {
+		group, kind, name string
+	}
+	switch {
+	case l.Spec.DataSourceRef != nil:
+		r.group, r.kind, r.name = ptr.Deref(l.Spec.DataSourceRef.APIGroup, ""), l.Spec.DataSourceRef.Kind, l.Spec.DataSourceRef.Name
+		if ns := ptr.Deref(l.Spec.DataSourceRef.Namespace, ""); ns != "" {
+			r.name = ns + "/" + r.name
+		}
+	case l.Spec.DataSource != nil:
+		r.group, r.kind, r.name = ptr.Deref(l.Spec.DataSource.APIGroup, ""), l.Spec.DataSource.Kind, l.Spec.DataSource.Name
+	default:
+		return "no data source"
+	}
+	if r.group != "" {
+		r.kind += "." + r.group
+	}
+	return r.kind + " " + r.name
 }
 
 func immutable(field string) *RefusedError {

@@ -497,7 +497,8 @@ func TestPlanConfigMapAndSecret(t *testing.T) {
 
 func TestPlanPersistentVolumeClaim(t *testing.T) {
 	bound := func(l *corev1.PersistentVolumeClaim) {
-		l.Spec.VolumeName = "pv-1"
+		// Bound to the volume provisioned for it.
+		l.Spec.VolumeName = "pvc-child-uid"
 		l.Status.Phase = corev1.ClaimBound
 	}
 	runPlanCases(t, kit.PersistentVolumeClaims, buildPVC, []planCase[*corev1.PersistentVolumeClaim]{
@@ -512,7 +513,7 @@ func TestPlanPersistentVolumeClaim(t *testing.T) {
 				d.Spec.Resources.Requests[corev1.ResourceStorage] = resource.MustParse("2Gi")
 			},
 			check: func(t *testing.T, w *corev1.PersistentVolumeClaim) {
-				assert.Equal(t, "pv-1", w.Spec.VolumeName)
+				assert.Equal(t, "pvc-child-uid", w.Spec.VolumeName)
 				assert.Equal(t, "2Gi", ptr.To(w.Spec.Resources.Requests[corev1.ResourceStorage]).String())
 			}},
 		{name: "a smaller request is refused: claims never shrink", cause: kit.CauseShrink,
@@ -530,6 +531,92 @@ func TestPlanPersistentVolumeClaim(t *testing.T) {
 			edit: func(_, d *corev1.PersistentVolumeClaim) {
 				d.Spec.AccessModes = []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany}
 			}},
+	})
+}
+
+// TestPlanPersistentVolumeClaimWithAForeignVolume: a claim with HCC's
+// labels whose source or volume HCC did not set — a clone of another
+// workspace, a volume picked by whoever created it — is refused like an
+// unmanaged object, never taken over, whatever annotations it carries.
+func TestPlanPersistentVolumeClaimWithAForeignVolume(t *testing.T) {
+	clone := &corev1.TypedLocalObjectReference{Kind: "PersistentVolumeClaim", Name: "victim-workspace"}
+	snapshot := &corev1.TypedObjectReference{APIGroup: ptr.To("snapshot.storage.k8s.io"), Kind: "VolumeSnapshot", Name: "victim"}
+	// What the volume controller writes on a claim it bound itself, forged.
+	binderAnnotations := func(l *corev1.PersistentVolumeClaim) {
+		if l.Annotations == nil {
+			l.Annotations = map[string]string{}
+		}
+		l.Annotations["pv.kubernetes.io/bind-completed"] = "yes"
+		l.Annotations["pv.kubernetes.io/bound-by-controller"] = "yes"
+		l.Status.Phase = corev1.ClaimBound
+	}
+	for _, tt := range []struct {
+		name   string
+		edit   func(l *corev1.PersistentVolumeClaim)
+		detail string
+	}{
+		{"a clone of another claim", func(l *corev1.PersistentVolumeClaim) {
+			l.Spec.DataSource = clone
+			l.Spec.DataSourceRef = &corev1.TypedObjectReference{Kind: clone.Kind, Name: clone.Name}
+		}, "it is filled from PersistentVolumeClaim victim-workspace"},
+		{"a snapshot by dataSourceRef only", func(l *corev1.PersistentVolumeClaim) { l.Spec.DataSourceRef = snapshot },
+			"it is filled from VolumeSnapshot.snapshot.storage.k8s.io victim"},
+		{"a volume named at creation", func(l *corev1.PersistentVolumeClaim) { l.Spec.VolumeName = "pv-retained-from-another-host" },
+			"it names volume pv-retained-from-another-host"},
+		{"a volume named at creation, with the binder's annotations forged", func(l *corev1.PersistentVolumeClaim) {
+			l.Spec.VolumeName = "pv-retained-from-another-host"
+			binderAnnotations(l)
+		}, "it names volume pv-retained-from-another-host"},
+		{"the volume provisioned for another claim", func(l *corev1.PersistentVolumeClaim) {
+			l.Spec.VolumeName = "pvc-another-claims-uid"
+			binderAnnotations(l)
+		}, "it names volume pvc-another-claims-uid"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			desired := buildPVC(ns, "h1", "h1")
+			live := withRef(buildPVC(ns, "h1", "h1"), liveHost)
+			tt.edit(live)
+			_, _, err := kit.Plan(kit.PersistentVolumeClaims, owner, live, desired)
+			refused, ok := errors.AsType[*kit.RefusedError](err)
+			require.True(t, ok, "want a RefusedError, got %v", err)
+			assert.Equal(t, kit.CauseForeignVolume, refused.Cause)
+			assert.ErrorIs(t, err, kit.ErrNotOwned, "refused like an unmanaged object")
+			assert.NotErrorIs(t, err, kit.ErrChangeRefused)
+			assert.Contains(t, refused.Detail, tt.detail)
+		})
+	}
+
+	t.Run("the binder's binding to the volume provisioned for the claim is kept", func(t *testing.T) {
+		desired := buildPVC(ns, "h1", "h1")
+		live := withRef(buildPVC(ns, "h1", "h1"), liveHost)
+		live.Spec.VolumeName = kit.ProvisionedVolumeName(live)
+		binderAnnotations(live)
+		write, action, err := kit.Plan(kit.PersistentVolumeClaims, owner, live, desired)
+		require.NoError(t, err)
+		assert.Equal(t, kit.ActionNone, action)
+		assert.Equal(t, "pvc-child-uid", write.Spec.VolumeName)
+	})
+
+	t.Run("a claim with no UID has no provisioned volume", func(t *testing.T) {
+		assert.Empty(t, kit.ProvisionedVolumeName(&corev1.PersistentVolumeClaim{}))
+	})
+
+	t.Run("Ensure reports it as an unmanaged conflict and writes nothing", func(t *testing.T) {
+		live := withRef(buildPVC(ns, "h1", "h1"), liveHost)
+		live.Spec.DataSource = clone
+		live.Spec.DataSourceRef = &corev1.TypedObjectReference{Kind: clone.Kind, Name: clone.Name}
+		kube := kubefake.NewClientset(live)
+		recorder := record.NewFakeRecorder(10)
+		var causes []kit.Cause
+		children := kit.NewChildren(kube, "hcc-test", recorder, func(_ string, c kit.Cause) { causes = append(causes, c) })
+		_, _, err := kit.Ensure(context.Background(), children, kit.PersistentVolumeClaims, owner, live, buildPVC(ns, "h1", "h1"))
+		require.ErrorIs(t, err, kit.ErrNotOwned)
+		for _, a := range kube.Actions() {
+			assert.Contains(t, []string{"get", "list", "watch"}, a.GetVerb(), "nothing is written")
+		}
+		assert.Equal(t, []kit.Cause{kit.CauseForeignVolume}, causes)
+		require.NotEmpty(t, recorder.Events)
+		assert.Contains(t, <-recorder.Events, "Warning "+kit.EventUnmanagedConflict)
 	})
 }
 

@@ -10,9 +10,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	klabels "k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -59,11 +61,15 @@ type Controller struct {
 
 	filesystems clerumlisters.SharedFileSystemLister
 	configMaps  corelisters.ConfigMapLister
-	deployments appslisters.DeploymentLister
-	services    corelisters.ServiceLister
-	claims      corelisters.PersistentVolumeClaimLister
-	policies    networkinglisters.NetworkPolicyLister
-	synced      []cache.InformerSynced
+	// configMapFactory is the informer of the one ConfigMap read; it is
+	// not one of kit.Informers', so Run starts it.
+	configMapFactory  kubeinformers.SharedInformerFactory
+	configMapInformer cache.SharedIndexInformer
+	deployments       appslisters.DeploymentLister
+	services          corelisters.ServiceLister
+	claims            corelisters.PersistentVolumeClaimLister
+	policies          networkinglisters.NetworkPolicyLister
+	synced            []cache.InformerSynced
 
 	queue    workqueue.TypedRateLimitingInterface[cache.ObjectName]
 	loop     *kit.Loop[cache.ObjectName]
@@ -90,8 +96,10 @@ func New(d kit.Deps, cfg Config) *Controller {
 	ns := cfg.Namespace
 	cfg.Build.HostNamespace = ns
 	filesystems := d.Informers.HCC(ns).Clerum().V1alpha1().SharedFileSystems()
-	// The JWT key ConfigMap is the platform's, unmanaged: watched whole.
-	configMaps := d.Informers.Kube(ns, kit.AllObjects, "configmaps").Core().V1().ConfigMaps()
+	// The JWT key ConfigMap is the platform's, unmanaged: only it is
+	// watched and cached, by name, not every ConfigMap of the namespace.
+	configMapFactory := namedConfigMap(d.Kube, ns, cfg.Build.JWTConfigMap)
+	configMaps := configMapFactory.Core().V1().ConfigMaps()
 	// The same selections as the Host operator's: shared watches.
 	deployments := d.Informers.Kube(ns, kit.ManagedObjects, "deployments").Apps().V1().Deployments()
 	services := d.Informers.Kube(ns, kit.ManagedObjects, "services").Core().V1().Services()
@@ -99,15 +107,17 @@ func New(d kit.Deps, cfg Config) *Controller {
 	policies := d.Informers.Kube(ns, kit.ManagedObjects, "networkpolicies").Networking().V1().NetworkPolicies()
 
 	c := &Controller{
-		kube:        d.Kube,
-		hcc:         d.HCC,
-		cfg:         cfg,
-		filesystems: filesystems.Lister(),
-		configMaps:  configMaps.Lister(),
-		deployments: deployments.Lister(),
-		services:    services.Lister(),
-		claims:      claims.Lister(),
-		policies:    policies.Lister(),
+		kube:              d.Kube,
+		hcc:               d.HCC,
+		cfg:               cfg,
+		filesystems:       filesystems.Lister(),
+		configMaps:        configMaps.Lister(),
+		configMapFactory:  configMapFactory,
+		configMapInformer: configMaps.Informer(),
+		deployments:       deployments.Lister(),
+		services:          services.Lister(),
+		claims:            claims.Lister(),
+		policies:          policies.Lister(),
 		// A failed sync retries after 1 s, doubling to at most 5 min.
 		queue:        kit.New(d.Queues, "sharedfilesystem", kit.Backoff[cache.ObjectName](time.Second, 5*time.Minute)),
 		recorder:     d.Recorder,
@@ -148,6 +158,8 @@ func (c *Controller) Name() string { return "sharedfilesystem" }
 // name removed by hand is not), and serves the queue with cfg.Workers
 // workers.
 func (c *Controller) Run(ctx context.Context) error {
+	c.configMapFactory.Start(ctx.Done())
+	defer c.configMapFactory.Shutdown()
 	if err := kit.WaitForSync("sharedfilesystem", ctx.Done(), c.synced...); err != nil {
 		c.queue.ShutDown()
 		return err
@@ -378,4 +390,14 @@ func (m *Metrics) refresh(st *fsState) {
 	for _, r := range blockReasons {
 		m.Blocked.WithLabelValues(r).Set(float64(byReason[r]))
 	}
+}
+
+// namedConfigMap is an informer factory whose ConfigMap informer lists and
+// watches only the ConfigMap name in namespace (a field selector).
+func namedConfigMap(kube kubernetes.Interface, namespace, name string) kubeinformers.SharedInformerFactory {
+	selector := fields.OneTermEqualSelector("metadata.name", name).String()
+	return kubeinformers.NewSharedInformerFactoryWithOptions(kube, 0,
+		kubeinformers.WithNamespace(namespace),
+		kubeinformers.WithTransform(kit.StripManagedFields),
+		kubeinformers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = selector }))
 }

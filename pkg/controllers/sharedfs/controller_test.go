@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -138,7 +139,7 @@ func (f *fixture) indexer(obj runtime.Object) cache.Indexer {
 	case *clerumv1alpha1.SharedFileSystem:
 		return inf.HCC(ns).Clerum().V1alpha1().SharedFileSystems().Informer().GetIndexer()
 	case *corev1.ConfigMap:
-		return inf.Kube(ns, kit.AllObjects, "configmaps").Core().V1().ConfigMaps().Informer().GetIndexer()
+		return f.c.configMapInformer.GetIndexer()
 	case *appsv1.Deployment:
 		return inf.Kube(ns, kit.ManagedObjects, "deployments").Apps().V1().Deployments().Informer().GetIndexer()
 	case *corev1.Service:
@@ -305,7 +306,11 @@ func (f *fixture) claim(name string) *corev1.PersistentVolumeClaim {
 // bindClaim marks fs's claim Bound, in the API server and the cache.
 func (f *fixture) bindClaim(fs string) {
 	c := f.claim(names.WFCData(fs))
-	c.Spec.VolumeName = "pv-" + fs
+	if c.UID == "" { // the fake API server assigns none
+		c.UID = types.UID("uid-" + c.Name)
+	}
+	// Bound to the volume provisioned for it.
+	c.Spec.VolumeName = kit.ProvisionedVolumeName(c)
 	c, err := f.kube.CoreV1().PersistentVolumeClaims(ns).Update(context.Background(), c, metav1.UpdateOptions{})
 	require.NoError(f.t, err)
 	c.Status.Phase = corev1.ClaimBound
@@ -682,4 +687,112 @@ func value(t *testing.T, m prometheus.Metric) float64 {
 		return out.Gauge.GetValue()
 	}
 	return out.Counter.GetValue()
+}
+
+// TestAForgedClaimWithHCCsLabelsIsNotTakenOver: a claim pre-created under
+// the data claim's name with HCC's labels, cloning another claim or naming
+// a volume of its creator's choice, is refused like an unmanaged one: no
+// WFC mounts it.
+func TestAForgedClaimWithHCCsLabelsIsNotTakenOver(t *testing.T) {
+	for name, forge := range map[string]func(c *corev1.PersistentVolumeClaim){
+		"a clone of another claim": func(c *corev1.PersistentVolumeClaim) {
+			c.Spec.DataSource = &corev1.TypedLocalObjectReference{Kind: "PersistentVolumeClaim", Name: "alice-workspace"}
+			c.Spec.DataSourceRef = &corev1.TypedObjectReference{Kind: "PersistentVolumeClaim", Name: "alice-workspace"}
+		},
+		"a volume named at creation": func(c *corev1.PersistentVolumeClaim) {
+			c.Spec.VolumeName = "pvc-alice-workspace-uid"
+			c.Annotations = map[string]string{"pv.kubernetes.io/bind-completed": "yes", "pv.kubernetes.io/bound-by-controller": "yes"}
+			c.Status.Phase = corev1.ClaimBound
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			fs := newFS("team", withHosts("alice"))
+			forged := BuildClaim(fs, testOptions)
+			forged.UID, forged.ResourceVersion = "uid-forged", "7"
+			forge(forged)
+			f := newFixture(t, fs, jwtConfigMap(rsaKey(t)), forged)
+			r := f.mustSync("team")
+			assert.NotContains(t, f.writes(), "create deployments/wfc-team", "no WFC mounts it")
+			assert.Equal(t, forged.Spec, f.claim("wfc-team-data").Spec, "not taken over")
+			assert.Equal(t, clerumv1alpha1.FileSystemDegraded, f.status("team").Phase)
+			assert.Equal(t, kit.ReasonNotOwned, f.condition("team", clerumv1alpha1.ConditionReady).Reason)
+			assert.Equal(t, kit.ReasonNotOwned, f.condition("team", clerumv1alpha1.ConditionVolumeBound).Reason)
+			assert.Equal(t, refusedRetry, r.RequeueAfter)
+			assert.Equal(t, 1.0, value(t, f.c.metrics.Refused.WithLabelValues("PersistentVolumeClaim", string(kit.CauseForeignVolume))))
+			assert.Contains(t, strings.Join(f.events(), "\n"), "Warning UnmanagedConflict PersistentVolumeClaim mcp-host/wfc-team-data is not written")
+		})
+	}
+}
+
+func TestASizeAboveTheBoundIsNeverAskedOfTheCluster(t *testing.T) {
+	t.Run("no claim and no WFC for a new file system", func(t *testing.T) {
+		f := newFixture(t, newFS("team", withSize("101Gi")), jwtConfigMap(rsaKey(t)))
+		f.mustSync("team")
+		writes := f.writes()
+		assert.NotContains(t, writes, "create persistentvolumeclaims/wfc-team-data")
+		assert.NotContains(t, writes, "create deployments/wfc-team")
+		vb := f.condition("team", clerumv1alpha1.ConditionVolumeBound)
+		assert.Equal(t, kit.ReasonInvalidSpec, vb.Reason)
+		assert.Equal(t, "spec.size 101Gi is above HCC_SFS_MAX_SIZE (100Gi); the data claim is not created", vb.Message)
+		assert.Equal(t, kit.ReasonInvalidSpec, f.condition("team", clerumv1alpha1.ConditionReady).Reason)
+		assert.Equal(t, kit.ReasonInvalidSpec, f.condition("team", clerumv1alpha1.ConditionWorkloadReady).Reason)
+		assert.Equal(t, clerumv1alpha1.FileSystemDegraded, f.status("team").Phase)
+	})
+	t.Run("the bound itself is allowed", func(t *testing.T) {
+		f := newFixture(t, newFS("team", withSize("100Gi")), jwtConfigMap(rsaKey(t)))
+		f.mustSync("team")
+		assert.Contains(t, f.writes(), "create persistentvolumeclaims/wfc-team-data")
+	})
+	t.Run("an existing claim is not grown past it, and its WFC keeps running", func(t *testing.T) {
+		f := deployed(t, newFS("team", withSize("20Gi")), rsaKey(t))
+		f.bindClaim("team")
+		fs := f.fs("team")
+		fs.Spec.Size = ptr.To(resource.MustParse("1Ti"))
+		fs.Generation = 2
+		f.setFS(fs)
+		f.mustSync("team")
+		writes := f.writes()
+		assert.NotContains(t, writes, "update persistentvolumeclaims/wfc-team-data")
+		assert.NotContains(t, writes, "delete deployments/wfc-team")
+		size := f.claim("wfc-team-data").Spec.Resources.Requests[corev1.ResourceStorage]
+		assert.Equal(t, "20Gi", size.String())
+		vb := f.condition("team", clerumv1alpha1.ConditionVolumeBound)
+		assert.Equal(t, kit.ReasonInvalidSpec, vb.Reason)
+		assert.Contains(t, vb.Message, "spec.size 1Ti is above HCC_SFS_MAX_SIZE (100Gi); the claim is left as it is (20Gi, Bound)")
+		assert.Equal(t, clerumv1alpha1.FileSystemDegraded, f.status("team").Phase)
+	})
+	t.Run("a zero bound admits no size", func(t *testing.T) {
+		opts := testOptions
+		opts.MaxSize = resource.Quantity{}
+		require.Error(t, CheckSize(newFS("team", withSize("1Mi")), opts))
+		require.NoError(t, CheckSize(newFS("team"), opts), "no spec.size: the default applies")
+	})
+}
+
+// TestOnlyTheJWTConfigMapIsWatched: the informer lists and watches the one
+// ConfigMap it reads, by a field selector, not every ConfigMap of the host
+// namespace.
+func TestOnlyTheJWTConfigMapIsWatched(t *testing.T) {
+	f := newFixture(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	f.c.configMapFactory.Start(ctx.Done())
+	defer f.c.configMapFactory.Shutdown() // after cancel: it waits for the informer to stop
+	defer cancel()
+	require.Eventually(t, f.c.configMapInformer.HasSynced, 5*time.Second, 10*time.Millisecond)
+	var lists int
+	for _, a := range f.kube.Actions() {
+		if a.GetResource().Resource != "configmaps" || (a.GetVerb() != "list" && a.GetVerb() != "watch") {
+			continue
+		}
+		lists++
+		var fs string
+		switch a := a.(type) {
+		case core.ListAction:
+			fs = a.GetListRestrictions().Fields.String()
+		case core.WatchAction:
+			fs = a.GetWatchRestrictions().Fields.String()
+		}
+		assert.Equal(t, "metadata.name="+testOptions.JWTConfigMap, fs, "%s", a.GetVerb())
+	}
+	assert.NotZero(t, lists)
 }

@@ -115,6 +115,8 @@ type Options struct {
 	// default class).
 	DefaultSize         resource.Quantity
 	DefaultStorageClass string
+	// MaxSize (HCC_SFS_MAX_SIZE) bounds spec.size; zero admits none.
+	MaxSize resource.Quantity
 }
 
 // OptionsFrom returns the builders' options from the configuration.
@@ -139,6 +141,7 @@ func OptionsFrom(cfg *config.Config) Options {
 
 		DefaultSize:         cfg.Host.WorkspaceSize.DeepCopy(),
 		DefaultStorageClass: cfg.Host.WorkspaceStorageClass,
+		MaxSize:             cfg.WFC.SFSMaxSize.DeepCopy(),
 	}
 }
 
@@ -189,6 +192,16 @@ func ClaimSize(fs *clerumv1alpha1.SharedFileSystem, opts Options) resource.Quant
 		return fs.Spec.Size.DeepCopy()
 	}
 	return opts.DefaultSize.DeepCopy()
+}
+
+// CheckSize reports why fs's spec.size may not be given to its claim: it
+// is above opts.MaxSize (HCC_SFS_MAX_SIZE). nil when it may, or when fs
+// names no size (the default applies).
+func CheckSize(fs *clerumv1alpha1.SharedFileSystem, opts Options) error {
+	if fs.Spec.Size == nil || fs.Spec.Size.Cmp(opts.MaxSize) <= 0 {
+		return nil
+	}
+	return fmt.Errorf("spec.size %s is above HCC_SFS_MAX_SIZE (%s)", fs.Spec.Size.String(), opts.MaxSize.String())
 }
 
 // initScript creates each argument as a directory under DataDir. The

@@ -49,6 +49,7 @@ var testOptions = Options{
 	MaxPathDepth:        32,
 	DefaultSize:         resource.MustParse("10Gi"),
 	DefaultStorageClass: "do-block-storage-retain",
+	MaxSize:             resource.MustParse("100Gi"),
 }
 
 func newFS(name string, opts ...func(*clerumv1alpha1.SharedFileSystem)) *clerumv1alpha1.SharedFileSystem {

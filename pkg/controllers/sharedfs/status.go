@@ -73,6 +73,18 @@ func (st *status) claimChangeRefused(r *kit.RefusedError, live *corev1.Persisten
 	}
 }
 
+// claimSizeRefused records a spec.size above HCC_SFS_MAX_SIZE: the claim
+// is neither created nor grown (InvalidSpec).
+func (st *status) claimSizeRefused(err error, live *corev1.PersistentVolumeClaim) {
+	st.claimRefusal = kit.ReasonInvalidSpec
+	if live == nil {
+		st.claimMessage = fmt.Sprintf("%v; the data claim is not created", err)
+		return
+	}
+	size := live.Spec.Resources.Requests[corev1.ResourceStorage]
+	st.claimMessage = fmt.Sprintf("%v; the claim is left as it is (%s, %s)", err, size.String(), claimPhase(live))
+}
+
 func (st *status) notOwned(message string) { st.notOwnedMessage = message }
 
 // observe records the live claim and Deployment. claimNotOwned and
@@ -102,6 +114,8 @@ func (st *status) observe(claim *corev1.PersistentVolumeClaim, d *appsv1.Deploym
 		wr.Message = "waiting for the WFC pod to be available"
 	case st.block != "":
 		wr.Reason, wr.Message = st.block, "the WFC is not deployed while ConfigResolved is False"
+	case st.deployBlocked && claim == nil && st.claimRefusal != "":
+		wr.Reason, wr.Message = st.claimRefusal, "the WFC is not deployed: its data claim is not created (VolumeBound)"
 	case st.deployBlocked:
 		wr.Reason, wr.Message = kit.ReasonNotOwned, "the WFC is not deployed: its data claim or ingress policy is not HCC's"
 	}

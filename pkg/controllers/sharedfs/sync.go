@@ -120,13 +120,32 @@ func (c *Controller) ensure(ctx context.Context, fs *clerumv1alpha1.SharedFileSy
 	// The claim: a change HCC does not make (a shrink, a storage class
 	// change) leaves it as it is, reported by the kit, and usable.
 	liveClaim := c.claimOf(fs)
-	claim, _, err := kit.Ensure(ctx, c.children, kit.PersistentVolumeClaims, owner, liveClaim, BuildClaim(fs, opts))
+	var claim *corev1.PersistentVolumeClaim
+	var err error
 	var change *kit.RefusedError
 	claimOK := true
-	if errors.As(err, &change) && errors.Is(err, kit.ErrChangeRefused) {
+	tooLarge := CheckSize(fs, opts)
+	if tooLarge == nil {
+		claim, _, err = kit.Ensure(ctx, c.children, kit.PersistentVolumeClaims, owner, liveClaim, BuildClaim(fs, opts))
+	}
+	switch {
+	case tooLarge != nil:
+		// A size above the bound is never asked of the cluster: no claim
+		// is created or grown; one that exists is kept as it is, and
+		// usable when it is HCC's.
+		st.claimSizeRefused(tooLarge, liveClaim)
+		claim = liveClaim
+		if liveClaim != nil {
+			_, _, err = kit.Plan(kit.PersistentVolumeClaims, owner, liveClaim, liveClaimAsBuilt(fs, opts, liveClaim))
+			claimOK = write(err)
+			st.claimNotOwned = isOwnership(err)
+		} else {
+			claimOK = false
+		}
+	case errors.As(err, &change) && errors.Is(err, kit.ErrChangeRefused):
 		st.claimChangeRefused(change, liveClaim)
 		claim = liveClaim
-	} else {
+	default:
 		claimOK = write(err)
 		st.claimNotOwned = isOwnership(err)
 	}
@@ -154,6 +173,17 @@ func (c *Controller) ensure(ctx context.Context, fs *clerumv1alpha1.SharedFileSy
 	st.deployBlocked = !claimOK || !policyOK
 	st.observe(claim, live)
 	return result, errs
+}
+
+// liveClaimAsBuilt is fs's claim as built at the live claim's size, so
+// that Plan judges whether the live claim is HCC's (labels, references,
+// source, volume) without asking it to grow.
+func liveClaimAsBuilt(fs *clerumv1alpha1.SharedFileSystem, opts Options, live *corev1.PersistentVolumeClaim) *corev1.PersistentVolumeClaim {
+	c := BuildClaim(fs, opts)
+	if have, ok := live.Spec.Resources.Requests[corev1.ResourceStorage]; ok {
+		c.Spec.Resources.Requests[corev1.ResourceStorage] = have.DeepCopy()
+	}
+	return c
 }
 
 // revokeHosts rewrites fs's existing ingress policy, if it has one of

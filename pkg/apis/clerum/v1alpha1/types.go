@@ -537,7 +537,8 @@ type SharedFileSystemSpec struct {
 	Description string `json:"description,omitempty"`
 
 	// Size of the backing PersistentVolumeClaim; defaults to the host
-	// workspace size. It can grow but never shrink.
+	// workspace size. It can grow but never shrink, and the controller
+	// refuses a size above HCC_SFS_MAX_SIZE (default 100Gi).
 	// +optional
 	Size *resource.Quantity `json:"size,omitempty"`
 

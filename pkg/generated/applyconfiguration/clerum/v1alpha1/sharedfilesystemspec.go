@@ -29,7 +29,8 @@ import (
 type SharedFileSystemSpecApplyConfiguration struct {
 	Description *string `json:"description,omitempty"`
 	// Size of the backing PersistentVolumeClaim; defaults to the host
-	// workspace size. It can grow but never shrink.
+	// workspace size. It can grow but never shrink, and the controller
+	// refuses a size above HCC_SFS_MAX_SIZE (default 100Gi).
 	Size *resource.Quantity `json:"size,omitempty"`
 	// StorageClassName of the claim; defaults to the host workspace class.
 	StorageClassName *string `json:"storageClassName,omitempty"`
