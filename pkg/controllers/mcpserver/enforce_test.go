@@ -119,6 +119,31 @@ func TestAnAllowlistEditRefusesARunningServer(t *testing.T) {
 	assert.False(t, f.applied[len(f.applied)-1].Deployed)
 }
 
+// A Secret that goes missing reports SecretsMissing first, but must not
+// keep a refused image running: enforce mode judges the image on its own
+// (found by an attacker review: the author deletes a Secret, then enforce
+// mode is switched on).
+func TestAMissingSecretDoesNotKeepARefusedImageRunning(t *testing.T) {
+	f := newFixture(t, false, mongodb(func(s *clerumv1alpha1.McpServer) {
+		s.Spec.Image, s.Spec.EnvSecret, s.Spec.Replicas = "evil.io/x:1", nil, ptr.To[int32](2)
+	}))
+	f.sync()
+	f.syncCaches()
+	f.showStatus()
+	f.running()
+	before := f.deployment().Spec.Template.DeepCopy()
+
+	s := f.server.DeepCopy()
+	s.Spec.EnvSecret = &clerumv1alpha1.EnvSecret{Name: "nope", Keys: []clerumv1alpha1.EnvSecretKey{{SecretKey: "k", EnvName: "K"}}}
+	s.Generation++
+	f.server = s
+	f.restart(true, testPrefixes)
+	f.sync()
+	assert.Equal(t, int32(0), *f.deployment().Spec.Replicas, "a refused image is scaled to zero in enforce mode, whatever else blocks it")
+	assert.Equal(t, *before, f.deployment().Spec.Template, "the template is kept")
+	assert.Equal(t, kit.ReasonSecretsMissing, f.condition(clerumv1alpha1.ConditionReady).Reason)
+}
+
 // A Secret no server may read blocks as SecretsMissing, says why, and
 // stops pods started before the rule.
 func TestForbiddenSecrets(t *testing.T) {

@@ -88,7 +88,7 @@ func (c *Controller) syncMcpServer(ctx context.Context, key cache.ObjectName) (k
 			return kit.Result{}, err
 		}
 		st.disabled()
-	} else if stops(block, secrets) {
+	} else if block != "" && stops(s, secrets, c.refused()) {
 		// Enforce mode refuses the image, or a Secret it names is one no
 		// server may read: pods started before (in audit mode, under an
 		// older allowlist, before the Secret rule) stop. The template is
@@ -141,12 +141,14 @@ func blockReason(s *clerumv1alpha1.McpServer, secrets secretCheck, refused func(
 	return ""
 }
 
-// stops reports whether block must stop a running Deployment of an enabled
-// server, not merely keep it from being written: an image enforce mode
-// refuses, or a Secret no server may read. A Secret that is only missing
-// (deleted for a moment, not yet created) leaves running pods alone.
-func stops(block string, secrets secretCheck) bool {
-	return block == kit.ReasonImageNotAllowed || (block == kit.ReasonSecretsMissing && secrets.forbidden)
+// stops reports whether a blocked, enabled server's running Deployment
+// must stop, not merely be kept from being written: enforce mode refuses
+// its image, or a Secret it names is one no server may read. Each is
+// judged on its own, whichever block blockReason reports first: a Secret
+// deleted for a moment must not keep a refused image running. A Secret that
+// is only missing (deleted, not yet created) leaves running pods alone.
+func stops(s *clerumv1alpha1.McpServer, secrets secretCheck, refused func(*clerumv1alpha1.McpServer) bool) bool {
+	return secrets.forbidden || (refused != nil && refused(s))
 }
 
 // refused is the enforce-mode refusal of the controller's allowlist, nil in
