@@ -713,6 +713,7 @@ func TestContextPolicies(t *testing.T) {
 		newServer("search"),
 		newServer("files", withPort(8080)),
 		newServer("retired", disabled),
+		newServer("rpc-proxy"), // a name reserved for a platform workload
 	}
 	tests := []struct {
 		name     string
@@ -736,6 +737,10 @@ func TestContextPolicies(t *testing.T) {
 		{
 			name:     "a disabled server produces nothing",
 			contexts: []*clerumv1alpha1.Context{newContext("alpha", "alpha", 0, "retired")},
+		},
+		{
+			name:     "a server named like a platform workload produces nothing: its pods would be selected as that workload's",
+			contexts: []*clerumv1alpha1.Context{newContext("alpha", "alpha", 0, "rpc-proxy")},
 		},
 		{
 			name:     "a server listed twice is planned once",

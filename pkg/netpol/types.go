@@ -14,6 +14,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
+	"github.com/clerum/hcc/pkg/names"
 )
 
 // Options is the part of the configuration the planner reads.
@@ -52,10 +53,12 @@ type Options struct {
 	ImageRefused func(*clerumv1alpha1.McpServer) bool
 }
 
-// ServerActive reports whether s may hold allows: it is enabled and the
-// image allowlist does not refuse it (docs/networkpolicy.md).
+// ServerActive reports whether s may hold allows: it is enabled, its name
+// is not one reserved for a platform workload (its pods would be selected
+// as that workload's; the operator runs nothing of it), and the image
+// allowlist does not refuse it (docs/networkpolicy.md).
 func (o Options) ServerActive(s *clerumv1alpha1.McpServer) bool {
-	return s.Spec.IsEnabled() && (o.ImageRefused == nil || !o.ImageRefused(s))
+	return s.Spec.IsEnabled() && !names.ReservedMcpServerName(s.Name) && (o.ImageRefused == nil || !o.ImageRefused(s))
 }
 
 // Inventory is everything the planner reads besides Options. Objects are
