@@ -187,13 +187,18 @@ func (j *Judge) disposeContextAllow(id, server string) (Disposition, string) {
 	if live {
 		name = s.Name
 	}
-	if j.retiredIDs[id] || j.deletedServers[server] {
+	if j.deletedServers[server] || (live && !j.opts.ServerActive(s)) {
 		return Disowned, name
 	}
-	if live && !j.opts.ServerActive(s) {
-		return Disowned, name
+	// A live holder decides for its id, whatever was seen of the id's
+	// earlier holders: its spec is the evidence.
+	if holder, ok := j.holders[id]; ok {
+		if !slices.ContainsFunc(holder.Spec.McpServers, func(n string) bool { return names.Label(n) == server }) {
+			return Disowned, name
+		}
+		return Orphan, ""
 	}
-	if holder, ok := j.holders[id]; ok && !slices.ContainsFunc(holder.Spec.McpServers, func(n string) bool { return names.Label(n) == server }) {
+	if j.retiredIDs[id] {
 		return Disowned, name
 	}
 	return Orphan, ""

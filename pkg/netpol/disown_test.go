@@ -49,7 +49,7 @@ func TestJudgeDispose(t *testing.T) {
 	}
 	observed := Observed{
 		DeletedServers:    map[string]bool{"gone": true, longServer: true},
-		RetiredContextIDs: map[string]bool{"renamed": true},
+		RetiredContextIDs: map[string]bool{"renamed": true, "team": true},
 	}
 	judge := NewJudge(inv, opts, observed)
 	tests := []struct {
@@ -66,6 +66,8 @@ func TestJudgeDispose(t *testing.T) {
 		{name: "a disabled server disowns its allows in every Context", namespace: "mcp-server", policy: "ctx-nobody-old", typ: names.PolicyTypeContextAllow, labels: ctxOwners("nobody", "old"), want: Disowned, server: "old"},
 		{name: "a server seen deleted disowns its allows", namespace: "mcp-server", policy: "ctx-alpha-gone", typ: names.PolicyTypeContextAllow, labels: ctxOwners("alpha", "gone"), want: Disowned, server: "gone"},
 		{name: "a server seen deleted is found by the hashed label value of its long name", namespace: "mcp-server", policy: "ext-egress-long", typ: names.PolicyTypeExternalEgress, labels: serverOwner(names.Label(longServer)), want: Disowned, server: names.Label(longServer)},
+		{name: "a contextId seen retired does not disown the allows its live holder still wants: the holder's spec decides", namespace: "rpc-proxy", policy: "rpc-egress-team-search", typ: names.PolicyTypeRPCProxyEgress, labels: ctxOwners("team", "search"), want: Orphan},
+		{name: "a contextId seen retired whose live holder no longer wants the server disowns it", namespace: "rpc-proxy", policy: "rpc-egress-team-files", typ: names.PolicyTypeRPCProxyEgress, labels: ctxOwners("team", "files"), want: Disowned, server: "files"},
 		{name: "a contextId seen retired disowns its allows", namespace: "rpc-proxy", policy: "rpc-egress-renamed-search", typ: names.PolicyTypeRPCProxyEgress, labels: ctxOwners("renamed", "search"), want: Disowned, server: "search"},
 		{name: "a Context deleted while no controller ran leaves an orphan", namespace: "mcp-server", policy: "ctx-vanished-search", typ: names.PolicyTypeContextAllow, labels: ctxOwners("vanished", "search"), want: Orphan},
 		{name: "a server deleted while no controller ran leaves an orphan", namespace: "mcp-server", policy: "ctx-alpha-missing", typ: names.PolicyTypeContextAllow, labels: ctxOwners("alpha", "missing"), want: Orphan},

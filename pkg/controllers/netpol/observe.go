@@ -6,6 +6,7 @@ import (
 
 	networkingv1 "k8s.io/api/networking/v1"
 
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
@@ -191,7 +192,7 @@ func (c *Controller) contextHandlers() cache.ResourceEventHandler {
 		UpdateFunc: func(old, cur any) {
 			o, okOld := old.(*clerumv1alpha1.Context)
 			n, okNew := cur.(*clerumv1alpha1.Context)
-			if okOld && okNew && o.Spec.ContextID != n.Spec.ContextID {
+			if okOld && okNew && o.Spec.ContextID != n.Spec.ContextID && c.held(o) {
 				c.observed.contextIDRetired(o.Spec.ContextID)
 			}
 			if !kit.StatusOnly(old, cur) {
@@ -201,10 +202,32 @@ func (c *Controller) contextHandlers() cache.ResourceEventHandler {
 		DeleteFunc: func(obj any) {
 			// A tombstone without the object cannot say which contextId
 			// went; its allows then count against the caps.
-			if ctx, ok := kit.Unwrap(obj).(*clerumv1alpha1.Context); ok {
+			if ctx, ok := kit.Unwrap(obj).(*clerumv1alpha1.Context); ok && c.held(ctx) {
 				c.observed.contextIDRetired(ctx.Spec.ContextID)
 			}
 			c.Signal()
 		},
 	}
+}
+
+// held reports whether gone — a Context just deleted, or as it was before
+// its contextId changed — held its contextId by the planner's rule, judged
+// against the Contexts the cache holds now (which no longer show gone with
+// that id). Only the holder's going retires an id: a younger duplicate
+// created and deleted must not make every allow of the id disowned, and so
+// revoked outside the caps while the inventory lacks the real holder.
+// Should the cache not list, the id is retired: the closing direction.
+func (c *Controller) held(gone *clerumv1alpha1.Context) bool {
+	all, err := c.contextLister.Contexts(gone.Namespace).List(labels.Everything())
+	if err != nil {
+		return true
+	}
+	candidates := []*clerumv1alpha1.Context{gone}
+	for _, other := range all {
+		if other.Spec.ContextID == gone.Spec.ContextID && other.UID != gone.UID {
+			candidates = append(candidates, other)
+		}
+	}
+	holder := netpol.ContextIDHolder(candidates, gone.Spec.ContextID)
+	return holder != nil && holder.UID == gone.UID
 }

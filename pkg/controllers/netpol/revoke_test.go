@@ -515,3 +515,42 @@ func TestANotFoundThatIsNotTheNamespaceIsAnError(t *testing.T) {
 	require.Error(t, fullPass(c))
 	assert.Zero(t, gaugeValue(t, c.metrics.MissingNamespaces))
 }
+
+// Only the holder's going retires a contextId: a younger duplicate created
+// and deleted while the inventory lacks the real holder (the wrong
+// inventory the caps exist for) must not make the holder's allows disowned
+// and revoked outside the caps (found by an attacker review).
+func TestDeletingAYoungerDuplicateRetiresNoContextID(t *testing.T) {
+	f, c := convergedFixture(t, 2, 4)
+	holder := f.contexts[0]
+	duplicate := holder.DeepCopy()
+	duplicate.Name, duplicate.UID = "duplicate", "duplicate-uid"
+	duplicate.CreationTimestamp = metav1.NewTime(holder.CreationTimestamp.Add(time.Hour))
+	duplicate.Spec.McpServers = nil
+	require.NoError(t, f.contextIndexer.Add(duplicate))
+	c.contextHandlers().OnAdd(duplicate, false)
+	require.NoError(t, f.contextIndexer.Delete(duplicate))
+	c.contextHandlers().OnDelete(duplicate)
+
+	observed, _ := c.observed.snapshot()
+	assert.Empty(t, observed.RetiredContextIDs, "the duplicate never held the id")
+
+	require.NoError(t, f.contextIndexer.Delete(holder)) // the inventory comes back without the holder; no event
+	require.NoError(t, fullPass(c))
+	assert.Empty(t, f.deletes(), "12 unexplained orphans trip the cap of 10")
+}
+
+func TestDeletingTheHolderRetiresItsContextIDEvenWithADuplicateLeft(t *testing.T) {
+	f, c := convergedFixture(t, 2, 4)
+	holder := f.contexts[0]
+	duplicate := holder.DeepCopy()
+	duplicate.Name, duplicate.UID = "duplicate", "duplicate-uid"
+	duplicate.CreationTimestamp = metav1.NewTime(holder.CreationTimestamp.Add(time.Hour))
+	duplicate.Spec.McpServers = nil
+	require.NoError(t, f.contextIndexer.Add(duplicate))
+	require.NoError(t, f.contextIndexer.Delete(holder))
+	c.contextHandlers().OnDelete(holder)
+
+	observed, _ := c.observed.snapshot()
+	assert.True(t, observed.RetiredContextIDs[holder.Spec.ContextID], "the holder held the id")
+}
