@@ -134,7 +134,9 @@ func Render(ctx context.Context, opts Options) ([]byte, error) {
 
 // planFileSystems plans each SharedFileSystem's and GlobalFileSystem's
 // runtime with its reconciler's own admission: one whose ConfigMap or
-// Secret is missing or invalid gets none, with a warning.
+// Secret is missing or invalid gets none, with a warning, and so does a
+// GlobalFileSystem whose drive an older one holds (docs/globalfilesystem.md,
+// "One writer per drive").
 func planFileSystems(in *inputs, cfg *config.Config, warn func(string, ...any)) []runtime.Object {
 	var out []runtime.Object
 	byName := func(objs []*corev1.ConfigMap, ns string) map[string]*corev1.ConfigMap {
@@ -159,11 +161,22 @@ func planFileSystems(in *inputs, cfg *config.Config, warn func(string, ...any)) 
 	var secret *corev1.Secret
 	for _, s := range inNamespace(in.secrets, cfg.Namespaces.GFS) {
 		if s.Name == gfsOpts.PostgresSecret {
+			// The init container's wait target, from the raw value as the
+			// reconciler reads it from the API server; then the value is
+			// digested, as the reconciler's cache holds it.
+			gfsOpts.WaitHost, gfsOpts.WaitPort = globalfs.PostgresWaitTarget(string(s.Data[gfsOpts.PostgresSecretKey]))
 			d, _ := kit.DigestSecret(s)
 			secret = d.(*corev1.Secret)
 		}
 	}
-	for _, g := range watched(in.gfs, cfg.Namespaces.GFS, warn) {
+	filesystems := watched(in.gfs, cfg.Namespaces.GFS, warn)
+	for _, g := range filesystems {
+		// The drive conflict first, as in the reconciler: it stops the
+		// writer whatever the configuration says.
+		if held := globalfs.DriveHeld(g, filesystems, gfsOpts); held != "" {
+			warn("GlobalFileSystem %s gets no runtime (%s): %s", g.Name, globalfs.ReasonDriveConflict, held)
+			continue
+		}
 		a := globalfs.Admit(secret, gfsMaps[gfsOpts.JWTConfigMap], gfsOpts)
 		if a.Block != "" {
 			warn("GlobalFileSystem %s gets no runtime (%s): %s", g.Name, a.Block, a.Message)
