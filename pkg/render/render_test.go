@@ -303,6 +303,30 @@ func TestRenderPlansHostsAsTheControllerDecides(t *testing.T) {
 		assert.Contains(t, r.out, "clerum.io/context: tenant")
 		assert.NotContains(t, r.out, "bootstrap-credential", "the runtime-token Secret is printed without data")
 	})
+	t.Run("a Host without the ConfigMap its container loads gets every object but its Deployment", func(t *testing.T) {
+		r := run(t, []string{write(t, map[string]string{"all.yaml": hostDoc("h1", "tenant", "  desktop: {enabled: true}\n") +
+			"---\n" + ctxDoc("tenant", "tenant", "2026-01-01T00:00:00Z") +
+			// The same name in another namespace is not the Host's.
+			"---\n" + strings.Replace(hostConfig, "namespace: mcp-host", "namespace: mcp-server", 1)})}, nil)
+		require.NoError(t, r.err)
+		got := objects(r.out)
+		assert.NotContains(t, got, "Deployment mcp-host/h1")
+		for _, want := range []string{
+			"Service mcp-host/h1", "PersistentVolumeClaim mcp-host/h1-workspace", "Secret mcp-host/host-h1-mcp-host-runtime-tokens",
+			"ServiceAccount mcp-host/host-h1", "NetworkPolicy mcp-host/allow-rpc-proxy-desktop-h1",
+			"Deployment channels/channel-reader-h1", "NetworkPolicy channels/channel-reader-h1-egress",
+		} {
+			assert.Contains(t, got, want, "the reconciler writes the rest")
+		}
+		assert.Contains(t, r.warnings, "Host h1 gets no Deployment (ConfigMissing): ConfigMap mcp-host-config does not exist in mcp-host: "+
+			"the mcp-host container loads it whole (its trust anchors and proxy); deploy/base/mcp-host ships it, pass it with -f")
+
+		// No ConfigMap configured: none is required, as in the controller.
+		r = runEnv(t, map[string]string{"CONTEXT_MAPPER_HOST_CONFIGMAP_NAME": ""}, write(t, map[string]string{"all.yaml": hostDoc("h1", "tenant", "") +
+			"---\n" + ctxDoc("tenant", "tenant", "2026-01-01T00:00:00Z")}))
+		require.NoError(t, r.err)
+		assert.Contains(t, objects(r.out), "Deployment mcp-host/h1")
+	})
 	t.Run("a missing Context gets nothing", func(t *testing.T) {
 		r := run(t, []string{write(t, map[string]string{"all.yaml": hostDoc("h1", "nowhere", "")})}, nil)
 		require.NoError(t, r.err)
@@ -453,6 +477,26 @@ func TestRenderRunsOneGFSCPerDrive(t *testing.T) {
 	assert.NotContains(t, got, "Deployment gfs/gfsc-main")
 	assert.Contains(t, r.warnings, "GlobalFileSystem main gets no runtime (DriveConflict): drive main is held by GlobalFileSystem z, "+
 		"which is older; no gfsc runs for main while it names the drive")
+}
+
+// A spec.size above HCC_SFS_MAX_SIZE is never asked of the cluster: no
+// claim, and no WFC, which waits for its claim; its policies and Service
+// are written, as by the reconciler.
+func TestRenderGivesAnOversizedSharedFileSystemNoClaimAndNoWFC(t *testing.T) {
+	dir := write(t, map[string]string{"fs.yaml": shippedFileSystems(t, "size: 5Gi", "size: 200Gi")})
+	r := run(t, []string{dir}, nil)
+	require.NoError(t, r.err)
+	got := objectsOf(t, r.out, "Deployment", "PersistentVolumeClaim", "Service", "NetworkPolicy")
+	assert.NotContains(t, got, "PersistentVolumeClaim mcp-host/wfc-team-docs-data")
+	assert.NotContains(t, got, "Deployment mcp-host/wfc-team-docs")
+	for _, want := range []string{"NetworkPolicy mcp-host/wfc-team-docs-ingress", "NetworkPolicy mcp-host/wfc-team-docs-egress", "Service mcp-host/wfc-team-docs"} {
+		assert.Contains(t, got, want, "the reconciler writes the rest")
+	}
+	assert.Contains(t, r.warnings, "SharedFileSystem team-docs gets no claim and no Deployment (InvalidSpec): spec.size 200Gi is above HCC_SFS_MAX_SIZE (100Gi)")
+
+	r = runEnv(t, map[string]string{"HCC_SFS_MAX_SIZE": "500Gi"}, dir)
+	require.NoError(t, r.err)
+	assert.Contains(t, workloads(t, r.out), "Deployment mcp-host/wfc-team-docs", "under a larger bound it runs")
 }
 
 func TestRenderGivesAFileSystemWithoutItsConfigNoRuntime(t *testing.T) {
