@@ -340,6 +340,15 @@ func TestRenderPlansHostsAsTheControllerDecides(t *testing.T) {
 		assert.Empty(t, objects(r.out))
 		assert.Contains(t, r.warnings, "Host h1 gets no objects (ContextConflict): contextId shared of Context young is held by the older Context old")
 	})
+	t.Run("a secretRef naming a Secret no Host may read gets nothing", func(t *testing.T) {
+		r := run(t, []string{write(t, map[string]string{"all.yaml": hostDoc("h1", "tenant", "  secretRef: {name: sa}\n") +
+			"---\n" + ctxDoc("tenant", "tenant", "2026-01-01T00:00:00Z") + "---\n" + hostConfig +
+			"---\napiVersion: v1\nkind: Secret\nmetadata: {name: sa, namespace: mcp-host, labels: {clerum.io/secret-for-host: h1}}\n" +
+			"type: kubernetes.io/service-account-token\nstringData: {token: x}\n"})}, nil)
+		require.NoError(t, r.err)
+		assert.Empty(t, objects(r.out))
+		assert.Contains(t, r.warnings, "Host h1 gets no objects (InvalidSpec): Secret sa may not be a Host's: it is a service-account token")
+	})
 	t.Run("a missing secretRef gets nothing", func(t *testing.T) {
 		r := run(t, []string{write(t, map[string]string{"all.yaml": hostDoc("h1", "tenant", "  secretRef: {name: creds}\n") +
 			"---\n" + ctxDoc("tenant", "tenant", "2026-01-01T00:00:00Z")})}, nil)
@@ -552,11 +561,21 @@ func TestRenderRefusesReservedNamesAndForbiddenSecrets(t *testing.T) {
 	assert.Contains(t, r.warnings, "McpServer host-context-controller gets no Deployment (InvalidSpec): "+
 		"metadata.name is a platform app label value reserved for a platform workload; recreate the server under another name")
 
-	withSecret := "apiVersion: clerum.io/v1alpha1\nkind: McpServer\nmetadata: {name: s2}\nspec:\n  image: mongodb/x:1\n  transport: {type: sse}\n" +
-		"  envSecret: {name: sa, keys: [{secretKey: token, envName: TOKEN}]}\n---\n" +
-		"apiVersion: v1\nkind: Secret\nmetadata: {name: sa}\ntype: kubernetes.io/service-account-token\nstringData: {token: x}\n"
-	r = run(t, []string{write(t, map[string]string{"s.yaml": withSecret})}, nil)
-	require.NoError(t, r.err)
-	assert.NotContains(t, r.out, "kind: Deployment")
-	assert.Contains(t, r.warnings, "McpServer s2 gets no Deployment (SecretsMissing): Secret sa may not be read by an McpServer: it is a service-account token")
+	for _, tc := range []struct{ secret, why string }{
+		{"type: kubernetes.io/service-account-token\n", "it is a service-account token"},
+		{"type: kubernetes.io/dockerconfigjson\n", "it is a registry credential (kubernetes.io/dockerconfigjson)"},
+		{"type: kubernetes.io/dockercfg\n", "it is a registry credential (kubernetes.io/dockercfg)"},
+		{"", "it is managed by HCC (label clerum.io/managed-by)"},
+	} {
+		withSecret := "apiVersion: clerum.io/v1alpha1\nkind: McpServer\nmetadata: {name: s2}\nspec:\n  image: mongodb/x:1\n  transport: {type: sse}\n" +
+			"  envSecret: {name: sa, keys: [{secretKey: token, envName: TOKEN}]}\n---\n" +
+			"apiVersion: v1\nkind: Secret\nmetadata: {name: sa, labels: {clerum.io/managed-by: host-context-controller}}\n" + tc.secret + "stringData: {token: x}\n"
+		if tc.secret != "" {
+			withSecret = strings.Replace(withSecret, ", labels: {clerum.io/managed-by: host-context-controller}", "", 1)
+		}
+		r = run(t, []string{write(t, map[string]string{"s.yaml": withSecret})}, nil)
+		require.NoError(t, r.err)
+		assert.NotContains(t, r.out, "kind: Deployment", tc.why)
+		assert.Contains(t, r.warnings, "McpServer s2 gets no Deployment (SecretsMissing): Secret sa may not be read by an McpServer: "+tc.why)
+	}
 }
