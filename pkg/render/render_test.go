@@ -321,6 +321,15 @@ func TestRenderPlansHostsAsTheControllerDecides(t *testing.T) {
 		assert.Contains(t, r.warnings, "Host h1 gets no Deployment (ConfigMissing): ConfigMap mcp-host-config does not exist in mcp-host: "+
 			"the mcp-host container loads it whole (its trust anchors and proxy); deploy/base/mcp-host ships it, pass it with -f")
 
+		// The one deploy/base ships counts, given with -f.
+		r = run(t, []string{write(t, map[string]string{"all.yaml": hostDoc("h1", "tenant", "") +
+			"---\n" + ctxDoc("tenant", "tenant", "2026-01-01T00:00:00Z")}), filepath.Join("..", "..", "deploy", "base", "mcp-host")}, nil)
+		require.NoError(t, r.err)
+		assert.Contains(t, objects(r.out), "Deployment mcp-host/h1")
+		for _, w := range r.warnings {
+			assert.NotContains(t, w, "ConfigMissing")
+		}
+
 		// No ConfigMap configured: none is required, as in the controller.
 		r = runEnv(t, map[string]string{"CONTEXT_MAPPER_HOST_CONFIGMAP_NAME": ""}, write(t, map[string]string{"all.yaml": hostDoc("h1", "tenant", "") +
 			"---\n" + ctxDoc("tenant", "tenant", "2026-01-01T00:00:00Z")}))
