@@ -14,6 +14,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
 
 	"github.com/clerum/hcc/internal/testing/testenv"
 )
@@ -111,4 +113,28 @@ spec:
 	stderr.Reset()
 	assert.Equal(t, 1, run(context.Background(), []string{"render", "-f", dir, "--resolve", "nonsense"}, &stdout, &stderr))
 	assert.Contains(t, stderr.String(), "HOST=IP")
+}
+
+// render -f deploy/examples (docs/deploy.md) exits 0 without a warning and
+// plans the example Host's Deployment, every example server's and both
+// file systems' workloads.
+func TestRenderTheShippedExamples(t *testing.T) {
+	t.Setenv("INTERNAL_CONTROL_JWT_HCC_HMAC_SECRET", "")
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"render", "-f", filepath.Join("..", "..", "deploy", "examples")}, &stdout, &stderr)
+	require.Equal(t, 0, code, stderr.String())
+	assert.Empty(t, stderr.String(), "no warning: the examples carry what their objects read")
+	var got []string
+	for _, doc := range strings.Split(stdout.String(), "---\n")[1:] {
+		var o metav1.PartialObjectMetadata
+		require.NoError(t, yaml.Unmarshal([]byte(doc), &o))
+		if o.Kind == "Deployment" || o.Kind == "Job" {
+			got = append(got, o.Kind+" "+o.Namespace+"/"+o.Name)
+		}
+	}
+	assert.ElementsMatch(t, []string{
+		"Deployment mcp-host/research-1", "Deployment channels/channel-reader-research-1",
+		"Deployment mcp-server/fetch", "Deployment mcp-server/notes", "Deployment mcp-server/tracker",
+		"Deployment mcp-host/wfc-team-docs", "Deployment gfs/gfsc-main", "Job gfs/gfsc-main-seed",
+	}, got)
 }

@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -29,6 +30,7 @@ import (
 	netpolcontroller "github.com/clerum/hcc/pkg/controllers/netpol"
 	"github.com/clerum/hcc/pkg/controllers/sharedfs"
 	"github.com/clerum/hcc/pkg/imagepolicy"
+	"github.com/clerum/hcc/pkg/names"
 	"github.com/clerum/hcc/pkg/netpol"
 	"github.com/clerum/hcc/pkg/validation"
 )
@@ -123,7 +125,7 @@ func Render(ctx context.Context, opts Options) ([]byte, error) {
 	}
 	objects = append(objects, workloads...)
 	hosts, err := planHosts(watched(in.hosts, cfg.Namespaces.Host, opts.Warn), contexts,
-		inNamespace(in.secrets, cfg.Namespaces.Host), cfg, opts.Warn)
+		inNamespace(in.secrets, cfg.Namespaces.Host), inNamespace(in.configMaps, cfg.Namespaces.Host), cfg, opts.Warn)
 	if err != nil {
 		return nil, err
 	}
@@ -134,7 +136,11 @@ func Render(ctx context.Context, opts Options) ([]byte, error) {
 
 // planFileSystems plans each SharedFileSystem's and GlobalFileSystem's
 // runtime with its reconciler's own admission: one whose ConfigMap or
-// Secret is missing or invalid gets none, with a warning.
+// Secret is missing or invalid gets none, with a warning. A
+// SharedFileSystem whose spec.size is above HCC_SFS_MAX_SIZE gets no claim
+// and no WFC (its policies and Service are written, as by the
+// reconciler); a GlobalFileSystem whose drive an older one holds gets
+// nothing (docs/globalfilesystem.md, "One writer per drive").
 func planFileSystems(in *inputs, cfg *config.Config, warn func(string, ...any)) []runtime.Object {
 	var out []runtime.Object
 	byName := func(objs []*corev1.ConfigMap, ns string) map[string]*corev1.ConfigMap {
@@ -152,18 +158,42 @@ func planFileSystems(in *inputs, cfg *config.Config, warn func(string, ...any)) 
 			warn("SharedFileSystem %s gets no runtime (%s): %s", fs.Name, a.Block, a.Message)
 			continue
 		}
-		out = append(out, sharedfs.Plan(fs, a, sfsOpts)...)
+		children := sharedfs.Plan(fs, a, sfsOpts)
+		if err := sharedfs.CheckSize(fs, sfsOpts); err != nil {
+			// The reconciler never asks the cluster for the claim, and the
+			// WFC waits for its claim.
+			warn("SharedFileSystem %s gets no claim and no Deployment (%s): %v", fs.Name, kit.ReasonInvalidSpec, err)
+			children = without(children, func(o runtime.Object) bool {
+				switch o.(type) {
+				case *corev1.PersistentVolumeClaim, *appsv1.Deployment:
+					return true
+				}
+				return false
+			})
+		}
+		out = append(out, children...)
 	}
 	gfsOpts := globalfs.OptionsFrom(cfg)
 	gfsMaps := byName(in.configMaps, cfg.Namespaces.GFS)
 	var secret *corev1.Secret
 	for _, s := range inNamespace(in.secrets, cfg.Namespaces.GFS) {
 		if s.Name == gfsOpts.PostgresSecret {
+			// The init container's wait target, from the raw value as the
+			// reconciler reads it from the API server; then the value is
+			// digested, as the reconciler's cache holds it.
+			gfsOpts.WaitHost, gfsOpts.WaitPort = globalfs.PostgresWaitTarget(string(s.Data[gfsOpts.PostgresSecretKey]))
 			d, _ := kit.DigestSecret(s)
 			secret = d.(*corev1.Secret)
 		}
 	}
-	for _, g := range watched(in.gfs, cfg.Namespaces.GFS, warn) {
+	filesystems := watched(in.gfs, cfg.Namespaces.GFS, warn)
+	for _, g := range filesystems {
+		// The drive conflict first, as in the reconciler: it stops the
+		// writer whatever the configuration says.
+		if held := globalfs.DriveHeld(g, filesystems, gfsOpts); held != "" {
+			warn("GlobalFileSystem %s gets no runtime (%s): %s", g.Name, globalfs.ReasonDriveConflict, held)
+			continue
+		}
 		a := globalfs.Admit(secret, gfsMaps[gfsOpts.JWTConfigMap], gfsOpts)
 		if a.Block != "" {
 			warn("GlobalFileSystem %s gets no runtime (%s): %s", g.Name, a.Block, a.Message)
@@ -174,11 +204,25 @@ func planFileSystems(in *inputs, cfg *config.Config, warn func(string, ...any)) 
 	return out
 }
 
+// without returns objs less those drop reports.
+func without(objs []runtime.Object, drop func(runtime.Object) bool) []runtime.Object {
+	var out []runtime.Object
+	for _, o := range objs {
+		if !drop(o) {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
 // planHosts plans each Host's objects with the Host operator's own
 // admission: a Host whose Context is missing or does not hold its
-// contextId, or whose spec.secretRef is missing, gets none, with a warning.
+// contextId, or whose spec.secretRef is missing, gets none, with a warning;
+// one whose namespace lacks the ConfigMap every mcp-host container loads
+// (CONTEXT_MAPPER_HOST_CONFIGMAP_NAME) gets every object but its
+// Deployment, with a warning.
 func planHosts(hosts []*clerumv1alpha1.Host, contexts []*clerumv1alpha1.Context, secrets []*corev1.Secret,
-	cfg *config.Config, warn func(string, ...any)) ([]runtime.Object, error) {
+	configMaps []*corev1.ConfigMap, cfg *config.Config, warn func(string, ...any)) ([]runtime.Object, error) {
 	opts := host.OptionsFrom(cfg)
 	byName := map[string]*clerumv1alpha1.Context{}
 	byID := map[string][]*clerumv1alpha1.Context{}
@@ -210,9 +254,35 @@ func planHosts(hosts []*clerumv1alpha1.Host, contexts []*clerumv1alpha1.Context,
 		if err != nil {
 			return nil, fmt.Errorf("planning host %s: %w", h.Name, err)
 		}
+		if missing := configMissing(opts, configMaps); missing != "" {
+			// As the reconciler: every other object is written, and the
+			// Deployment waits for the ConfigMap.
+			warn("Host %s gets no Deployment (%s): %s", h.Name, kit.ReasonConfigMissing, missing)
+			children = without(children, func(o runtime.Object) bool {
+				d, ok := o.(*appsv1.Deployment)
+				return ok && d.Namespace == h.Namespace && d.Name == names.HostWorkload(h.Name)
+			})
+		}
 		out = append(out, children...)
 	}
 	return out, nil
+}
+
+// configMissing returns why no Host Deployment is written for want of the
+// ConfigMap every mcp-host container loads, or "" when it is among
+// configMaps (the host namespace's) or none is configured. The platform
+// ships it (deploy/base/mcp-host); render sees it only when given it.
+func configMissing(opts host.Options, configMaps []*corev1.ConfigMap) string {
+	if opts.ConfigMapName == "" {
+		return ""
+	}
+	for _, c := range configMaps {
+		if c.Name == opts.ConfigMapName {
+			return ""
+		}
+	}
+	return fmt.Sprintf("ConfigMap %s does not exist in %s: the mcp-host container loads it whole (its trust anchors and proxy); "+
+		"deploy/base/mcp-host ships it, pass it with -f", opts.ConfigMapName, opts.HostNamespace)
 }
 
 // planServers plans each McpServer's children with the McpServer operator's

@@ -7,11 +7,14 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
+	"sort"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
@@ -260,6 +263,9 @@ func TestRenderPlansMcpServersAsTheControllerDecides(t *testing.T) {
 	}
 }
 
+// hostConfig is the ConfigMap every mcp-host container loads.
+const hostConfig = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: mcp-host-config, namespace: mcp-host}\ndata: {HTTPS_PROXY: \"\"}\n"
+
 func TestRenderPlansHostsAsTheControllerDecides(t *testing.T) {
 	hostDoc := func(name, ctx, extra string) string {
 		return "apiVersion: clerum.io/v1alpha1\nkind: Host\nmetadata: {name: " + name + "}\nspec:\n  contextRef: " + ctx + "\n" + extra
@@ -283,7 +289,7 @@ func TestRenderPlansHostsAsTheControllerDecides(t *testing.T) {
 	}
 	t.Run("a Host whose Context holds its contextId gets every per-Host object", func(t *testing.T) {
 		r := run(t, []string{write(t, map[string]string{"all.yaml": hostDoc("h1", "tenant", "  desktop: {enabled: true}\n") +
-			"---\n" + ctxDoc("tenant", "tenant", "2026-01-01T00:00:00Z")})}, nil)
+			"---\n" + ctxDoc("tenant", "tenant", "2026-01-01T00:00:00Z") + "---\n" + hostConfig})}, nil)
 		require.NoError(t, r.err)
 		got := objects(r.out)
 		for _, want := range []string{
@@ -296,6 +302,39 @@ func TestRenderPlansHostsAsTheControllerDecides(t *testing.T) {
 		}
 		assert.Contains(t, r.out, "clerum.io/context: tenant")
 		assert.NotContains(t, r.out, "bootstrap-credential", "the runtime-token Secret is printed without data")
+	})
+	t.Run("a Host without the ConfigMap its container loads gets every object but its Deployment", func(t *testing.T) {
+		r := run(t, []string{write(t, map[string]string{"all.yaml": hostDoc("h1", "tenant", "  desktop: {enabled: true}\n") +
+			"---\n" + ctxDoc("tenant", "tenant", "2026-01-01T00:00:00Z") +
+			// The same name in another namespace is not the Host's.
+			"---\n" + strings.Replace(hostConfig, "namespace: mcp-host", "namespace: mcp-server", 1)})}, nil)
+		require.NoError(t, r.err)
+		got := objects(r.out)
+		assert.NotContains(t, got, "Deployment mcp-host/h1")
+		for _, want := range []string{
+			"Service mcp-host/h1", "PersistentVolumeClaim mcp-host/h1-workspace", "Secret mcp-host/host-h1-mcp-host-runtime-tokens",
+			"ServiceAccount mcp-host/host-h1", "NetworkPolicy mcp-host/allow-rpc-proxy-desktop-h1",
+			"Deployment channels/channel-reader-h1", "NetworkPolicy channels/channel-reader-h1-egress",
+		} {
+			assert.Contains(t, got, want, "the reconciler writes the rest")
+		}
+		assert.Contains(t, r.warnings, "Host h1 gets no Deployment (ConfigMissing): ConfigMap mcp-host-config does not exist in mcp-host: "+
+			"the mcp-host container loads it whole (its trust anchors and proxy); deploy/base/mcp-host ships it, pass it with -f")
+
+		// The one deploy/base ships counts, given with -f.
+		r = run(t, []string{write(t, map[string]string{"all.yaml": hostDoc("h1", "tenant", "") +
+			"---\n" + ctxDoc("tenant", "tenant", "2026-01-01T00:00:00Z")}), filepath.Join("..", "..", "deploy", "base", "mcp-host")}, nil)
+		require.NoError(t, r.err)
+		assert.Contains(t, objects(r.out), "Deployment mcp-host/h1")
+		for _, w := range r.warnings {
+			assert.NotContains(t, w, "ConfigMissing")
+		}
+
+		// No ConfigMap configured: none is required, as in the controller.
+		r = runEnv(t, map[string]string{"CONTEXT_MAPPER_HOST_CONFIGMAP_NAME": ""}, write(t, map[string]string{"all.yaml": hostDoc("h1", "tenant", "") +
+			"---\n" + ctxDoc("tenant", "tenant", "2026-01-01T00:00:00Z")}))
+		require.NoError(t, r.err)
+		assert.Contains(t, objects(r.out), "Deployment mcp-host/h1")
 	})
 	t.Run("a missing Context gets nothing", func(t *testing.T) {
 		r := run(t, []string{write(t, map[string]string{"all.yaml": hostDoc("h1", "nowhere", "")})}, nil)
@@ -310,6 +349,15 @@ func TestRenderPlansHostsAsTheControllerDecides(t *testing.T) {
 		assert.Empty(t, objects(r.out))
 		assert.Contains(t, r.warnings, "Host h1 gets no objects (ContextConflict): contextId shared of Context young is held by the older Context old")
 	})
+	t.Run("a secretRef naming a Secret no Host may read gets nothing", func(t *testing.T) {
+		r := run(t, []string{write(t, map[string]string{"all.yaml": hostDoc("h1", "tenant", "  secretRef: {name: sa}\n") +
+			"---\n" + ctxDoc("tenant", "tenant", "2026-01-01T00:00:00Z") + "---\n" + hostConfig +
+			"---\napiVersion: v1\nkind: Secret\nmetadata: {name: sa, namespace: mcp-host, labels: {clerum.io/secret-for-host: h1}}\n" +
+			"type: kubernetes.io/service-account-token\nstringData: {token: x}\n"})}, nil)
+		require.NoError(t, r.err)
+		assert.Empty(t, objects(r.out))
+		assert.Contains(t, r.warnings, "Host h1 gets no objects (InvalidSpec): Secret sa may not be a Host's: it is a service-account token")
+	})
 	t.Run("a missing secretRef gets nothing", func(t *testing.T) {
 		r := run(t, []string{write(t, map[string]string{"all.yaml": hostDoc("h1", "tenant", "  secretRef: {name: creds}\n") +
 			"---\n" + ctxDoc("tenant", "tenant", "2026-01-01T00:00:00Z")})}, nil)
@@ -319,21 +367,154 @@ func TestRenderPlansHostsAsTheControllerDecides(t *testing.T) {
 	})
 }
 
-// The shipped examples plan both file-system runtimes (issue: deploy/examples).
-func TestRenderPlansTheShippedFileSystemExamples(t *testing.T) {
+// The shipped examples plan every runtime: the Host's, the servers' and
+// both file systems' (issue: deploy/examples), with no warning.
+func TestRenderPlansTheShippedExamples(t *testing.T) {
 	r := run(t, []string{filepath.Join("..", "..", "deploy", "examples")}, nil)
 	require.NoError(t, r.err)
+	assert.Empty(t, r.warnings, "the examples carry everything their objects read")
+	assert.Equal(t, []string{
+		"Deployment channels/channel-reader-research-1", "Deployment gfs/gfsc-main", "Deployment mcp-host/research-1",
+		"Deployment mcp-host/wfc-team-docs", "Deployment mcp-server/fetch", "Deployment mcp-server/notes", "Deployment mcp-server/tracker",
+		"Job gfs/gfsc-main-seed", "PersistentVolumeClaim mcp-host/research-1-workspace", "PersistentVolumeClaim mcp-host/wfc-team-docs-data",
+	}, workloads(t, r.out))
 	for _, want := range []string{
-		"name: wfc-team-docs\n  namespace: mcp-host", "name: wfc-team-docs-data\n  namespace: mcp-host",
-		"name: wfc-team-docs-ingress\n  namespace: mcp-host",
-		"name: gfsc-main\n  namespace: gfs", "name: gfsc-main-egress\n  namespace: gfs", "name: gfsc-main-seed\n  namespace: gfs",
+		"name: wfc-team-docs\n  namespace: mcp-host", "name: wfc-team-docs-ingress\n  namespace: mcp-host",
+		"name: gfsc-main\n  namespace: gfs", "name: gfsc-main-egress\n  namespace: gfs",
 	} {
 		assert.Contains(t, r.out, want)
 	}
 	assert.NotContains(t, r.out, "gfs:example@", "a Secret value is never printed")
-	for _, w := range r.warnings {
-		assert.NotContains(t, w, "gets no runtime", "the examples carry what both file systems read")
+}
+
+// workloads lists the Deployments, Jobs and claims of a rendered stream as
+// "Kind namespace/name", sorted.
+func workloads(t *testing.T, out string) []string {
+	return objectsOf(t, out, "Deployment", "Job", "PersistentVolumeClaim")
+}
+
+// objectsOf lists the objects of the given kinds of a rendered stream as
+// "Kind namespace/name", sorted.
+func objectsOf(t *testing.T, out string, kinds ...string) []string {
+	var keys []string
+	for _, doc := range strings.Split(out, "---\n")[1:] {
+		var o struct {
+			Kind     string
+			Metadata struct{ Namespace, Name string }
+		}
+		require.NoError(t, utilyaml.Unmarshal([]byte(doc), &o))
+		if slices.Contains(kinds, o.Kind) {
+			keys = append(keys, o.Kind+" "+o.Metadata.Namespace+"/"+o.Metadata.Name)
+		}
 	}
+	sort.Strings(keys)
+	return keys
+}
+
+// shippedFileSystems is deploy/examples/filesystems.yaml with edits.
+func shippedFileSystems(t *testing.T, oldNew ...string) string {
+	raw, err := os.ReadFile(filepath.Join("..", "..", "deploy", "examples", "filesystems.yaml"))
+	require.NoError(t, err)
+	s := string(raw)
+	for i := 0; i+1 < len(oldNew); i += 2 {
+		require.Contains(t, s, oldNew[i])
+		s = strings.Replace(s, oldNew[i], oldNew[i+1], 1)
+	}
+	return s
+}
+
+// podOf decodes the pod template of the named Deployment or Job.
+func podOf(t *testing.T, out, kind, name string) *corev1.PodSpec {
+	for _, doc := range strings.Split(out, "---\n")[1:] {
+		var o struct {
+			Kind     string
+			Metadata struct{ Name string }
+			Spec     struct {
+				Template corev1.PodTemplateSpec
+			}
+		}
+		require.NoError(t, utilyaml.Unmarshal([]byte(doc), &o))
+		if o.Kind == kind && o.Metadata.Name == name {
+			return &o.Spec.Template.Spec
+		}
+	}
+	t.Fatalf("no %s %s rendered", kind, name)
+	return nil
+}
+
+// The init container waits for the connection string's host and port, as
+// the reconciler reads them from the raw Secret value; the value itself is
+// never printed, and one that names no plain host leaves both empty.
+func TestRenderGivesTheGFSCInitContainerThePostgresWaitTarget(t *testing.T) {
+	waitEnv := func(pod *corev1.PodSpec) map[string]string {
+		require.Len(t, pod.InitContainers, 1)
+		env := map[string]string{}
+		for _, e := range pod.InitContainers[0].Env {
+			env[e.Name] = e.Value
+		}
+		return env
+	}
+	r := run(t, []string{write(t, map[string]string{"fs.yaml": shippedFileSystems(t, "cluster.local:5432/gfs", "cluster.local:6543/gfs")})}, nil)
+	require.NoError(t, r.err)
+	want := map[string]string{"GFSC_POSTGRES_HOST": "control-postgres.control-plane.svc.cluster.local", "GFSC_POSTGRES_PORT": "6543"}
+	assert.Equal(t, want, waitEnv(podOf(t, r.out, "Deployment", "gfsc-main")))
+	assert.Equal(t, want, waitEnv(podOf(t, r.out, "Job", "gfsc-main-seed")))
+	assert.NotContains(t, r.out, "gfs:example@")
+
+	r = run(t, []string{write(t, map[string]string{"fs.yaml": shippedFileSystems(t,
+		"postgres://gfs:example@control-postgres.control-plane.svc.cluster.local:5432/gfs?sslmode=require",
+		"host=a,b user=gfs password=example")})}, nil)
+	require.NoError(t, r.err)
+	assert.Equal(t, map[string]string{"GFSC_POSTGRES_HOST": "", "GFSC_POSTGRES_PORT": ""}, waitEnv(podOf(t, r.out, "Deployment", "gfsc-main")),
+		"not a URL: not waited for, and still deployed")
+	assert.NotContains(t, r.out, "password=example")
+}
+
+// Two GlobalFileSystems naming one drive plan one writer: the oldest by
+// creation timestamp, then (render's input rarely has one) the smaller
+// name; the other gets nothing, with a warning.
+func TestRenderRunsOneGFSCPerDrive(t *testing.T) {
+	gfs := func(name, meta, drive string) string {
+		return "---\napiVersion: clerum.io/v1alpha1\nkind: GlobalFileSystem\nmetadata: {name: " + name + ", namespace: gfs" + meta + "}\nspec: {driveName: " + drive + "}\n"
+	}
+	r := run(t, []string{write(t, map[string]string{"fs.yaml": shippedFileSystems(t) + gfs("x", "", "main") + gfs("c", "", "other")})}, nil)
+	require.NoError(t, r.err)
+	got := objectsOf(t, r.out, "Deployment", "Job", "Service", "NetworkPolicy")
+	assert.Contains(t, got, "Deployment gfs/gfsc-main", "no timestamps: the smaller name holds the drive")
+	assert.Contains(t, got, "Deployment gfs/gfsc-c", "another drive is another writer")
+	assert.NotContains(t, strings.Join(got, " "), "gfsc-x", "nothing for it, not even its Service or policy: the reconciler writes none")
+	assert.Contains(t, r.warnings, "GlobalFileSystem x gets no runtime (DriveConflict): drive main is held by GlobalFileSystem main, "+
+		"which is older; no gfsc runs for x while it names the drive")
+
+	r = run(t, []string{write(t, map[string]string{"fs.yaml": shippedFileSystems(t, "name: main\n  namespace: gfs",
+		"name: main\n  namespace: gfs\n  creationTimestamp: \"2026-06-01T00:00:00Z\"") +
+		gfs("z", `, creationTimestamp: "2026-01-01T00:00:00Z"`, "main")})}, nil)
+	require.NoError(t, r.err)
+	got = workloads(t, r.out)
+	assert.Contains(t, got, "Deployment gfs/gfsc-z", "the older holds the drive, whatever its name")
+	assert.NotContains(t, got, "Deployment gfs/gfsc-main")
+	assert.Contains(t, r.warnings, "GlobalFileSystem main gets no runtime (DriveConflict): drive main is held by GlobalFileSystem z, "+
+		"which is older; no gfsc runs for main while it names the drive")
+}
+
+// A spec.size above HCC_SFS_MAX_SIZE is never asked of the cluster: no
+// claim, and no WFC, which waits for its claim; its policies and Service
+// are written, as by the reconciler.
+func TestRenderGivesAnOversizedSharedFileSystemNoClaimAndNoWFC(t *testing.T) {
+	dir := write(t, map[string]string{"fs.yaml": shippedFileSystems(t, "size: 5Gi", "size: 200Gi")})
+	r := run(t, []string{dir}, nil)
+	require.NoError(t, r.err)
+	got := objectsOf(t, r.out, "Deployment", "PersistentVolumeClaim", "Service", "NetworkPolicy")
+	assert.NotContains(t, got, "PersistentVolumeClaim mcp-host/wfc-team-docs-data")
+	assert.NotContains(t, got, "Deployment mcp-host/wfc-team-docs")
+	for _, want := range []string{"NetworkPolicy mcp-host/wfc-team-docs-ingress", "NetworkPolicy mcp-host/wfc-team-docs-egress", "Service mcp-host/wfc-team-docs"} {
+		assert.Contains(t, got, want, "the reconciler writes the rest")
+	}
+	assert.Contains(t, r.warnings, "SharedFileSystem team-docs gets no claim and no Deployment (InvalidSpec): spec.size 200Gi is above HCC_SFS_MAX_SIZE (100Gi)")
+
+	r = runEnv(t, map[string]string{"HCC_SFS_MAX_SIZE": "500Gi"}, dir)
+	require.NoError(t, r.err)
+	assert.Contains(t, workloads(t, r.out), "Deployment mcp-host/wfc-team-docs", "under a larger bound it runs")
 }
 
 func TestRenderGivesAFileSystemWithoutItsConfigNoRuntime(t *testing.T) {
@@ -389,11 +570,21 @@ func TestRenderRefusesReservedNamesAndForbiddenSecrets(t *testing.T) {
 	assert.Contains(t, r.warnings, "McpServer host-context-controller gets no Deployment (InvalidSpec): "+
 		"metadata.name is a platform app label value reserved for a platform workload; recreate the server under another name")
 
-	withSecret := "apiVersion: clerum.io/v1alpha1\nkind: McpServer\nmetadata: {name: s2}\nspec:\n  image: mongodb/x:1\n  transport: {type: sse}\n" +
-		"  envSecret: {name: sa, keys: [{secretKey: token, envName: TOKEN}]}\n---\n" +
-		"apiVersion: v1\nkind: Secret\nmetadata: {name: sa}\ntype: kubernetes.io/service-account-token\nstringData: {token: x}\n"
-	r = run(t, []string{write(t, map[string]string{"s.yaml": withSecret})}, nil)
-	require.NoError(t, r.err)
-	assert.NotContains(t, r.out, "kind: Deployment")
-	assert.Contains(t, r.warnings, "McpServer s2 gets no Deployment (SecretsMissing): Secret sa may not be read by an McpServer: it is a service-account token")
+	for _, tc := range []struct{ secret, why string }{
+		{"type: kubernetes.io/service-account-token\n", "it is a service-account token"},
+		{"type: kubernetes.io/dockerconfigjson\n", "it is a registry credential (kubernetes.io/dockerconfigjson)"},
+		{"type: kubernetes.io/dockercfg\n", "it is a registry credential (kubernetes.io/dockercfg)"},
+		{"", "it is managed by HCC (label clerum.io/managed-by)"},
+	} {
+		withSecret := "apiVersion: clerum.io/v1alpha1\nkind: McpServer\nmetadata: {name: s2}\nspec:\n  image: mongodb/x:1\n  transport: {type: sse}\n" +
+			"  envSecret: {name: sa, keys: [{secretKey: token, envName: TOKEN}]}\n---\n" +
+			"apiVersion: v1\nkind: Secret\nmetadata: {name: sa, labels: {clerum.io/managed-by: host-context-controller}}\n" + tc.secret + "stringData: {token: x}\n"
+		if tc.secret != "" {
+			withSecret = strings.Replace(withSecret, ", labels: {clerum.io/managed-by: host-context-controller}", "", 1)
+		}
+		r = run(t, []string{write(t, map[string]string{"s.yaml": withSecret})}, nil)
+		require.NoError(t, r.err)
+		assert.NotContains(t, r.out, "kind: Deployment", tc.why)
+		assert.Contains(t, r.warnings, "McpServer s2 gets no Deployment (SecretsMissing): Secret sa may not be read by an McpServer: "+tc.why)
+	}
 }

@@ -170,7 +170,8 @@ type Options struct {
 	// WaitHost and WaitPort are what the init container waits for: the
 	// host and port of the Postgres connection string, which the
 	// reconciler reads (PostgresWaitTarget) so the init container needs no
-	// password. Empty: it does not wait (render, which sees only digests).
+	// password; render computes them from the raw value it reads from its
+	// input. Empty: it does not wait.
 	WaitHost, WaitPort string
 }
 

@@ -113,23 +113,14 @@ func (c *Controller) admit() Admission {
 }
 
 // driveConflict returns why g may not run a writer of drive, or "" when it
-// may (docs/globalfilesystem.md, "One writer per drive"). The drive is
-// held by the oldest GlobalFileSystem naming it, by creation timestamp and
-// then name, among those not being deleted; the holder itself waits while
-// a gfsc Deployment of another GlobalFileSystem still serves the drive.
+// may (docs/globalfilesystem.md, "One writer per drive"): an older
+// GlobalFileSystem holds the drive (DriveHeld, which render shares), or the
+// holder g itself waits while a gfsc Deployment of another GlobalFileSystem
+// still serves the drive.
 func (c *Controller) driveConflict(g *clerumv1alpha1.GlobalFileSystem, drive string) string {
 	all, _ := c.filesystems.GlobalFileSystems(g.Namespace).List(k8slabels.Everything())
-	var holder *clerumv1alpha1.GlobalFileSystem
-	for _, o := range all {
-		if o.UID == g.UID || o.DeletionTimestamp != nil || DriveName(o, c.cfg.Build) != drive {
-			continue
-		}
-		if olderThan(o, g) && (holder == nil || olderThan(o, holder)) {
-			holder = o
-		}
-	}
-	if holder != nil {
-		return fmt.Sprintf("drive %s is held by GlobalFileSystem %s, which is older; no gfsc runs for %s while it names the drive", drive, holder.Name, g.Name)
+	if held := DriveHeld(g, all, c.cfg.Build); held != "" {
+		return held
 	}
 	if DeployedDrive(c.deploymentOf(g)) == drive {
 		// g's gfsc already serves the drive (two did before HCC kept one
@@ -149,15 +140,6 @@ func (c *Controller) driveConflict(g *clerumv1alpha1.GlobalFileSystem, drive str
 			drive, strings.Join(serving, ", "), g.Name)
 	}
 	return ""
-}
-
-// olderThan orders GlobalFileSystems for holding a drive: the earlier
-// creation timestamp, then the smaller name.
-func olderThan(a, b *clerumv1alpha1.GlobalFileSystem) bool {
-	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
-		return a.CreationTimestamp.Before(&b.CreationTimestamp)
-	}
-	return a.Name < b.Name
 }
 
 // stopWriters deletes g's gfsc Deployment and seed Job, where they are
