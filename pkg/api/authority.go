@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/names"
@@ -74,12 +75,37 @@ func grantedServers(ctx *v1alpha1.Context, servers McpServerReader) []*v1alpha1.
 
 // withheld reports whether the credential of a granted server s is kept
 // from every Host: the image allowlist refuses it in enforce mode (refused,
-// nil in audit mode), or its name is reserved for a platform workload (an
+// nil in audit mode), the controller reports it refused it in enforce mode
+// (controllerRefused), or its name is reserved for a platform workload (an
 // object from before the CRD refused such names), so the operator runs
 // nothing of it. Such a server is still listed, deployed and ready false;
 // its credential route answers the uniform 404.
 func withheld(s *v1alpha1.McpServer, refused func(*v1alpha1.McpServer) bool) bool {
-	return names.ReservedMcpServerName(s.Name) || (refused != nil && refused(s))
+	return names.ReservedMcpServerName(s.Name) || (refused != nil && refused(s)) || controllerRefused(s)
+}
+
+// reasonImageNotAllowed is the controller's reason for ImageAllowed False
+// in enforce mode (kit.ReasonImageNotAllowed; pkg/api may not import the
+// controllers, and a test keeps the two equal).
+const reasonImageNotAllowed = "ImageNotAllowed"
+
+// controllerRefused reports whether s's status says the controller refused
+// its image in enforce mode for the current spec: ImageAllowed False with
+// reason ImageNotAllowed, observed for s's generation.
+//
+// Enforce mode is set on each binary, and an overlay may set it on the
+// controller alone; hcc-api in audit mode would then hand out the
+// credential of a server the controller scaled to zero. The status covers
+// that gap. It can only withhold, never release: hcc-api's own judgement
+// (refused) still withholds whatever the status says, since a status is
+// written late and by whoever may write it (docs/http-api.md). A verdict
+// from an older generation is ignored, so that a fixed image is not kept
+// withheld until the controller catches up; an AuditOnly verdict (audit
+// mode, deployed anyway) withholds nothing.
+func controllerRefused(s *v1alpha1.McpServer) bool {
+	c := meta.FindStatusCondition(s.Status.Conditions, v1alpha1.ConditionImageAllowed)
+	return c != nil && c.Status == metav1.ConditionFalse && c.Reason == reasonImageNotAllowed &&
+		c.ObservedGeneration == s.Generation
 }
 
 // offered reports whether a server may be handed to a Host: enabled and not

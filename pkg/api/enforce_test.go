@@ -7,8 +7,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
+	"github.com/clerum/hcc/pkg/controllers/kit"
 	"github.com/clerum/hcc/pkg/imagepolicy"
 	"github.com/clerum/hcc/pkg/names"
 )
@@ -124,4 +126,85 @@ func TestAReservedNameIsWithheld(t *testing.T) {
 	assert.Equal(t, http.StatusNotFound, rec.Code)
 	assert.NotContains(t, rec.Body.String(), "s3cret-alpha")
 	assert.Equal(t, serverStatus{Deployed: false, Ready: false}, statusByName(t, h, token)["mcp-proxy"])
+}
+
+// imageVerdict sets s's ImageAllowed condition to False with reason,
+// observed for generation.
+func imageVerdict(s *v1alpha1.McpServer, reason string, generation int64) *v1alpha1.McpServer {
+	s.Status.Conditions = append(s.Status.Conditions, metav1.Condition{
+		Type: v1alpha1.ConditionImageAllowed, Status: metav1.ConditionFalse,
+		Reason: reason, ObservedGeneration: generation,
+	})
+	return s
+}
+
+// An hcc-api left in audit mode (an overlay that set enforce mode on the
+// controller only) still withholds a server whose status says the
+// controller refused its image in enforce mode for the current spec; a
+// verdict for an older spec, or an audit-mode verdict, withholds nothing.
+func TestTheControllersEnforceVerdictWithholdsInAuditMode(t *testing.T) {
+	for name, tc := range map[string]struct {
+		reason     string
+		observed   int64
+		generation int64
+		withheld   bool
+	}{
+		"ImageNotAllowed for this generation":     {reasonImageNotAllowed, 2, 2, true},
+		"ImageNotAllowed for an older generation": {reasonImageNotAllowed, 1, 2, false},
+		"AuditOnly": {kit.ReasonAuditOnly, 2, 2, false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			w := standardWorld(t)
+			alpha := withAuth(newServer("alpha", v1alpha1.TransportSSE), "alpha-creds", "token")
+			alpha.Spec.Image = "evil.io/x:1"
+			alpha.Generation, alpha.Status.ObservedGeneration = tc.generation, tc.generation
+			put(t, w.servers, imageVerdict(alpha, tc.reason, tc.observed))
+			h := newHarness(t, w, enforcing(t, false, "example/"))
+			token := h.token("host-a", "uid-a")
+			rec := h.credential(token, "alpha")
+			secretReads := h.world.secretReads.Load()
+			status := statusByName(t, h, token)
+			assert.Equal(t, serverStatus{Deployed: true, Ready: true}, status["beta"], "other servers are unaffected")
+			if !tc.withheld {
+				require.Equal(t, http.StatusOK, rec.Code)
+				assert.Contains(t, rec.Body.String(), "s3cret-alpha")
+				assert.Equal(t, serverStatus{Deployed: true, Ready: true}, status["alpha"])
+				return
+			}
+			assert.Equal(t, http.StatusNotFound, rec.Code)
+			assert.Equal(t, `{"error":"not_found"}`, rec.Body.String(), "the same bytes as an ungranted server")
+			assert.Zero(t, secretReads, "its Secret is never read")
+			assert.Equal(t, serverStatus{Deployed: false, Ready: false}, status["alpha"])
+			rec = h.do(http.MethodGet, "/api/v1/mcpservers", "", "")
+			require.Equal(t, http.StatusOK, rec.Code)
+			for _, e := range decode[systemInventory](t, rec).Servers {
+				if e.Name == "alpha" {
+					assert.Equal(t, serverStatus{Deployed: false, Ready: false}, e.Status)
+				}
+			}
+		})
+	}
+}
+
+// The status only ever withholds: hcc-api in enforce mode refuses an image
+// its allowlist refuses even when the status says the image is allowed.
+func TestAnAllowedVerdictDoesNotOverrideEnforceMode(t *testing.T) {
+	w := standardWorld(t)
+	alpha := withAuth(newServer("alpha", v1alpha1.TransportSSE), "alpha-creds", "token")
+	alpha.Spec.Image = "evil.io/x:1"
+	alpha.Status.Conditions = []metav1.Condition{{
+		Type: v1alpha1.ConditionImageAllowed, Status: metav1.ConditionTrue,
+		Reason: kit.ReasonImageAllowed, ObservedGeneration: alpha.Generation,
+	}}
+	put(t, w.servers, alpha)
+	h := newHarness(t, w, enforcing(t, true, "example/"))
+	token := h.token("host-a", "uid-a")
+	assert.Equal(t, http.StatusNotFound, h.credential(token, "alpha").Code)
+	assert.Equal(t, serverStatus{Deployed: false, Ready: false}, statusByName(t, h, token)["alpha"])
+}
+
+// reasonImageNotAllowed is a copy of the controller's reason (pkg/api may
+// not import the controllers); the two must not drift apart.
+func TestReasonImageNotAllowedMatchesTheController(t *testing.T) {
+	assert.Equal(t, kit.ReasonImageNotAllowed, reasonImageNotAllowed)
 }

@@ -113,7 +113,9 @@ func defaultTransportPath(typ v1alpha1.TransportType) string {
 // mode) is deployed and ready false whatever its status says: the status
 // may predate the refusal (written in audit mode, or under an older
 // allowlist) until the operator catches up, and the answer must not wait
-// for it.
+// for it. So is a server whose status says the controller refused its
+// image in enforce mode for the current generation (controllerRefused),
+// whatever hcc-api's own mode.
 func statusOf(s *v1alpha1.McpServer, refused func(*v1alpha1.McpServer) bool) serverStatus {
 	st := serverStatus{Deployed: s.Status.Deployed, Ready: s.Status.Ready}
 	if withheld(s, refused) {
