@@ -177,19 +177,24 @@ func (e *env) createFiles(dir string) {
 	entries, err := os.ReadDir(dir)
 	require.NoError(e.t, err)
 	for _, entry := range entries {
-		if !strings.HasSuffix(entry.Name(), ".yaml") {
+		if strings.HasSuffix(entry.Name(), ".yaml") {
+			e.createFile(filepath.Join(dir, entry.Name()))
+		}
+	}
+}
+
+// createFile creates every object of the YAML file at path.
+func (e *env) createFile(path string) {
+	e.t.Helper()
+	raw, err := os.ReadFile(path)
+	require.NoError(e.t, err)
+	for doc := range strings.SplitSeq(string(raw), "\n---\n") {
+		var m metav1.PartialObjectMetadata
+		require.NoError(e.t, yaml.Unmarshal([]byte(doc), &m))
+		if m.Kind == "" {
 			continue
 		}
-		raw, err := os.ReadFile(filepath.Join(dir, entry.Name()))
-		require.NoError(e.t, err)
-		for doc := range strings.SplitSeq(string(raw), "\n---\n") {
-			var m metav1.PartialObjectMetadata
-			require.NoError(e.t, yaml.Unmarshal([]byte(doc), &m))
-			if m.Kind == "" {
-				continue
-			}
-			e.created[m.Kind+"/"+m.Namespace+"/"+m.Name] = []byte(doc)
-			require.NoError(e.t, applyObject(context.Background(), []byte(doc)))
-		}
+		e.created[m.Kind+"/"+m.Namespace+"/"+m.Name] = []byte(doc)
+		require.NoError(e.t, applyObject(context.Background(), []byte(doc)))
 	}
 }

@@ -66,7 +66,11 @@ func newEnv(t *testing.T) *env {
 	t.Cleanup(srv.Close)
 	// Each scenario calls e.cleanUp itself, while a controller still runs
 	// to delete the children.
-	return &env{t: t, controlAPI: s, devURL: srv.URL, created: map[string][]byte{}}
+	e := &env{t: t, controlAPI: s, devURL: srv.URL, created: map[string][]byte{}}
+	// The Host pods' configuration, as deploy/base ships it: a Host does
+	// not start without it. deploy/examples applies its own over it.
+	e.createFile(filepath.Join(repoRoot, "deploy", "base", "mcp-host", "configmap.yaml"))
+	return e
 }
 
 // controllerEnv is the shipped configuration (deploy/base) with the local
