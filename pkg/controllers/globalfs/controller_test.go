@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -35,6 +36,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/controllers/kit"
@@ -884,4 +886,44 @@ func TestTheMarkIsWrittenAfterAConflict(t *testing.T) {
 	obj, err := f.kube.Tracker().Get(batchv1.SchemeGroupVersion.WithResource("jobs"), gfsNS, "gfsc-main-seed")
 	require.NoError(t, err)
 	assert.True(t, SeedJobMarked(testSeedKey, g, obj.(*batchv1.Job)))
+}
+
+// A Deployment that only looks like another file system's gfsc (labels and
+// a container env are anyone's to write) must not keep a drive's holder
+// from starting; the gfsc of another GlobalFileSystem, named for it and
+// controlled by it, does until it is gone (found by an attacker review).
+func TestOnlyAnotherFileSystemsOwnGFSCHoldsTheDrive(t *testing.T) {
+	built := newFixture(t, newGFS("main"), pgSecret(), jwtConfigMap(publicKeyPEM))
+	built.mustSync("main")
+	obj, err := built.kube.Tracker().Get(appsv1.SchemeGroupVersion.WithResource("deployments"), gfsNS, "gfsc-main")
+	require.NoError(t, err)
+	template := obj.(*appsv1.Deployment)
+
+	lookalike := func(name, label string, owner *metav1.OwnerReference) *appsv1.Deployment {
+		d := template.DeepCopy()
+		d.Name, d.UID, d.OwnerReferences = name, types.UID(name+"-uid"), nil
+		d.Labels[names.LabelGlobalFileSystem] = label
+		if owner != nil {
+			d.OwnerReferences = []metav1.OwnerReference{*owner}
+		}
+		return d
+	}
+	ghostOwner := &metav1.OwnerReference{APIVersion: clerumv1alpha1.GroupVersion.String(), Kind: "GlobalFileSystem",
+		Name: "ghost", UID: "ghost-uid", Controller: ptr.To(true)}
+	for _, tc := range []struct {
+		name   string
+		d      *appsv1.Deployment
+		starts bool
+	}{
+		{"a lookalike without an owner", lookalike("evil", "ghost", nil), true},
+		{"a lookalike named for no file system it is controlled by", lookalike("evil", "ghost", ghostOwner), true},
+		{"another file system's gfsc, named for it and controlled by it", lookalike("gfsc-ghost", "ghost", ghostOwner), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, newGFS("main"), pgSecret(), jwtConfigMap(publicKeyPEM), tc.d)
+			_, _ = f.sync("main")
+			created := slices.Contains(f.writes(), "create deployments gfsc-main")
+			assert.Equal(t, tc.starts, created, "writes: %v", f.writes())
+		})
+	}
 }

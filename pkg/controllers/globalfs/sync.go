@@ -130,7 +130,7 @@ func (c *Controller) driveConflict(g *clerumv1alpha1.GlobalFileSystem, drive str
 	deployments, _ := c.deployments.Deployments(g.Namespace).List(k8slabels.Everything())
 	var serving []string
 	for _, d := range deployments {
-		if !c.ours(g, d.Labels) && d.Labels[names.LabelGlobalFileSystem] != "" && DeployedDrive(d) == drive {
+		if !c.ours(g, d.Labels) && anotherGFSC(d) && DeployedDrive(d) == drive {
 			serving = append(serving, d.Name)
 		}
 	}
@@ -140,6 +140,21 @@ func (c *Controller) driveConflict(g *clerumv1alpha1.GlobalFileSystem, drive str
 			drive, strings.Join(serving, ", "), g.Name)
 	}
 	return ""
+}
+
+// anotherGFSC reports whether d is the gfsc Deployment of a
+// GlobalFileSystem: named for the file system its label names and
+// controlled by a GlobalFileSystem of that name. Labels and a container
+// env are anyone's to write; a Deployment that only looks like a gfsc
+// would otherwise keep a drive's holder from starting forever. A copy
+// that meets the rule is cleared by someone else's hands: the garbage
+// collector deletes it when its owner does not exist, and its owner's
+// reconciler stops it when that owner does not hold the drive.
+func anotherGFSC(d *appsv1.Deployment) bool {
+	owner := metav1.GetControllerOf(d)
+	label := d.Labels[names.LabelGlobalFileSystem]
+	return label != "" && owner != nil && owner.Kind == gvk.Kind && names.Label(owner.Name) == label &&
+		d.Name == names.GFSCWorkload(owner.Name)
 }
 
 // stopWriters deletes g's gfsc Deployment and seed Job, where they are
