@@ -103,15 +103,23 @@ func (c *Controller) syncHost(ctx context.Context, key cache.ObjectName) (kit.Re
 // older Context holds its contextId, or the contextId changed — they are
 // scaled to zero at once, from the listers alone, before the NetworkPolicy
 // operator can grant that contextId's allows to another tenant's Context.
-// Everything else, restarting the pods included, is the main sync's.
+// A Host being deleted has its pods scaled to zero regardless: its
+// children are deleted by the main sync, which may wait behind Control API
+// calls, while its Context may be deleted or repointed and its contextId
+// taken by another tenant's — and no pod of a Host on its way out needs to
+// run. Everything else, restarting the pods included, is the main sync's.
 func (c *Controller) syncStop(ctx context.Context, key cache.ObjectName) (kit.Result, error) {
 	h, err := c.hosts.Hosts(key.Namespace).Get(key.Name)
-	if err != nil || h.DeletionTimestamp != nil {
-		return kit.Result{}, nil // gone or going: the main sync deletes its children
+	if err != nil {
+		return kit.Result{}, nil // gone: the main sync deletes its leftovers
 	}
 	live := c.deploymentOf(h)
 	if live == nil || ptr.Deref(live.Spec.Replicas, 1) == 0 {
 		return kit.Result{}, nil
+	}
+	if h.DeletionTimestamp != nil {
+		c.log.Info().Str("host", h.Name).Msg("stopping the pods of a Host being deleted")
+		return kit.Result{}, c.stopPods(ctx, h)
 	}
 	running := live.Spec.Template.Labels[names.LabelContext]
 	a := c.admit(h, newStatus(h))

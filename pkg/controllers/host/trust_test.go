@@ -332,6 +332,37 @@ func TestAContextIDHolderChangeStopsPodsOnTheFastPath(t *testing.T) {
 		assert.Equal(t, "ctx-2", d.Spec.Template.Labels[names.LabelContext])
 		assert.Equal(t, int32(1), *d.Spec.Replicas)
 	})
+	t.Run("a Host being deleted whose Context is deleted and its contextId taken stops at once", func(t *testing.T) {
+		f := deployed(t)
+		require.Equal(t, int32(1), *f.deployment(hostNS, "h1").Spec.Replicas)
+		h := f.host("h1")
+		now := metav1.NewTime(t0)
+		h.DeletionTimestamp = &now // its finalizer keeps it; the main sync has not run
+		f.setHost(h)
+		f.clearActions()
+		f.unindex(context1())
+		f.index(newContext("other-tenant", "ctx-1", t0.Add(time.Hour)))
+		f.c.contextHandlers().OnDelete(context1())
+		stopped(t, f, "h1")
+	})
+	t.Run("a Host being deleted stops even while its Context still vouches for it", func(t *testing.T) {
+		f := deployed(t)
+		h := f.host("h1")
+		now := metav1.NewTime(t0)
+		h.DeletionTimestamp = &now
+		f.setHost(h)
+		f.clearActions()
+		f.c.stops.Add(cache.ObjectName{Namespace: hostNS, Name: "h1"})
+		stopped(t, f, "h1")
+		// Stopped: the next pass writes nothing.
+		f.syncCaches()
+		f.c.stops.Add(cache.ObjectName{Namespace: hostNS, Name: "h1"})
+		k, _ := f.c.stops.Get()
+		_, err := f.c.syncStop(t.Context(), k)
+		f.c.stops.Done(k)
+		require.NoError(t, err)
+		assert.Empty(t, f.writes())
+	})
 	t.Run("a Host still vouched for is left alone, a Secret block included", func(t *testing.T) {
 		f := deployed(t)
 		require.Equal(t, int32(1), *f.deployment(hostNS, "h1").Spec.Replicas)
