@@ -496,12 +496,17 @@ func (s *hostState) unstoredFor(host string, uid types.UID, notBefore time.Time)
 	return u.cred, true
 }
 
-// clearIssuance forgets what this process stored for host: its Secret is
-// gone, so a remembered issuance must not stand in for it.
+// clearIssuance records that host's Secret is gone: the remembered
+// issuance must not stand in for it, but still names the credential HCC
+// wrote last, so an older one put back in a re-created Secret is not
+// believed.
 func (s *hostState) clearIssuance(host string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.issuances, host)
+	if i, ok := s.issuances[host]; ok {
+		i.gone = true
+		s.issuances[host] = i
+	}
 }
 
 func newHostState() *hostState {
@@ -648,7 +653,7 @@ func NewMetrics(reg prometheus.Registerer, soonest func() float64) *Metrics {
 		}, []string{"class"}),
 		Forged: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "clerum_hcc_host_forged_credentials_total",
-			Help: "Runtime-token Secrets found claiming a credential HCC does not believe, by trust: unmarked (no mark) or mismatch (a mark that does not verify). Each is re-issued.",
+			Help: "Runtime-token Secrets found claiming a credential HCC does not believe, by trust: unmarked (no mark), mismatch (a mark that does not verify) or replayed (an older credential of HCC's than the one it wrote last). Each is re-issued.",
 		}, []string{"trust"}),
 	}
 	reg.MustRegister(m.Hosts, m.Blocked, m.Expiry, m.SyncErrors, m.Refused, m.CapTrips, m.Orphans, m.Forged)

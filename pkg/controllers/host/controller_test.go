@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -145,6 +147,21 @@ func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 	}
 	f.kube.PrependReactor("create", "deployments", defaultSA)
 	f.kube.PrependReactor("update", "deployments", defaultSA)
+	// The fake keeps whatever resourceVersion a write carries; the API
+	// server gives each write a new, larger one. Secrets get one, as the
+	// credential path compares them (is the cache behind HCC's write?).
+	var secretRV atomic.Int64
+	secretRV.Store(100)
+	bumpRV := func(a core.Action) (bool, runtime.Object, error) {
+		if o, ok := a.(interface{ GetObject() runtime.Object }); ok {
+			if m, ok := o.GetObject().(metav1.Object); ok {
+				m.SetResourceVersion(strconv.FormatInt(secretRV.Add(1), 10))
+			}
+		}
+		return false, nil, nil
+	}
+	f.kube.PrependReactor("create", "secrets", bumpRV)
+	f.kube.PrependReactor("update", "secrets", bumpRV)
 	f.hcc = hccfake.NewClientset()
 	// The fake clientset cannot apply a CRD's status: capture it.
 	f.hcc.PrependReactor("patch", "hosts", func(a core.Action) (bool, runtime.Object, error) {

@@ -503,6 +503,11 @@ const (
 	// by someone else, or marked under an earlier
 	// INTERNAL_CONTROL_JWT_HCC_HMAC_SECRET.
 	Mismatch
+	// Replayed: marked, for this Host's UID, but an older credential than
+	// the one this process wrote last, put back by someone else. ReadIssuance
+	// never returns it: only the sync, which remembers its last write, can
+	// tell.
+	Replayed
 )
 
 func (t Trust) String() string {
@@ -513,6 +518,8 @@ func (t Trust) String() string {
 		return "unmarked"
 	case Mismatch:
 		return "mismatch"
+	case Replayed:
+		return "replayed"
 	}
 	return "none"
 }
@@ -524,6 +531,9 @@ type Issuance struct {
 	Trust     Trust
 	UID       types.UID
 	ExpiresAt time.Time
+	// Digest is the credential's kit.ValueDigest, as the cache holds it:
+	// which credential the Secret holds, without its value.
+	Digest string
 }
 
 // ReadIssuance reads s, as the Secret informer caches it (values replaced
@@ -541,7 +551,7 @@ func ReadIssuance(s *corev1.Secret, key mark.Key) Issuance {
 	if !hasUID && !hasExpiry && !hasMark && !hasCredential {
 		return Issuance{}
 	}
-	iss := Issuance{Trust: Unmarked, UID: types.UID(uidClaim)}
+	iss := Issuance{Trust: Unmarked, UID: types.UID(uidClaim), Digest: string(credentialDigest)}
 	expiresAt, err := time.Parse(time.RFC3339, expiry)
 	if err == nil {
 		iss.ExpiresAt = expiresAt

@@ -3,9 +3,11 @@ package host
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -164,12 +166,45 @@ func (c *Controller) applyStatus(ctx context.Context, h *clerumv1alpha1.Host, st
 	return nil
 }
 
-// issuance is a credential this process stored, remembered until the
-// Secret cache shows it.
+// issuance is the credential this process stored last for a Host, kept
+// while the Host lives: it stands in for a cache that does not show the
+// write yet, and tells a replayed older credential of HCC's — validly
+// marked, for the same UID — from the one HCC wrote last (docs/host.md).
 type issuance struct {
 	uid       types.UID
 	expiresAt time.Time
 	at        time.Time
+	// digest is kit.ValueDigest of the credential written, as the Secret
+	// cache shows it: which credential it was, never its value.
+	digest string
+	// basis is the resourceVersion of the cached Secret the write was
+	// computed from ("" when there was none), written that of the Secret
+	// the write returned.
+	basis, written string
+	// gone: the Secret was deleted since; the issuance no longer stands in
+	// for a cache that shows none, and still names the credential written
+	// last.
+	gone bool
+}
+
+// behind reports whether s, the cached runtime-token Secret (nil: none),
+// predates the write. resourceVersions are etcd revisions, so an older
+// object has a smaller one; where they do not parse as numbers, only the
+// object the write was computed from counts as older (the rule of
+// kit.StatusWrites). A Secret deleted since the write is never behind it.
+func (i issuance) behind(s *corev1.Secret) bool {
+	if i.gone {
+		return false
+	}
+	if s == nil {
+		return true
+	}
+	cachedRV, err1 := strconv.ParseUint(s.ResourceVersion, 10, 64)
+	writtenRV, err2 := strconv.ParseUint(i.written, 10, 64)
+	if err1 != nil || err2 != nil {
+		return s.ResourceVersion == i.basis
+	}
+	return cachedRV < writtenRV
 }
 
 func (s *hostState) issued(host string, i issuance) {

@@ -36,8 +36,8 @@ import (
 //     tenant may hold);
 //  3. the identity (ServiceAccount, Role, RoleBinding), workspace claim and
 //     runtime-token Secret are written, the credential obtained from the
-//     Control API when it is missing, not marked by HCC, issued for
-//     another UID or due;
+//     Control API when it is missing, not marked by HCC, older than the
+//     one this process wrote last, issued for another UID or due;
 //  4. the Deployment is written only once all of those, and the desktop
 //     policy when the desktop is on, are HCC's; the Service regardless; in
 //     the channels namespace the reader's egress policy first, the reader
@@ -103,15 +103,23 @@ func (c *Controller) syncHost(ctx context.Context, key cache.ObjectName) (kit.Re
 // older Context holds its contextId, or the contextId changed — they are
 // scaled to zero at once, from the listers alone, before the NetworkPolicy
 // operator can grant that contextId's allows to another tenant's Context.
-// Everything else, restarting the pods included, is the main sync's.
+// A Host being deleted has its pods scaled to zero regardless: its
+// children are deleted by the main sync, which may wait behind Control API
+// calls, while its Context may be deleted or repointed and its contextId
+// taken by another tenant's — and no pod of a Host on its way out needs to
+// run. Everything else, restarting the pods included, is the main sync's.
 func (c *Controller) syncStop(ctx context.Context, key cache.ObjectName) (kit.Result, error) {
 	h, err := c.hosts.Hosts(key.Namespace).Get(key.Name)
-	if err != nil || h.DeletionTimestamp != nil {
-		return kit.Result{}, nil // gone or going: the main sync deletes its children
+	if err != nil {
+		return kit.Result{}, nil // gone: the main sync deletes its leftovers
 	}
 	live := c.deploymentOf(h)
 	if live == nil || ptr.Deref(live.Spec.Replicas, 1) == 0 {
 		return kit.Result{}, nil
+	}
+	if h.DeletionTimestamp != nil {
+		c.log.Info().Str("host", h.Name).Msg("stopping the pods of a Host being deleted")
+		return kit.Result{}, c.stopPods(ctx, h)
 	}
 	running := live.Spec.Template.Labels[names.LabelContext]
 	a := c.admit(h, newStatus(h))
@@ -340,10 +348,12 @@ type credential struct {
 
 // ensureCredential keeps h's runtime-token Secret holding a bootstrap
 // credential issued for h's UID that is not due for refresh. It calls the
-// Control API only when one is needed: no Secret, one issued for another
-// UID (the Host was re-created under its name), an expiry it cannot read, or
-// one within the refresh window. A failed call leaves a still-valid
-// credential in place and is retried with backoff; AuthReady says which.
+// Control API only when one is needed: no Secret, one not believed (no mark
+// of HCC's, or an older credential than the one this process wrote last,
+// put back), one issued for another UID (the Host was re-created under its
+// name), an expiry it cannot read, or one within the refresh window. A
+// failed call leaves a still-valid credential in place and is retried with
+// backoff; AuthReady says which.
 func (c *Controller) ensureCredential(ctx context.Context, h *clerumv1alpha1.Host, owner kit.Owner, st *status) (credential, error) {
 	now := c.clock.Now()
 	live, err := c.secrets.Secrets(h.Namespace).Get(names.HostRuntimeTokens(h.Name))
@@ -378,15 +388,23 @@ func (c *Controller) ensureCredential(ctx context.Context, h *clerumv1alpha1.Hos
 	iss := ReadIssuance(live, c.cfg.Build.RuntimeTokenMark)
 	ok := believed(iss)
 	uid, expiresAt := iss.UID, iss.ExpiresAt
-	if ok && uid == h.UID {
-		if pending, ok := c.state.issuedFor(h.Name); ok && pending.expiresAt.After(expiresAt) {
-			expiresAt = pending.expiresAt // written, not yet in the cache
-		}
-	} else if pending, found := c.state.issuedFor(h.Name); found && pending.uid == h.UID && now.Sub(pending.at) < cacheGrace {
-		// Issued moments ago; the cache has not caught up. Never call the
-		// Control API twice for one credential.
-		uid, expiresAt, ok = pending.uid, pending.expiresAt, true
-	} else if !ok && iss.Trust != NoCredential {
+	last, wrote := c.state.issuedFor(h.Name)
+	wrote = wrote && last.uid == h.UID
+	switch {
+	case wrote && ok && iss.Digest == last.digest:
+		// The cache shows the credential this process wrote last.
+	case wrote && last.behind(live) && (live != nil || now.Sub(last.at) < cacheGrace):
+		// Written, not yet in the cache. Never call the Control API twice
+		// for one credential.
+		uid, expiresAt, ok = last.uid, last.expiresAt, true
+	case wrote && ok && uid == h.UID && !expiresAt.After(last.expiresAt):
+		// The cache is at or past the write and shows another, older
+		// credential of this Host's, under a mark that verifies: one HCC
+		// replaced, put back. It is not the credential HCC issued last.
+		// (A later one is another HCC's, written since: believed.)
+		ok, iss.Trust = false, Replayed
+		c.reportForged(h, live, iss)
+	case !ok && iss.Trust != NoCredential:
 		c.reportForged(h, live, iss)
 	}
 	valid := ok && uid == h.UID && now.Before(expiresAt)
@@ -398,6 +416,8 @@ func (c *Controller) ensureCredential(ctx context.Context, h *clerumv1alpha1.Hos
 
 	why := "no credential yet"
 	switch {
+	case live != nil && iss.Trust == Replayed:
+		why = "the runtime-token Secret holds an older credential than the one HCC wrote last (put back): what it holds is not believed"
 	case live != nil && !ok && iss.Trust == Unmarked:
 		why = "the runtime-token Secret carries no mark of HCC's: what it holds is not believed"
 	case live != nil && !ok && iss.Trust == Mismatch:
@@ -444,7 +464,8 @@ func (c *Controller) ensureCredential(ctx context.Context, h *clerumv1alpha1.Hos
 		return result, fmt.Errorf("obtaining a bootstrap credential for Host %s: %w", h.Name, err)
 	}
 	desired := BuildRuntimeTokenSecret(h, c.cfg.Build, issued.Value, issued.ExpiresAt)
-	if _, _, err := kit.Ensure(ctx, c.children, kit.Secrets, owner, live, desired); err != nil {
+	written, _, err := kit.Ensure(ctx, c.children, kit.Secrets, owner, live, desired)
+	if err != nil {
 		// Kept in memory, never logged: the retry stores it without asking
 		// the Control API again.
 		c.state.holdUnstored(h.Name, h.UID, issued)
@@ -453,7 +474,15 @@ func (c *Controller) ensureCredential(ctx context.Context, h *clerumv1alpha1.Hos
 	}
 	// The expiry as the Secret records it (whole seconds, rounded down).
 	stored := issued.ExpiresAt.UTC().Truncate(time.Second)
-	c.state.issued(h.Name, issuance{uid: h.UID, expiresAt: stored, at: now})
+	// Remembered by digest, never by value: what the cache will show of it.
+	last = issuance{uid: h.UID, expiresAt: stored, at: now, digest: string(kit.ValueDigest([]byte(issued.Value)))}
+	if live != nil {
+		last.basis = live.ResourceVersion
+	}
+	if written != nil {
+		last.written = written.ResourceVersion
+	}
+	c.state.issued(h.Name, last)
 	c.log.Info().Str("host", h.Name).Str("why", why).Time("expiresAt", stored).Msg("bootstrap credential stored")
 	st.auth(metav1.ConditionTrue, kit.ReasonCredentialIssued, fmt.Sprintf("bootstrap credential valid until %s", stored.UTC().Format(time.RFC3339)), stored)
 	return credential{present: true, refreshIn: max(stored.Add(-c.cfg.RefreshBefore).Sub(now), minRefreshIn)}, nil
@@ -469,8 +498,9 @@ func believed(iss Issuance) bool {
 }
 
 // EventForgedCredential is the Warning event of a runtime-token Secret
-// whose credential HCC does not believe: it carries no mark, or one that
-// does not verify. A new credential is issued and written over it.
+// whose credential HCC does not believe: it carries no mark, one that does
+// not verify, or an older credential than the one HCC wrote last. A new
+// credential is issued and written over it.
 const EventForgedCredential = "ForgedCredential"
 
 // reportForged reports, once per version of the Secret, a runtime-token
@@ -482,8 +512,11 @@ func (c *Controller) reportForged(h *clerumv1alpha1.Host, s *corev1.Secret, iss 
 		return
 	}
 	why := "carries no mark of HCC's (written by someone else, or by an HCC from before marks)"
-	if iss.Trust == Mismatch {
+	switch iss.Trust {
+	case Mismatch:
 		why = "carries a mark that does not verify (written or edited by someone else, or marked under an earlier INTERNAL_CONTROL_JWT_HCC_HMAC_SECRET)"
+	case Replayed:
+		why = "holds an older credential of HCC's than the one HCC wrote last (put back by someone else)"
 	}
 	c.log.Warn().Str("host", h.Name).Str("secret", s.Name).Str("trust", iss.Trust.String()).Msg("runtime-token Secret not believed; re-issuing its credential")
 	c.metrics.Forged.WithLabelValues(iss.Trust.String()).Inc()

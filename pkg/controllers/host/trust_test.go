@@ -332,6 +332,37 @@ func TestAContextIDHolderChangeStopsPodsOnTheFastPath(t *testing.T) {
 		assert.Equal(t, "ctx-2", d.Spec.Template.Labels[names.LabelContext])
 		assert.Equal(t, int32(1), *d.Spec.Replicas)
 	})
+	t.Run("a Host being deleted whose Context is deleted and its contextId taken stops at once", func(t *testing.T) {
+		f := deployed(t)
+		require.Equal(t, int32(1), *f.deployment(hostNS, "h1").Spec.Replicas)
+		h := f.host("h1")
+		now := metav1.NewTime(t0)
+		h.DeletionTimestamp = &now // its finalizer keeps it; the main sync has not run
+		f.setHost(h)
+		f.clearActions()
+		f.unindex(context1())
+		f.index(newContext("other-tenant", "ctx-1", t0.Add(time.Hour)))
+		f.c.contextHandlers().OnDelete(context1())
+		stopped(t, f, "h1")
+	})
+	t.Run("a Host being deleted stops even while its Context still vouches for it", func(t *testing.T) {
+		f := deployed(t)
+		h := f.host("h1")
+		now := metav1.NewTime(t0)
+		h.DeletionTimestamp = &now
+		f.setHost(h)
+		f.clearActions()
+		f.c.stops.Add(cache.ObjectName{Namespace: hostNS, Name: "h1"})
+		stopped(t, f, "h1")
+		// Stopped: the next pass writes nothing.
+		f.syncCaches()
+		f.c.stops.Add(cache.ObjectName{Namespace: hostNS, Name: "h1"})
+		k, _ := f.c.stops.Get()
+		_, err := f.c.syncStop(t.Context(), k)
+		f.c.stops.Done(k)
+		require.NoError(t, err)
+		assert.Empty(t, f.writes())
+	})
 	t.Run("a Host still vouched for is left alone, a Secret block included", func(t *testing.T) {
 		f := deployed(t)
 		require.Equal(t, int32(1), *f.deployment(hostNS, "h1").Spec.Replicas)
@@ -344,4 +375,106 @@ func TestAContextIDHolderChangeStopsPodsOnTheFastPath(t *testing.T) {
 		require.NoError(t, err)
 		assert.Empty(t, f.writes())
 	})
+}
+
+// An older credential of HCC's put back in the Host's runtime-token Secret —
+// validly marked, for the same Host UID — after HCC replaced it is not
+// believed: the cache at or past HCC's write shows a credential other than
+// the one HCC wrote last, so a new one is issued and written over it, with
+// a ForgedCredential event and a count under trust="replayed". Re-creating
+// the Secret with it (delete, then create) is the same.
+func TestAnOlderMarkedCredentialPutBackIsReplaced(t *testing.T) {
+	for name, putBack := range map[string]func(t *testing.T, f *fixture, old *corev1.Secret){
+		"over HCC's Secret": func(t *testing.T, f *fixture, old *corev1.Secret) {
+			s := f.secret(runtimeTokensH1)
+			s.Annotations, s.Data = old.Annotations, old.Data
+			_, err := f.kube.CoreV1().Secrets(hostNS).Update(t.Context(), s, metav1.UpdateOptions{})
+			require.NoError(t, err)
+		},
+		"in a re-created Secret": func(t *testing.T, f *fixture, old *corev1.Secret) {
+			gone := f.secret(runtimeTokensH1)
+			require.NoError(t, f.kube.CoreV1().Secrets(hostNS).Delete(t.Context(), runtimeTokensH1, metav1.DeleteOptions{}))
+			f.c.secretHandlers(func(metav1.Object) (cache.ObjectName, bool) { return cache.ObjectName{}, false }).OnDelete(cached(gone))
+			again := old.DeepCopy()
+			again.ResourceVersion = ""
+			_, err := f.kube.CoreV1().Secrets(hostNS).Create(t.Context(), again, metav1.CreateOptions{})
+			require.NoError(t, err)
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t, newHost("h1"), context1())
+			f.mustSync("h1")
+			f.syncCaches()
+			old := f.secret(runtimeTokensH1).DeepCopy() // C1, under its valid mark
+			require.Equal(t, 1, f.issuer.calls())
+
+			// Its mark broken once: HCC issues C2 and writes it.
+			f.clock.Step(5 * time.Minute)
+			f.issuer.value = "C2-credential"
+			s := f.secret(runtimeTokensH1)
+			s.Annotations[mark.Annotation] = "v1:00"
+			_, err := f.kube.CoreV1().Secrets(hostNS).Update(t.Context(), s, metav1.UpdateOptions{})
+			require.NoError(t, err)
+			f.syncCaches()
+			f.mustSync("h1")
+			require.Equal(t, 2, f.issuer.calls())
+			f.syncCaches()
+			f.mustSync("h1")
+			require.Empty(t, f.writes(), "the cache shows C2: nothing to do")
+			require.Equal(t, 2, f.issuer.calls())
+			f.events() // the broken mark's event
+
+			// C1 put back, with its old annotations and mark.
+			f.issuer.value = "C3-credential"
+			putBack(t, f, old)
+			f.syncCaches()
+			f.mustSync("h1")
+			assert.Equal(t, 3, f.issuer.calls(), "a new credential is issued")
+			assert.Equal(t, "C3-credential", string(f.secret(runtimeTokensH1).Data[KeyBootstrapCredential]),
+				"the older credential is not left mounted")
+			assert.Contains(t, f.writes(), "update secrets/"+runtimeTokensH1)
+			ev := eventsWithPrefix(f.events(), "Warning "+EventForgedCredential)
+			require.Len(t, ev, 1)
+			assert.Contains(t, ev[0], "older credential")
+			assert.NotContains(t, ev[0], credentialValue)
+			assert.Equal(t, 1.0, counter(t, f.reg, "clerum_hcc_host_forged_credentials_total", map[string]string{"trust": "replayed"}))
+			assert.Equal(t, kit.ReasonCredentialIssued, f.condition("h1", clerumv1alpha1.ConditionAuthReady).Reason)
+
+			// The cache showing C3: nothing more.
+			f.syncCaches()
+			f.mustSync("h1")
+			assert.Empty(t, f.writes())
+			assert.Equal(t, 3, f.issuer.calls())
+		})
+	}
+}
+
+// The limit of the rule above (docs/host.md): a process that did not write
+// the Host's last credential — a new leader, a restart — remembers nothing
+// to compare with, and believes a replayed, still-valid credential that
+// HCC marked for this Host's UID.
+func TestANewProcessBelievesAnOlderMarkedCredential(t *testing.T) {
+	f := newFixture(t, newHost("h1"), context1())
+	f.mustSync("h1")
+	f.syncCaches()
+	old := f.secret(runtimeTokensH1).DeepCopy()
+	f.clock.Step(5 * time.Minute)
+	f.issuer.value = "C2-credential"
+	s := f.secret(runtimeTokensH1)
+	s.Annotations[mark.Annotation] = "v1:00"
+	_, err := f.kube.CoreV1().Secrets(hostNS).Update(t.Context(), s, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	f.syncCaches()
+	f.mustSync("h1")
+	require.Equal(t, 2, f.issuer.calls())
+
+	f.c.state = newHostState() // a new process
+	s = f.secret(runtimeTokensH1)
+	s.Annotations, s.Data = old.Annotations, old.Data
+	_, err = f.kube.CoreV1().Secrets(hostNS).Update(t.Context(), s, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	f.syncCaches()
+	f.mustSync("h1")
+	assert.Equal(t, 2, f.issuer.calls())
+	assert.Equal(t, credentialValue, string(f.secret(runtimeTokensH1).Data[KeyBootstrapCredential]))
 }
