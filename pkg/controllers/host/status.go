@@ -3,7 +3,6 @@ package host
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -190,8 +189,8 @@ type issuance struct {
 // behind reports whether s, the cached runtime-token Secret (nil: none),
 // predates the write. resourceVersions are etcd revisions, so an older
 // object has a smaller one; where they do not parse as numbers, only the
-// object the write was computed from counts as older (the rule of
-// kit.StatusWrites). A Secret deleted since the write is never behind it.
+// object the write was computed from counts as older (kit.CacheBehind). A
+// Secret deleted since the write is never behind it.
 func (i issuance) behind(s *corev1.Secret) bool {
 	if i.gone {
 		return false
@@ -199,12 +198,7 @@ func (i issuance) behind(s *corev1.Secret) bool {
 	if s == nil {
 		return true
 	}
-	cachedRV, err1 := strconv.ParseUint(s.ResourceVersion, 10, 64)
-	writtenRV, err2 := strconv.ParseUint(i.written, 10, 64)
-	if err1 != nil || err2 != nil {
-		return s.ResourceVersion == i.basis
-	}
-	return cachedRV < writtenRV
+	return kit.CacheBehind(s.ResourceVersion, i.basis, i.written)
 }
 
 func (s *hostState) issued(host string, i issuance) {

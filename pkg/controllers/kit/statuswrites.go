@@ -73,14 +73,19 @@ func (w *StatusWrites) Repeats(cached metav1.Object, apply any) bool {
 }
 
 // behind reports whether a cached object of resourceVersion rv predates
-// the write. resourceVersions are etcd revisions, so an older object has a
-// smaller one; where they do not parse as numbers, only the object the
-// write was computed from counts as older.
-func (last statusWrite) behind(rv string) bool {
-	cachedRV, err1 := strconv.ParseUint(rv, 10, 64)
-	writtenRV, err2 := strconv.ParseUint(last.written, 10, 64)
+// the write.
+func (last statusWrite) behind(rv string) bool { return CacheBehind(rv, last.basis, last.written) }
+
+// CacheBehind reports whether a cached object of resourceVersion cached
+// predates a write that returned resourceVersion written, computed from
+// the object of resourceVersion basis. resourceVersions are etcd
+// revisions, so an older object has a smaller one; where they do not parse
+// as numbers, only the object the write was computed from counts as older.
+func CacheBehind(cached, basis, written string) bool {
+	cachedRV, err1 := strconv.ParseUint(cached, 10, 64)
+	writtenRV, err2 := strconv.ParseUint(written, 10, 64)
 	if err1 != nil || err2 != nil {
-		return rv == last.basis
+		return cached == basis
 	}
 	return cachedRV < writtenRV
 }
