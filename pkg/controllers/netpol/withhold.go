@@ -160,20 +160,42 @@ func withholdGrants(ch *changes, live []*networkingv1.NetworkPolicy, stale map[s
 }
 
 // admitsNoMore reports whether a policy of spec a admits nothing one of
-// spec b does not: the same pods and policy types, and every rule of a is
-// one of b's. It is a sufficient test: false may only mean "not proven".
+// spec b does not: the same pods and policy types, and every rule of a
+// within some rule of b. It is a sufficient test: false may only mean "not
+// proven", which the caller treats as "admits more".
 func admitsNoMore(a, b *networkingv1.NetworkPolicySpec) bool {
 	if !equality.Semantic.DeepEqual(a.PodSelector, b.PodSelector) ||
 		!sets.New(a.PolicyTypes...).Equal(sets.New(b.PolicyTypes...)) {
 		return false
 	}
 	for _, r := range a.Ingress {
-		if !slices.ContainsFunc(b.Ingress, func(x networkingv1.NetworkPolicyIngressRule) bool { return equality.Semantic.DeepEqual(r, x) }) {
+		if !slices.ContainsFunc(b.Ingress, func(x networkingv1.NetworkPolicyIngressRule) bool {
+			return within(r.Ports, x.Ports) && within(r.From, x.From)
+		}) {
 			return false
 		}
 	}
 	for _, r := range a.Egress {
-		if !slices.ContainsFunc(b.Egress, func(x networkingv1.NetworkPolicyEgressRule) bool { return equality.Semantic.DeepEqual(r, x) }) {
+		if !slices.ContainsFunc(b.Egress, func(x networkingv1.NetworkPolicyEgressRule) bool {
+			return within(r.Ports, x.Ports) && within(r.To, x.To)
+		}) {
+			return false
+		}
+	}
+	return true
+}
+
+// within reports whether the ports or peers a of a rule are among those
+// of b; an empty list is every port or peer.
+func within[T any](a, b []T) bool {
+	if len(b) == 0 {
+		return true
+	}
+	if len(a) == 0 {
+		return false
+	}
+	for _, x := range a {
+		if !slices.ContainsFunc(b, func(y T) bool { return equality.Semantic.DeepEqual(x, y) }) {
 			return false
 		}
 	}
