@@ -237,7 +237,8 @@ func New(d kit.Deps, egress EgressSource, opts Options) *Controller {
 	}
 	// Every pod an L2 allow can select is labelled managed by HCC, so the
 	// managed pods of the host namespace are exactly the ones that can
-	// withhold a grant; only their metadata is cached. Neither informer
+	// withhold a grant; only their metadata is cached (a reconciler that
+	// needs more of a Host pod cannot share this informer). Neither informer
 	// takes part in cacheVersions: passes read them from the caches always.
 	hostNS := opts.Plan.HostNamespace
 	pods := d.Informers.Kube(hostNS, kit.ManagedObjects, "pods").Core().V1().Pods()
