@@ -1,11 +1,13 @@
 package netpol
 
 import (
+	"context"
 	"sort"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -272,4 +274,26 @@ func TestPodMetadataKeepsWhatAPassReads(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "mcp-host", Name: "ha-0",
 		Labels: full.Labels, DeletionTimestamp: full.DeletionTimestamp}}, out)
+}
+
+func TestAnInformerThatCannotBeWiredFailsRun(t *testing.T) {
+	f := newFixture(t)
+	f.newController() // builds the fixture's clients and Deps
+	// The Host pod informer already runs: its transform can no longer be
+	// set, and the controller must not run without it.
+	pods := f.deps.Informers.Kube("mcp-host", kit.ManagedObjects, "pods").Core().V1().Pods().Informer()
+	stop := make(chan struct{})
+	defer close(stop)
+	go pods.Run(stop)
+	require.Eventually(t, pods.HasSynced, 5*time.Second, 10*time.Millisecond)
+
+	d := f.deps // a second controller over the same informers
+	d.Registry = prometheus.NewRegistry()
+	d.Queues = kit.NewQueues(d.Registry, f.clk)
+	c := New(d, f.egress, Options{Plan: testPlanOpts})
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	err := c.Run(ctx) // without the check, it would wait for caches nobody started
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "the Host pod informer's transform")
 }
