@@ -19,6 +19,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -337,4 +338,116 @@ func TestAnUnmanagedDenyAllHolderThatIsNoDefaultDenyWithholdsReadiness(t *testin
 func (c *cluster) cpClient(t *testing.T) clientset.Interface {
 	t.Helper()
 	return clientset.NewForConfigOrDie(c.cp.Config())
+}
+
+// TestNetworkPolicyWithholdsANewHoldersAllowsWhileTheOldHostsPodsRun: when
+// contextId team passes from Context a to Context b, b's new allow of s2 is
+// not created while a pod of a's Host still carries team — terminating or
+// not — and is created once that pod is gone. a's allows are revoked as
+// usual and readiness is unaffected. There is no kubelet: the pod is an
+// object, held terminating by a finalizer.
+func TestNetworkPolicyWithholdsANewHoldersAllowsWhileTheOldHostsPodsRun(t *testing.T) {
+	c := startCluster(t)
+	kube := c.kube
+	hcc := c.cpClient(t)
+	ctx := context.Background()
+	for _, name := range []string{"s1", "s2"} {
+		_, err := hcc.ClerumV1alpha1().McpServers("mcp-server").Create(ctx, &clerumv1alpha1.McpServer{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec:       clerumv1alpha1.McpServerSpec{Image: "mongodb/mongodb-mcp-server:1.0", Transport: clerumv1alpha1.Transport{Type: clerumv1alpha1.TransportSSE}},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	_, err := hcc.ClerumV1alpha1().Contexts("mcp-server").Create(ctx, &clerumv1alpha1.Context{
+		ObjectMeta: metav1.ObjectMeta{Name: "a"}, Spec: clerumv1alpha1.ContextSpec{ContextID: "team", McpServers: []string{"s1"}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = hcc.ClerumV1alpha1().Hosts("mcp-host").Create(ctx, &clerumv1alpha1.Host{
+		ObjectMeta: metav1.ObjectMeta{Name: "ha"}, Spec: clerumv1alpha1.HostSpec{ContextRef: "a"},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	const hold = "clerum.io/test-hold"
+	_, err = kube.CoreV1().Pods("mcp-host").Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "ha-0", Finalizers: []string{hold}, Labels: map[string]string{
+			names.LabelManagedBy: names.ManagedByValue, names.LabelHost: "ha", names.LabelContext: "team",
+		}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "host", Image: "registry.example/host:1"}}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	base := startController(t, c, map[string]string{"HCC_LEADER_ELECT": "false"}).base
+	require.Equal(t, http.StatusOK, testenv.WaitHTTP(base+"/ready", http.StatusOK, 60*time.Second))
+	exists := func(ns, name string) bool {
+		_, err := kube.NetworkingV1().NetworkPolicies(ns).Get(ctx, name, metav1.GetOptions{})
+		return err == nil
+	}
+	trio := func(server string) [][2]string {
+		return [][2]string{{"mcp-server", "ctx-team-" + server}, {"mcp-host", "ctx-team-" + server + "-egress"}, {"rpc-proxy", "rpc-egress-team-" + server}}
+	}
+	anyOf := func(ps [][2]string) bool {
+		for _, p := range ps {
+			if exists(p[0], p[1]) {
+				return true
+			}
+		}
+		return false
+	}
+	allOf := func(ps [][2]string) bool {
+		for _, p := range ps {
+			if !exists(p[0], p[1]) {
+				return false
+			}
+		}
+		return true
+	}
+	waitUntil := func(what string, cond func() bool) {
+		t.Helper()
+		require.NoError(t, wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true,
+			func(context.Context) (bool, error) { return cond(), nil }), what)
+	}
+	waitUntil("a's allows exist", func() bool { return allOf(trio("s1")) })
+
+	// The holder changes: a goes, b takes team and names s2.
+	require.NoError(t, hcc.ClerumV1alpha1().Contexts("mcp-server").Delete(ctx, "a", metav1.DeleteOptions{}))
+	waitUntil("a is gone", func() bool {
+		_, err := hcc.ClerumV1alpha1().Contexts("mcp-server").Get(ctx, "a", metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	})
+	_, err = hcc.ClerumV1alpha1().Contexts("mcp-server").Create(ctx, &clerumv1alpha1.Context{
+		ObjectMeta: metav1.ObjectMeta{Name: "b"}, Spec: clerumv1alpha1.ContextSpec{ContextID: "team", McpServers: []string{"s2"}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	waitUntil("the grant is withheld", func() bool { return scrape(t, base, "clerum_hcc_netpol_contextid_grants_withheld") == 1 })
+	waitUntil("a's allows are revoked as usual", func() bool { return !anyOf(trio("s1")) })
+	assert.False(t, anyOf(trio("s2")), "no allow of team is created while a pod of a's Host carries it")
+	events, err := kube.CoreV1().Events("mcp-server").List(ctx, metav1.ListOptions{FieldSelector: "reason=GrantsWithheld"})
+	require.NoError(t, err)
+	require.Len(t, events.Items, 1)
+	assert.Equal(t, "b", events.Items[0].InvolvedObject.Name)
+	assert.Contains(t, events.Items[0].Message, "pod ha-0 of Host ha carries it, but the Host's Context a does not hold it")
+
+	// Terminating, the pod keeps its network: a pass still withholds.
+	require.NoError(t, kube.CoreV1().Pods("mcp-host").Delete(ctx, "ha-0", metav1.DeleteOptions{}))
+	passes := scrape(t, base, `clerum_hcc_netpol_pass_duration_seconds_count{kind="full",result="success"}`)
+	s2, err := hcc.ClerumV1alpha1().McpServers("mcp-server").Get(ctx, "s2", metav1.GetOptions{})
+	require.NoError(t, err)
+	s2.Annotations = map[string]string{"touch": "1"}
+	_, err = hcc.ClerumV1alpha1().McpServers("mcp-server").Update(ctx, s2, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	waitUntil("a pass ran", func() bool {
+		return scrape(t, base, `clerum_hcc_netpol_pass_duration_seconds_count{kind="full",result="success"}`) > passes
+	})
+	assert.False(t, anyOf(trio("s2")), "a terminating pod still withholds")
+	assert.Equal(t, 1.0, scrape(t, base, "clerum_hcc_netpol_contextid_grants_withheld"))
+	assert.Equal(t, http.StatusOK, testenv.WaitHTTP(base+"/ready", http.StatusOK, time.Second), "withholding is no failed revocation")
+
+	// The pod is gone: its deletion asks for the pass that grants.
+	pod, err := kube.CoreV1().Pods("mcp-host").Get(ctx, "ha-0", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.NotNil(t, pod.DeletionTimestamp)
+	pod.Finalizers = nil
+	_, err = kube.CoreV1().Pods("mcp-host").Update(ctx, pod, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	waitUntil("b's allows are granted", func() bool { return allOf(trio("s2")) })
+	assert.Zero(t, scrape(t, base, "clerum_hcc_netpol_contextid_grants_withheld"))
 }

@@ -103,11 +103,17 @@ func serverPods(server string, opts Options) networkingv1.NetworkPolicyPeer {
 // never carry a contextId its Context does not hold, whatever the planner
 // has or has not written yet. contexts may be only those with contextID.
 func ContextIDHolder(contexts []*clerumv1alpha1.Context, contextID string) *clerumv1alpha1.Context {
+	return ContextIDHolders(contexts)[contextID]
+}
+
+// ContextIDHolders maps every contextId held among contexts to the Context
+// that holds it, by the rule of ContextIDHolder, for a caller asking about
+// many contextIds at once.
+func ContextIDHolders(contexts []*clerumv1alpha1.Context) map[string]*clerumv1alpha1.Context {
 	claimed, _ := claimContextIDs(contexts)
+	holders := make(map[string]*clerumv1alpha1.Context, len(claimed))
 	for _, c := range claimed {
-		if c.Spec.ContextID == contextID {
-			return c
-		}
+		holders[c.Spec.ContextID] = c
 	}
-	return nil
+	return holders
 }

@@ -73,3 +73,24 @@ func TestNothingShippedWritesMcpHostConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestControllerReadsHostPodsOnly: the NetworkPolicy operator lists and
+// watches the pods of mcp-host (it withholds a contextId's new allows while
+// a pod of another holder carries it) and writes no pod anywhere; no other
+// namespace's pods are read.
+func TestControllerReadsHostPodsOnly(t *testing.T) {
+	for _, tree := range []string{productionTree, minikubeTree} {
+		reads := map[string]bool{}
+		for _, o := range ofKind(build(t, tree), "Role") {
+			var role rbacv1.Role
+			typed(t, o, &role)
+			for _, verb := range []string{"create", "update", "patch", "delete", "deletecollection"} {
+				assert.False(t, roleAllows(role.Rules, verb, "", "pods", ""), "%s: Role %s/%s may %s pods", tree, role.Namespace, role.Name, verb)
+			}
+			if roleAllows(role.Rules, "list", "", "pods", "") && roleAllows(role.Rules, "watch", "", "pods", "") {
+				reads[role.Namespace] = true
+			}
+		}
+		assert.Equal(t, map[string]bool{"mcp-host": true}, reads, "%s: namespaces whose pods a shipped Role lists and watches", tree)
+	}
+}

@@ -32,6 +32,10 @@ const (
 	// EventDuplicateContextID: a Context is ignored for a duplicate
 	// contextId (on the Context).
 	EventDuplicateContextID = "DuplicateContextID"
+	// EventGrantsWithheld: new allows of a contextId are withheld while
+	// pods of a Host whose Context does not hold it still carry it (on the
+	// Context that holds it).
+	EventGrantsWithheld = "GrantsWithheld"
 	// EventUnmanagedConflict: an object HCC does not own holds a name HCC
 	// needs (on that object and on the owner it was for).
 	EventUnmanagedConflict = "UnmanagedConflict"

@@ -7,6 +7,7 @@ package netpol
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -21,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	networkinglisters "k8s.io/client-go/listers/networking/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
@@ -101,6 +103,14 @@ type Controller struct {
 
 	serverLister  clerumlisters.McpServerLister
 	contextLister clerumlisters.ContextLister
+	// podLister and hostLister are the Host pods (metadata only) and the
+	// Hosts of the host namespace: a contextId some pod carries without its
+	// Host's Context holding it gets no new allow (withhold.go).
+	podLister  corelisters.PodNamespaceLister
+	hostLister clerumlisters.HostNamespaceLister
+	// wiringErr is why the informers could not be wired; Run returns it,
+	// so the process fails to start rather than run without a handler.
+	wiringErr error
 	// policyListers has one lister per namespace policies may live in; each
 	// informer lists only policies labelled managed-by HCC.
 	policyListers []networkinglisters.NetworkPolicyLister
@@ -154,6 +164,8 @@ type Controller struct {
 	keptReported    int
 	// withheldReported is why certification was last withheld, as logged.
 	withheldReported string
+	// grantsWarned are the contextIds whose withheld grants were reported.
+	grantsWarned sets.Set[string]
 }
 
 // PolicyNamespaces returns every namespace the planner may put a policy in;
@@ -165,8 +177,9 @@ func PolicyNamespaces(o netpol.Options) []string {
 }
 
 // New returns a controller over the McpServers and Contexts of the MCP
-// server namespace and the managed NetworkPolicies of every policy
-// namespace, taken from d.Informers.
+// server namespace, the Hosts and managed pods of the host namespace and
+// the managed NetworkPolicies of every policy namespace, taken from
+// d.Informers. An informer that cannot be wired makes Run fail.
 func New(d kit.Deps, egress EgressSource, opts Options) *Controller {
 	if opts.MinInterval <= 0 {
 		opts.MinInterval = DefaultMinInterval
@@ -201,20 +214,44 @@ func New(d kit.Deps, egress EgressSource, opts Options) *Controller {
 		conflicted:   sets.New[string](),
 		rejected:     sets.New[string](),
 		unmanaged:    sets.New[policyKey](),
+		grantsWarned: sets.New[string](),
 	}
 	c.loop = &kit.Loop[passKind]{Name: "netpol", Queue: c.queue, Sync: c.sync, Log: d.Log}
 	c.readiness.Set(ReadinessCheck, false)
 
-	_, _ = servers.Informer().AddEventHandler(c.serverHandlers())
-	_, _ = contexts.Informer().AddEventHandler(c.contextHandlers())
-	c.synced = append(c.synced, servers.Informer().HasSynced, contexts.Informer().HasSynced)
+	var wiring []error
+	handle := func(inf cache.SharedIndexInformer, h cache.ResourceEventHandler) {
+		if _, err := inf.AddEventHandler(h); err != nil {
+			wiring = append(wiring, err)
+		}
+		c.synced = append(c.synced, inf.HasSynced)
+	}
+	handle(servers.Informer(), c.serverHandlers())
+	handle(contexts.Informer(), c.contextHandlers())
 	c.cacheVersions = append(c.cacheVersions, servers.Informer().LastSyncResourceVersion, contexts.Informer().LastSyncResourceVersion)
 	for _, ns := range PolicyNamespaces(opts.Plan) {
 		inf := d.Informers.Kube(ns, kit.ManagedObjects, "networkpolicies").Networking().V1().NetworkPolicies()
-		_, _ = inf.Informer().AddEventHandler(c.policyHandlers())
+		handle(inf.Informer(), c.policyHandlers())
 		c.policyListers = append(c.policyListers, inf.Lister())
-		c.synced = append(c.synced, inf.Informer().HasSynced)
 		c.cacheVersions = append(c.cacheVersions, inf.Informer().LastSyncResourceVersion)
+	}
+	// Every pod an L2 allow can select is labelled managed by HCC, so the
+	// managed pods of the host namespace are exactly the ones that can
+	// withhold a grant; only their metadata is cached (a reconciler that
+	// needs more of a Host pod cannot share this informer). Neither informer
+	// takes part in cacheVersions: passes read them from the caches always.
+	hostNS := opts.Plan.HostNamespace
+	pods := d.Informers.Kube(hostNS, kit.ManagedObjects, "pods").Core().V1().Pods()
+	if err := pods.Informer().SetTransform(podMetadata); err != nil {
+		wiring = append(wiring, fmt.Errorf("the Host pod informer's transform: %w", err))
+	}
+	hosts := d.Informers.HCC(hostNS).Clerum().V1alpha1().Hosts()
+	handle(pods.Informer(), c.podHandlers())
+	handle(hosts.Informer(), c.hostHandlers())
+	c.podLister = pods.Lister().Pods(hostNS)
+	c.hostLister = hosts.Lister().Hosts(hostNS)
+	if err := errors.Join(wiring...); err != nil {
+		c.wiringErr = fmt.Errorf("netpol: wiring the informers: %w", err)
 	}
 	return c
 }
@@ -234,6 +271,10 @@ func (c *Controller) Signal() {
 // runs the startup pass and then serves signals and timers until ctx is
 // done; it returns once the pass under way and the timers have stopped.
 func (c *Controller) Run(ctx context.Context) error {
+	if c.wiringErr != nil {
+		c.queue.ShutDown()
+		return c.wiringErr
+	}
 	if err := kit.WaitForSync("netpol", ctx.Done(), c.synced...); err != nil {
 		c.queue.ShutDown()
 		return err

@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -52,12 +53,16 @@ var testPlanOpts = netpol.Options{
 // hand, as in sample-controller: syncFull is called directly and the test
 // asserts the exact write actions.
 type fixture struct {
-	t         testing.TB
-	kube      *kubefake.Clientset
-	hcc       *hccfake.Clientset
-	policies  []*networkingv1.NetworkPolicy // live, seeded into the caches
-	servers   []*clerumv1alpha1.McpServer
-	contexts  []*clerumv1alpha1.Context
+	t        testing.TB
+	kube     *kubefake.Clientset
+	hcc      *hccfake.Clientset
+	policies []*networkingv1.NetworkPolicy // live, seeded into the caches
+	servers  []*clerumv1alpha1.McpServer
+	contexts []*clerumv1alpha1.Context
+	// hosts and pods are the Hosts and Host pods of the host namespace,
+	// seeded into their caches (hostIndexer, podIndexer).
+	hosts     []*clerumv1alpha1.Host
+	pods      []*corev1.Pod
 	desired   []*networkingv1.NetworkPolicy // what the fake planner returns
 	caps      Caps
 	egress    *fakeEgress
@@ -67,6 +72,7 @@ type fixture struct {
 	// change a Context or a server.
 	contextIndexer, serverIndexer cache.Indexer
 	policyIndexers                map[string]cache.Indexer
+	hostIndexer, podIndexer       cache.Indexer
 	clk                           *clocktesting.FakeClock
 	deps                          kit.Deps
 }
@@ -148,6 +154,14 @@ func (f *fixture) newController() *Controller {
 	}
 	for _, p := range f.policies {
 		require.NoError(f.t, f.policyIndexers[p.Namespace].Add(p))
+	}
+	f.hostIndexer = f.deps.Informers.HCC("mcp-host").Clerum().V1alpha1().Hosts().Informer().GetIndexer()
+	for _, h := range f.hosts {
+		require.NoError(f.t, f.hostIndexer.Add(h))
+	}
+	f.podIndexer = f.deps.Informers.Kube("mcp-host", kit.ManagedObjects, "pods").Core().V1().Pods().Informer().GetIndexer()
+	for _, p := range f.pods {
+		require.NoError(f.t, f.podIndexer.Add(p))
 	}
 	return c
 }

@@ -24,6 +24,9 @@ type Metrics struct {
 	DefaultDenyWithheld prometheus.Gauge
 	MissingNamespaces   prometheus.Gauge
 	LastSuccess         prometheus.Gauge
+	// GrantsWithheld counts the contextIds whose new allows the last full
+	// pass held back while pods of another holder carried them.
+	GrantsWithheld prometheus.Gauge
 }
 
 // NewMetrics registers the operator's metrics with reg.
@@ -95,8 +98,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Name: "clerum_hcc_netpol_last_success_timestamp_seconds",
 		Help: "Unix time the last full pass succeeded; alert when it falls behind while this replica leads.",
 	})
+	m.GrantsWithheld = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "clerum_hcc_netpol_contextid_grants_withheld",
+		Help: "contextIds whose new allows the last full pass withheld because pods of a Host whose Context does not hold them (or of no Host) still carry them; granted once those pods are gone.",
+	})
 	reg.MustRegister(m.PassDuration, m.Policies, m.Writes, m.WriteErrors, m.OrphanCapped,
 		m.TicksSkipped, m.Certified, m.Orphans, m.Rejections, m.ContextIgnore,
-		m.Disowned, m.KeptDefaults, m.UnmanagedConflicts, m.DefaultDenyWithheld, m.MissingNamespaces, m.LastSuccess)
+		m.Disowned, m.KeptDefaults, m.UnmanagedConflicts, m.DefaultDenyWithheld, m.MissingNamespaces, m.LastSuccess, m.GrantsWithheld)
 	return m
 }

@@ -111,6 +111,11 @@ func (c *Controller) syncFull(ctx context.Context) (time.Duration, error) {
 	plan := c.plan(inv, c.opts.Plan)
 	judge := netpol.NewJudge(inv, c.opts.Plan, observed)
 	ch := diff(plan.Policies, plan.Servers, live, c.opts.Caps, nil, judge.Dispose)
+	stale, holders, err := c.staleHolders(inv.Contexts)
+	if err != nil {
+		return 0, err
+	}
+	held := withholdGrants(&ch, live, stale)
 	c.observePlan(plan, ch)
 
 	out := newOutcome()
@@ -166,6 +171,7 @@ func (c *Controller) syncFull(ctx context.Context) (time.Duration, error) {
 	c.reportRejections(byName, plan.Rejections)
 	c.reportUnmanaged(byName, out.conflicts, ch.servers)
 	c.reportMissing(out.missing)
+	c.reportWithheld(held, holders)
 	if out.skipped > 0 {
 		c.log.Warn().Int("skipped", out.skipped).Int("failed", out.createFailures).
 			Msg("creates skipped for the rest of the pass after repeated failures; revocations were all attempted")
