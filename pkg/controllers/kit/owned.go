@@ -345,7 +345,9 @@ func Ensure[T Child](ctx context.Context, c *Children, kind Kind[T], owner Owner
 // Plan is Ensure without a client: what to send for desired given live (nil
 // when absent) — the object to create or update, and which — or ActionNone
 // and live when nothing HCC owns differs, or a *RefusedError. It reads
-// nothing but its arguments and never modifies them.
+// nothing but its arguments (for a kind WithMarker, that includes the
+// Marker's memory of the children this process marked) and never modifies
+// them.
 func Plan[T Child](kind Kind[T], owner Owner, live, desired T) (T, Action, error) {
 	var zero T
 	if err := checkDesired(kind, owner, desired); err != nil {
