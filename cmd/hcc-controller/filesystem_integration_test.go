@@ -16,10 +16,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/clerum/hcc/internal/testing/testenv"
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/controllers/globalfs"
+	"github.com/clerum/hcc/pkg/controllers/kit"
 	clientset "github.com/clerum/hcc/pkg/generated/clientset/versioned"
 	"github.com/clerum/hcc/pkg/mark"
 	"github.com/clerum/hcc/pkg/names"
@@ -139,8 +141,10 @@ func TestFileSystemReconcilers(t *testing.T) {
 
 // TestFileSystemsTrustWhatHCCWrote runs the controller, under the shipped
 // RBAC, against objects forged with HCC's labels: a seed Job that says it
-// completed, and a data claim that clones another claim. Neither is
-// believed nor taken over. Then two GlobalFileSystems name one drive: only
+// completed, a data claim that clones another claim and one that names a
+// volume. None is believed nor taken over; a claim HCC created is marked,
+// and the volume the binder then sets on it, static or not, is accepted.
+// Then two GlobalFileSystems name one drive: only
 // the older runs gfsc, and the younger takes the drive over when the
 // older is deleted.
 func TestFileSystemsTrustWhatHCCWrote(t *testing.T) {
@@ -193,11 +197,24 @@ func TestFileSystemsTrustWhatHCCWrote(t *testing.T) {
 		},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
-
-	_, err = hcc.ClerumV1alpha1().SharedFileSystems("mcp-host").Create(ctx, &clerumv1alpha1.SharedFileSystem{
-		ObjectMeta: metav1.ObjectMeta{Name: "docs"}, Spec: clerumv1alpha1.SharedFileSystemSpec{HostRefs: []string{"h1"}},
+	// A data claim with HCC's labels bound, at its creation, to a volume
+	// of its creator's choice.
+	_, err = kube.CoreV1().PersistentVolumeClaims("mcp-host").Create(ctx, &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "wfc-shelf-data", Labels: managed(names.LabelSharedFileSystem, "shelf")},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+			VolumeName:  "another-pv",
+		},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
+
+	for _, name := range []string{"docs", "shelf", "tidy"} {
+		_, err = hcc.ClerumV1alpha1().SharedFileSystems("mcp-host").Create(ctx, &clerumv1alpha1.SharedFileSystem{
+			ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: clerumv1alpha1.SharedFileSystemSpec{HostRefs: []string{"h1"}},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
 	main, err := hcc.ClerumV1alpha1().GlobalFileSystems("gfs").Create(ctx, &clerumv1alpha1.GlobalFileSystem{
 		ObjectMeta: metav1.ObjectMeta{Name: "main"},
 	}, metav1.CreateOptions{})
@@ -237,6 +254,50 @@ func TestFileSystemsTrustWhatHCCWrote(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, claim.OwnerReferences, "not taken over")
 	assert.Equal(t, forgedClaim.Spec.DataSource, claim.Spec.DataSource)
+
+	volumeBound := func(name string) *metav1.Condition {
+		s, err := hcc.ClerumV1alpha1().SharedFileSystems("mcp-host").Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return nil
+		}
+		return meta.FindStatusCondition(s.Status.Conditions, clerumv1alpha1.ConditionVolumeBound)
+	}
+	waitUntil("the claim naming a volume HCC did not set is refused", func() bool {
+		vb := volumeBound("shelf")
+		return vb != nil && vb.Reason == "NotOwned"
+	})
+	_, err = kube.AppsV1().Deployments("mcp-host").Get(ctx, "wfc-shelf", metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "no WFC Deployment on a volume HCC did not set: %v", err)
+
+	// HCC's own claim is marked; bound afterwards to a static volume (as
+	// the volume binder does: no controller-manager runs here), it stays
+	// HCC's.
+	claimMarks := kit.NewMarker(mark.NewKey("integration-secret", mark.PurposeClaim))
+	tidy, err := hcc.ClerumV1alpha1().SharedFileSystems("mcp-host").Get(ctx, "tidy", metav1.GetOptions{})
+	require.NoError(t, err)
+	waitUntil("the claim HCC created is marked", func() bool {
+		c, err := kube.CoreV1().PersistentVolumeClaims("mcp-host").Get(ctx, "wfc-tidy-data", metav1.GetOptions{})
+		return err == nil && claimMarks.Verify(kit.Owner{Object: tidy}, c)
+	})
+	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		c, err := kube.CoreV1().PersistentVolumeClaims("mcp-host").Get(ctx, "wfc-tidy-data", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		c.Spec.VolumeName = "local-pv-7"
+		if c, err = kube.CoreV1().PersistentVolumeClaims("mcp-host").Update(ctx, c, metav1.UpdateOptions{}); err != nil {
+			return err
+		}
+		c.Status.Phase = corev1.ClaimBound
+		_, err = kube.CoreV1().PersistentVolumeClaims("mcp-host").UpdateStatus(ctx, c, metav1.UpdateOptions{})
+		return err
+	}))
+	waitUntil("the claim HCC created, bound to a static volume, is HCC's", func() bool {
+		vb := volumeBound("tidy")
+		return vb != nil && vb.Status == metav1.ConditionTrue && vb.Reason == kit.ReasonClaimBound
+	})
+	_, err = kube.AppsV1().Deployments("mcp-host").Get(ctx, "wfc-tidy", metav1.GetOptions{})
+	assert.NoError(t, err, "its WFC runs")
 
 	waitUntil("the younger GlobalFileSystem on the same drive gets DriveConflict and no gfsc", func() bool {
 		a, err := hcc.ClerumV1alpha1().GlobalFileSystems("gfs").Get(ctx, "also-main", metav1.GetOptions{})

@@ -5,7 +5,8 @@
 // "HCC wrote this": anyone who can create objects in HCC's namespaces can
 // write them. Where HCC believes something an object says (the Host a
 // credential was issued for and when it expires, that a seed Job ran for a
-// GlobalFileSystem), the object also carries an HMAC over exactly those
+// GlobalFileSystem, that a claim's volume was bound by Kubernetes to a claim
+// HCC created), the object also carries an HMAC over exactly those
 // facts, keyed from INTERNAL_CONTROL_JWT_HCC_HMAC_SECRET. Only a process
 // holding that secret can compute it, so a forged object verifies as
 // holding nothing.
@@ -32,6 +33,10 @@ const (
 	PurposeRuntimeToken = "runtime-token"
 	// PurposeSeedJob marks a GlobalFileSystem's seed Job.
 	PurposeSeedJob = "seed-job"
+	// PurposeClaim marks a PersistentVolumeClaim HCC created (a Host's
+	// workspace, a SharedFileSystem's data): the claim's namespace, name
+	// and UID and its owner's UID.
+	PurposeClaim = "claim"
 )
 
 // version prefixes every mark, so a later format can tell its own apart.

@@ -17,6 +17,7 @@ func TestAMarkVerifiesOnlyItsOwnFieldsUnderItsOwnKey(t *testing.T) {
 	assert.False(t, k.Verify(m, "uid-1", "2026-12-02T00:00:00Z"), "a field fewer")
 	assert.False(t, NewKey("other", PurposeRuntimeToken).Verify(m, "uid-1", "2026-12-02T00:00:00Z", "abc"), "another secret")
 	assert.False(t, NewKey("s3cret", PurposeSeedJob).Verify(m, "uid-1", "2026-12-02T00:00:00Z", "abc"), "another purpose")
+	assert.False(t, NewKey("s3cret", PurposeClaim).Verify(m, "uid-1", "2026-12-02T00:00:00Z", "abc"), "the claim purpose")
 }
 
 func TestFieldBoundariesAreBound(t *testing.T) {

@@ -14,11 +14,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8slabels "k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/retry"
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/controllers/kit"
-	"github.com/clerum/hcc/pkg/mark"
 	"github.com/clerum/hcc/pkg/names"
 )
 
@@ -359,39 +357,20 @@ func (c *Controller) buildOptions(ctx context.Context, a Admission) (Options, er
 }
 
 // markSeedJob writes the mark onto the Job this sync created, now that the
-// API server has given it its UID. The update names that UID, so it never
-// marks another Job that took the name since. If it fails the Job stays
-// unmarked, and the next sync replaces it: a seed runs again, which is
-// idempotent.
+// API server has given it its UID (kit.MarkCreated: the update names that
+// UID, so it never marks another Job that took the name since, and a
+// Conflict re-reads the Job). If it fails the Job stays unmarked, and the
+// next sync replaces it: a seed runs again, which is idempotent.
 func (c *Controller) markSeedJob(ctx context.Context, g *clerumv1alpha1.GlobalFileSystem, created *batchv1.Job) error {
 	if !c.cfg.SeedKey.Usable() {
 		return errNoSeedKey
 	}
-	ns, name, uid := created.Namespace, created.Name, created.UID
-	jobs := c.kube.BatchV1().Jobs(ns)
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		j := created
-		if j == nil {
-			var err error
-			if j, err = jobs.Get(ctx, name, metav1.GetOptions{}); err != nil {
-				return err
-			}
-			if j.UID != uid {
-				return fmt.Errorf("seed Job %s/%s was replaced before HCC could mark it: %w", ns, name, kit.ErrCacheBehind)
-			}
-		}
-		j = j.DeepCopy()
-		created = nil
-		if j.Annotations == nil {
-			j.Annotations = map[string]string{}
-		}
-		j.Annotations[mark.Annotation] = SeedJobMark(c.cfg.SeedKey, g, j)
-		if _, err := jobs.Update(ctx, j, metav1.UpdateOptions{FieldManager: clerumv1alpha1.FieldManagerGlobalFileSystem}); err != nil {
-			return err
-		}
-		c.state.setSeedMarked(g.Name, uid)
-		return nil
-	})
+	sign := func(j *batchv1.Job) string { return SeedJobMark(c.cfg.SeedKey, g, j) }
+	if _, err := kit.MarkCreated(ctx, c.children, kit.Jobs, created, sign); err != nil {
+		return err
+	}
+	c.state.setSeedMarked(g.Name, created.UID)
+	return nil
 }
 
 // errNoSeedKey: without INTERNAL_CONTROL_JWT_HCC_HMAC_SECRET no seed Job

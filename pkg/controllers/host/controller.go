@@ -114,9 +114,11 @@ type Controller struct {
 	stops    workqueue.TypedRateLimitingInterface[cache.ObjectName]
 	stopLoop *kit.Loop[cache.ObjectName]
 	children *kit.Children
-	recorder record.EventRecorder
-	metrics  *Metrics
-	clock    clock.Clock
+	// claimKind writes the workspace claims under HCC's mark.
+	claimKind kit.Kind[*corev1.PersistentVolumeClaim]
+	recorder  record.EventRecorder
+	metrics   *Metrics
+	clock     clock.Clock
 	// statusWrites skips a status write the cache has not shown yet.
 	statusWrites *kit.StatusWrites
 	log          zerolog.Logger
@@ -203,6 +205,7 @@ func New(d kit.Deps, issuer controlapi.CredentialIssuer, cfg Config) *Controller
 		breaker:      &breaker{},
 	}
 	c.metrics = NewMetrics(d.Registry, func() float64 { return c.state.soonestExpiry(c.clock.Now()) })
+	c.claimKind = kit.PersistentVolumeClaims.WithMarker(kit.NewMarker(cfg.Build.ClaimMark))
 	c.children = kit.NewChildren(d.Kube, clerumv1alpha1.FieldManagerHost, d.Recorder, func(kind string, cause kit.Cause) {
 		c.metrics.Refused.WithLabelValues(kind, string(cause)).Inc()
 	})

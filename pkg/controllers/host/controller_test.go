@@ -145,6 +145,14 @@ func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 		}
 		return false, nil, nil
 	}
+	// The API server gives every object a UID; a claim's mark is over it.
+	var uids atomic.Int64
+	f.kube.PrependReactor("create", "*", func(a core.Action) (bool, runtime.Object, error) {
+		if o, ok := a.(core.CreateAction).GetObject().(metav1.Object); ok && o.GetUID() == "" {
+			o.SetUID(types.UID(fmt.Sprintf("uid-created-%d", uids.Add(1))))
+		}
+		return false, nil, nil
+	})
 	f.kube.PrependReactor("create", "deployments", defaultSA)
 	f.kube.PrependReactor("update", "deployments", defaultSA)
 	// The fake keeps whatever resourceVersion a write carries; the API
@@ -503,6 +511,7 @@ func created(h string) []string {
 		"create roles/host-" + h,
 		"create rolebindings/host-" + h,
 		"create persistentvolumeclaims/" + h + "-workspace",
+		"update persistentvolumeclaims/" + h + "-workspace", // its mark
 		"create secrets/host-" + h + "-mcp-host-runtime-tokens",
 		"create deployments/channel-reader-" + h,
 		"create services/channel-reader-" + h,
@@ -1051,10 +1060,13 @@ func TestUnmanagedObjectsAreNotAdopted(t *testing.T) {
 			if tc.name == "Secret" {
 				want = without(want, "create secrets/host-h1-mcp-host-runtime-tokens")
 			}
+			if tc.name == "PersistentVolumeClaim" {
+				want = without(want, "update persistentvolumeclaims/h1-workspace") // no claim of HCC's to mark
+			}
 			assert.Equal(t, want, w)
 			assert.NotContains(t, w, "create deployments/h1", "no pod runs with someone else's identity, volume or credential")
 			assert.Subset(t, w, readerWrites)
-			for _, x := range w {
+			for _, x := range without(w, "update persistentvolumeclaims/h1-workspace") { // the mark of the claim HCC created
 				assert.False(t, strings.HasPrefix(x, "update ") || strings.HasPrefix(x, "delete "), "nothing is adopted or deleted: %s", x)
 			}
 			assert.Equal(t, tc.issuance, f.issuer.calls())

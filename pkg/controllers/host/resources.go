@@ -183,6 +183,12 @@ type Options struct {
 	// from INTERNAL_CONTROL_JWT_HCC_HMAC_SECRET. The zero Key (render, which
 	// holds no secret) marks nothing and believes nothing.
 	RuntimeTokenMark mark.Key
+	// ClaimMark marks the workspace claim right after its creation
+	// (docs/ownership.md, "Claims"), keyed from
+	// INTERNAL_CONTROL_JWT_HCC_HMAC_SECRET. With the zero Key no claim is
+	// marked, and only one without a volume, or bound to the volume
+	// provisioned for it, is HCC's.
+	ClaimMark mark.Key
 }
 
 // OptionsFrom returns the builders' options from the configuration.
@@ -215,6 +221,7 @@ func OptionsFrom(cfg *config.Config) Options {
 		HCCAPIURL:        HCCAPIURL(cfg.Namespaces.ControlPlane, cfg.Core.ClusterDomain, cfg.Core.Port),
 		NodeLocalDNSCIDR: cfg.NetPol.NodeLocalDNSCIDR,
 		RuntimeTokenMark: mark.NewKey(cfg.ControlAPI.HMACSecret, mark.PurposeRuntimeToken),
+		ClaimMark:        mark.NewKey(cfg.ControlAPI.HMACSecret, mark.PurposeClaim),
 	}
 }
 

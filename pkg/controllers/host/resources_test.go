@@ -64,6 +64,7 @@ var testOptions = Options{
 	HCCAPIURL:  "http://host-context-controller-api-gateway.control-plane.svc.cluster.local:8081",
 
 	RuntimeTokenMark: mark.NewKey(testHMACSecret, mark.PurposeRuntimeToken),
+	ClaimMark:        mark.NewKey(testHMACSecret, mark.PurposeClaim),
 }
 
 // testHMACSecret stands for INTERNAL_CONTROL_JWT_HCC_HMAC_SECRET.

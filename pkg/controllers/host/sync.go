@@ -222,7 +222,7 @@ func (c *Controller) ensure(ctx context.Context, h *clerumv1alpha1.Host, context
 	ready = write(ensure(ctx, c.children, kit.ServiceAccounts, owner, c.accounts.ServiceAccounts(h.Namespace), BuildServiceAccount(h, opts))) && ready
 	ready = write(ensure(ctx, c.children, kit.Roles, owner, c.roles.Roles(h.Namespace), BuildRole(h, opts))) && ready
 	ready = write(ensure(ctx, c.children, kit.RoleBindings, owner, c.bindings.RoleBindings(h.Namespace), BuildRoleBinding(h, opts))) && ready
-	ready = write(ensure(ctx, c.children, kit.PersistentVolumeClaims, owner, c.claims.PersistentVolumeClaims(h.Namespace), BuildWorkspaceClaim(h, opts))) && ready
+	ready = write(ensure(ctx, c.children, c.claimKind, owner, c.claims.PersistentVolumeClaims(h.Namespace), BuildWorkspaceClaim(h, opts))) && ready
 	// A failed refresh leaves the credential in place (present): the
 	// Deployment is still ensured, and AuthReady says the refresh failed.
 	cred, err := c.ensureCredential(ctx, h, owner, st)

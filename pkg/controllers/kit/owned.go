@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/clerum/hcc/pkg/mark"
 	"github.com/clerum/hcc/pkg/names"
 )
 
@@ -237,6 +238,14 @@ type Kind[T Child] struct {
 	// policyTyped: ownership is also decided by clerum.io/policy-type
 	// (NetworkPolicies, contract §4a).
 	policyTyped bool
+	// vet, when set, refuses a live child whose content says it is not
+	// HCC's (a claim's data source or volume) unless marked: the child
+	// carries a valid mark of kind's marker, or this process marked it. It
+	// runs before prepare, on a write whose metadata is already merged.
+	vet func(write, live T, marked bool) error
+	// marker, when usable, marks every child Ensure creates, and every
+	// unmarked one Plan finds HCC's (in the same update). See WithMarker.
+	marker *Marker
 }
 
 type refusalKey struct{ kind, namespace, name string }
@@ -261,7 +270,9 @@ func NewChildren(kube kubernetes.Interface, fieldManager string, recorder record
 // live when nothing was written.
 //
 // On error nothing was written (or the write failed) and the returned
-// object is nil. A *RefusedError (errors.Is ErrNotOwned or ErrChangeRefused)
+// object is nil; with ActionCreate, the child was created but its mark
+// (WithMarker) could not be written: the child stays unmarked, judged so by
+// the next sync. A *RefusedError (errors.Is ErrNotOwned or ErrChangeRefused)
 // was reported by a Warning event and the refusal metric, once per state of
 // the refused object; the caller sets a condition and goes on with its other
 // children. A Conflict (an update from an outdated cached copy) or a
@@ -278,7 +289,16 @@ func Ensure[T Child](ctx context.Context, c *Children, kind Kind[T], owner Owner
 		created, err := client.Create(ctx, obj, metav1.CreateOptions{FieldManager: c.fieldManager})
 		if err == nil {
 			c.forget(kind.Name, created)
-			return created, ActionCreate, nil
+			if !kind.marker.usable() {
+				return created, ActionCreate, nil
+			}
+			// The mark names the UID the create just gave the child.
+			marked, err := MarkCreated(ctx, c, kind, created, func(o T) string { return kind.marker.Sign(owner, o) })
+			if err != nil {
+				return zero, ActionCreate, err
+			}
+			kind.marker.remember(owner, marked)
+			return marked, ActionCreate, nil
 		}
 		if !apierrors.IsAlreadyExists(err) {
 			return zero, ActionNone, err
@@ -325,7 +345,9 @@ func Ensure[T Child](ctx context.Context, c *Children, kind Kind[T], owner Owner
 // Plan is Ensure without a client: what to send for desired given live (nil
 // when absent) — the object to create or update, and which — or ActionNone
 // and live when nothing HCC owns differs, or a *RefusedError. It reads
-// nothing but its arguments and never modifies them.
+// nothing but its arguments (for a kind WithMarker, that includes the
+// Marker's memory of the children this process marked) and never modifies
+// them.
 func Plan[T Child](kind Kind[T], owner Owner, live, desired T) (T, Action, error) {
 	var zero T
 	if err := checkDesired(kind, owner, desired); err != nil {
@@ -354,6 +376,9 @@ func Plan[T Child](kind Kind[T], owner Owner, live, desired T) (T, Action, error
 	}
 
 	mergeMeta(write, live, owner, useRef)
+	if err := vetAndMark(kind, owner, write, live); err != nil {
+		return zero, ActionNone, err
+	}
 	if err := kind.prepare(write, live); err != nil {
 		if refused, ok := errors.AsType[*RefusedError](err); ok {
 			refused.Kind, refused.Namespace, refused.Name = kind.Name, live.GetNamespace(), live.GetName()
@@ -367,6 +392,34 @@ func Plan[T Child](kind Kind[T], owner Owner, live, desired T) (T, Action, error
 		return write, ActionTakeOver, nil
 	}
 	return write, ActionUpdate, nil
+}
+
+// vetAndMark applies kind's vet to live, trusting what a marked child says,
+// and marks write when live is HCC's but not marked: the take-over of an
+// unmarked child writes the mark in the same update. A child this process
+// marked whose copy in hand lacks the mark (the cache is behind) is left
+// without, so that no update is sent from the stale copy.
+func vetAndMark[T Child](kind Kind[T], owner Owner, write, live T) error {
+	verified := kind.marker.Verify(owner, live)
+	marked := verified || kind.marker.Remembered(owner, live)
+	if kind.vet != nil {
+		if err := kind.vet(write, live, marked); err != nil {
+			if refused, ok := errors.AsType[*RefusedError](err); ok {
+				refused.Kind, refused.Namespace, refused.Name = kind.Name, live.GetNamespace(), live.GetName()
+			}
+			return err
+		}
+	}
+	if marked || !kind.marker.usable() {
+		return nil
+	}
+	annotations := write.GetAnnotations()
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	annotations[mark.Annotation] = kind.marker.Sign(owner, live)
+	write.SetAnnotations(annotations)
+	return nil
 }
 
 // checkDesired catches a builder that forgot the labels that make its

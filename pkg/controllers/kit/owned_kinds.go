@@ -170,20 +170,32 @@ func foldStringData(s *corev1.Secret) {
 // expansion, is refused by the API server, with its error.
 //
 // What a claim mounts is decided by its dataSource, dataSourceRef and
-// volumeName, so a claim whose values there are not the builder's is not
-// HCC's, whatever its labels say (docs/ownership.md, "Claims"): it is
-// refused like an unmanaged object (CauseForeignVolume, ErrNotOwned), never
-// taken over, so nobody can have a Host or a WFC mount a clone of another
-// claim or a volume they picked. The one binding HCC accepts without having
-// set it is the one provisioning makes for the claim itself: a volume named
-// pvc-<the claim's UID>, the name Kubernetes' provisioners give the volume
-// they create for a claim. A claim's UID is the API server's, and volumes
-// are cluster-scoped, so no one who can only write claims can forge it.
+// volumeName, and a claim's labels say nothing of who set them
+// (docs/ownership.md, "Claims"). HCC's builders set none of the three, and
+// HCC marks every claim it creates (WithMarker; mark.PurposeClaim) right
+// after the create, over the UID the API server just gave it:
+//
+//   - A claim carrying a valid mark is HCC's own. Its volumeName was set by
+//     the volume binder, to whatever volume (dynamic or static) it bound
+//     the claim to: HCC created it without one. Its data sources are
+//     immutable, so they are still the builder's (none).
+//   - An unmarked claim with no data source and no volume is taken over,
+//     and marked in the same update.
+//   - An unmarked claim with a data source, or a volume, is refused like an
+//     unmanaged object (CauseForeignVolume, ErrNotOwned), never taken
+//     over: nobody can have a Host or a WFC mount a clone of another claim
+//     or a volume they picked. The one exception is a claim an earlier HCC
+//     created, before marks, that dynamic provisioning bound: a volume
+//     named pvc-<the claim's UID>, the name Kubernetes' provisioners give
+//     the volume they create for a claim. That UID is the API server's and
+//     volumes are cluster-scoped, so it names a volume provisioned for this
+//     very claim; the claim is taken over and marked.
 var PersistentVolumeClaims = Kind[*corev1.PersistentVolumeClaim]{
 	Name: "PersistentVolumeClaim",
 	client: func(k kubernetes.Interface, ns string) ChildClient[*corev1.PersistentVolumeClaim] {
 		return k.CoreV1().PersistentVolumeClaims(ns)
 	},
+	vet:     sameVolume,
 	prepare: preparePVC,
 	owned:   func(c *corev1.PersistentVolumeClaim) any { return c.Spec },
 }
@@ -196,8 +208,8 @@ const CauseForeignVolume Cause = "ForeignVolume"
 // ProvisionedVolumeName is the name Kubernetes' provisioners (the in-tree
 // ones and every CSI driver behind the external-provisioner with its
 // default --volume-name-prefix) give the volume they create for claim: the
-// one binding PersistentVolumeClaims accepts that the builder did not
-// name. "" for a claim with no UID.
+// one binding PersistentVolumeClaims accepts on an unmarked claim. "" for a
+// claim with no UID.
 func ProvisionedVolumeName(claim *corev1.PersistentVolumeClaim) string {
 	if claim.UID == "" {
 		return ""
@@ -207,9 +219,8 @@ func ProvisionedVolumeName(claim *corev1.PersistentVolumeClaim) string {
 
 func preparePVC(write, live *corev1.PersistentVolumeClaim) error {
 	w, l := &write.Spec, &live.Spec
-	if err := sameVolume(write, live); err != nil {
-		return err
-	}
+	// sameVolume (the kind's vet) has accepted live's sources and volume.
+	w.DataSource, w.DataSourceRef = l.DataSource.DeepCopy(), l.DataSourceRef.DeepCopy()
 	w.VolumeName = l.VolumeName
 	if w.StorageClassName == nil && l.StorageClassName != nil {
 		w.StorageClassName = ptr.To(*l.StorageClassName)
@@ -311,10 +322,11 @@ var NetworkPolicies = Kind[*networkingv1.NetworkPolicy]{
 }
 
 // sameVolume refuses a live claim whose source or binding is not the
-// builder's (PersistentVolumeClaims). On success the live claim's source
-// fields equal the builder's, once the API server's mirroring of dataSource
-// into dataSourceRef (and back) is allowed for.
-func sameVolume(write, live *corev1.PersistentVolumeClaim) error {
+// builder's (PersistentVolumeClaims), unless it is marked and its volume is
+// the binder's. On success the live claim's source fields equal the
+// builder's, once the API server's mirroring of dataSource into
+// dataSourceRef (and back) is allowed for.
+func sameVolume(write, live *corev1.PersistentVolumeClaim, marked bool) error {
 	w, l := &write.Spec, &live.Spec
 	foreign := func(detail string) error { return &RefusedError{Cause: CauseForeignVolume, Detail: detail} }
 	// The API server mirrors dataSource and dataSourceRef into each other.
@@ -328,13 +340,15 @@ func sameVolume(write, live *corev1.PersistentVolumeClaim) error {
 	if !equality.Semantic.DeepEqual(wantSource, l.DataSource) || !equality.Semantic.DeepEqual(wantRef, l.DataSourceRef) {
 		return foreign(fmt.Sprintf("it is filled from %s, which HCC did not set; it is not taken over", describeSource(live)))
 	}
-	w.DataSource, w.DataSourceRef = l.DataSource.DeepCopy(), l.DataSourceRef.DeepCopy()
 	switch {
 	case l.VolumeName == w.VolumeName:
+	case w.VolumeName == "" && marked:
+		// HCC created it without a volume: the binder chose this one.
 	case w.VolumeName == "" && l.VolumeName == ProvisionedVolumeName(live):
 		// Bound to the volume provisioned for this very claim.
 	case w.VolumeName == "":
-		return foreign(fmt.Sprintf("it names volume %s, which HCC did not set and which was not provisioned for it; it is not taken over", l.VolumeName))
+		return foreign(fmt.Sprintf("it names volume %s and carries no valid mark of HCC's: HCC did not create it, "+
+			"or created it before marks and it is bound to a volume not provisioned for it; it is not taken over", l.VolumeName))
 	default:
 		return foreign(fmt.Sprintf("it names volume %q, not %s; it is not taken over", l.VolumeName, w.VolumeName))
 	}

@@ -74,9 +74,11 @@ type Controller struct {
 	queue    workqueue.TypedRateLimitingInterface[cache.ObjectName]
 	loop     *kit.Loop[cache.ObjectName]
 	children *kit.Children
-	recorder record.EventRecorder
-	metrics  *Metrics
-	clock    clock.WithTicker
+	// claimKind writes the data claims under HCC's mark.
+	claimKind kit.Kind[*corev1.PersistentVolumeClaim]
+	recorder  record.EventRecorder
+	metrics   *Metrics
+	clock     clock.WithTicker
 	// statusWrites skips a status write the cache has not shown yet.
 	statusWrites *kit.StatusWrites
 	log          zerolog.Logger
@@ -127,6 +129,7 @@ func New(d kit.Deps, cfg Config) *Controller {
 		log:          d.Log.With().Str("controller", "sharedfilesystem").Logger(),
 		state:        newFSState(),
 	}
+	c.claimKind = kit.PersistentVolumeClaims.WithMarker(kit.NewMarker(cfg.Build.ClaimMark))
 	c.children = kit.NewChildren(d.Kube, clerumv1alpha1.FieldManagerSharedFileSystem, d.Recorder, func(kind string, cause kit.Cause) {
 		c.metrics.Refused.WithLabelValues(kind, string(cause)).Inc()
 	})

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -33,6 +35,7 @@ import (
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/controllers/kit"
 	hccfake "github.com/clerum/hcc/pkg/generated/clientset/versioned/fake"
+	"github.com/clerum/hcc/pkg/mark"
 	"github.com/clerum/hcc/pkg/names"
 )
 
@@ -92,6 +95,14 @@ func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 		}
 		return false, nil, nil
 	}
+	// The API server gives every object a UID; a claim's mark is over it.
+	var uids atomic.Int64
+	f.kube.PrependReactor("create", "*", func(a core.Action) (bool, runtime.Object, error) {
+		if o, ok := a.(core.CreateAction).GetObject().(metav1.Object); ok && o.GetUID() == "" {
+			o.SetUID(types.UID(fmt.Sprintf("uid-created-%d", uids.Add(1))))
+		}
+		return false, nil, nil
+	})
 	f.kube.PrependReactor("update", "persistentvolumeclaims", keepStatus)
 	f.kube.PrependReactor("update", "deployments", keepStatus)
 	f.hcc = hccfake.NewClientset()
@@ -303,14 +314,12 @@ func (f *fixture) claim(name string) *corev1.PersistentVolumeClaim {
 	return c
 }
 
-// bindClaim marks fs's claim Bound, in the API server and the cache.
+// bindClaim binds fs's claim, in the API server and the cache, as the
+// volume binder does: to a static volume (one not named for the claim), as
+// on the project's local cluster.
 func (f *fixture) bindClaim(fs string) {
 	c := f.claim(names.WFCData(fs))
-	if c.UID == "" { // the fake API server assigns none
-		c.UID = types.UID("uid-" + c.Name)
-	}
-	// Bound to the volume provisioned for it.
-	c.Spec.VolumeName = kit.ProvisionedVolumeName(c)
+	c.Spec.VolumeName = "local-pv-07"
 	c, err := f.kube.CoreV1().PersistentVolumeClaims(ns).Update(context.Background(), c, metav1.UpdateOptions{})
 	require.NoError(f.t, err)
 	c.Status.Phase = corev1.ClaimBound
@@ -343,6 +352,7 @@ func created(fs string) []string {
 		"create persistentvolumeclaims/" + names.WFCData(fs),
 		"create services/" + names.WFCWorkload(fs),
 		"patch sharedfilesystems/" + fs + "/status",
+		"update persistentvolumeclaims/" + names.WFCData(fs), // its mark
 	}
 }
 
@@ -702,6 +712,18 @@ func TestAForgedClaimWithHCCsLabelsIsNotTakenOver(t *testing.T) {
 		"a volume named at creation": func(c *corev1.PersistentVolumeClaim) {
 			c.Spec.VolumeName = "pvc-alice-workspace-uid"
 			c.Annotations = map[string]string{"pv.kubernetes.io/bind-completed": "yes", "pv.kubernetes.io/bound-by-controller": "yes"}
+			c.Status.Phase = corev1.ClaimBound
+		},
+		"a static volume named at creation": func(c *corev1.PersistentVolumeClaim) {
+			c.Spec.VolumeName = "another-pv"
+			c.Status.Phase = corev1.ClaimBound
+		},
+		"a static volume, under the mark of another claim": func(c *corev1.PersistentVolumeClaim) {
+			other := c.DeepCopy()
+			other.UID = "uid-hccs-own-claim"
+			owner := kit.Owner{Object: newFS("team"), GVK: gvk, IdentityLabel: names.LabelSharedFileSystem}
+			c.Annotations = map[string]string{mark.Annotation: kit.NewMarker(testOptions.ClaimMark).Sign(owner, other)}
+			c.Spec.VolumeName = "another-pv"
 			c.Status.Phase = corev1.ClaimBound
 		},
 	} {

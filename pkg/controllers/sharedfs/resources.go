@@ -31,6 +31,7 @@ import (
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/config"
+	"github.com/clerum/hcc/pkg/mark"
 	"github.com/clerum/hcc/pkg/names"
 )
 
@@ -117,6 +118,12 @@ type Options struct {
 	DefaultStorageClass string
 	// MaxSize (HCC_SFS_MAX_SIZE) bounds spec.size; zero admits none.
 	MaxSize resource.Quantity
+	// ClaimMark marks the data claim right after its creation
+	// (docs/ownership.md, "Claims"), keyed from
+	// INTERNAL_CONTROL_JWT_HCC_HMAC_SECRET. With the zero Key no claim is
+	// marked, and only one without a volume, or bound to the volume
+	// provisioned for it, is HCC's.
+	ClaimMark mark.Key
 }
 
 // OptionsFrom returns the builders' options from the configuration.
@@ -142,6 +149,7 @@ func OptionsFrom(cfg *config.Config) Options {
 		DefaultSize:         cfg.Host.WorkspaceSize.DeepCopy(),
 		DefaultStorageClass: cfg.Host.WorkspaceStorageClass,
 		MaxSize:             cfg.WFC.SFSMaxSize.DeepCopy(),
+		ClaimMark:           mark.NewKey(cfg.ControlAPI.HMACSecret, mark.PurposeClaim),
 	}
 }
 

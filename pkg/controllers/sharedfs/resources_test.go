@@ -25,6 +25,7 @@ import (
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/config"
+	"github.com/clerum/hcc/pkg/mark"
 	"github.com/clerum/hcc/pkg/names"
 )
 
@@ -50,6 +51,7 @@ var testOptions = Options{
 	DefaultSize:         resource.MustParse("10Gi"),
 	DefaultStorageClass: "do-block-storage-retain",
 	MaxSize:             resource.MustParse("100Gi"),
+	ClaimMark:           mark.NewKey("a-test-hmac-secret", mark.PurposeClaim),
 }
 
 func newFS(name string, opts ...func(*clerumv1alpha1.SharedFileSystem)) *clerumv1alpha1.SharedFileSystem {

@@ -126,7 +126,7 @@ func (c *Controller) ensure(ctx context.Context, fs *clerumv1alpha1.SharedFileSy
 	claimOK := true
 	tooLarge := CheckSize(fs, opts)
 	if tooLarge == nil {
-		claim, _, err = kit.Ensure(ctx, c.children, kit.PersistentVolumeClaims, owner, liveClaim, BuildClaim(fs, opts))
+		claim, _, err = kit.Ensure(ctx, c.children, c.claimKind, owner, liveClaim, BuildClaim(fs, opts))
 	}
 	switch {
 	case tooLarge != nil:
@@ -136,7 +136,7 @@ func (c *Controller) ensure(ctx context.Context, fs *clerumv1alpha1.SharedFileSy
 		st.claimSizeRefused(tooLarge, liveClaim)
 		claim = liveClaim
 		if liveClaim != nil {
-			_, _, err = kit.Plan(kit.PersistentVolumeClaims, owner, liveClaim, liveClaimAsBuilt(fs, opts, liveClaim))
+			_, _, err = kit.Plan(c.claimKind, owner, liveClaim, liveClaimAsBuilt(fs, opts, liveClaim))
 			claimOK = write(err)
 			st.claimNotOwned = isOwnership(err)
 		} else {
