@@ -82,9 +82,8 @@ func TestMain(m *testing.M) {
 	}))
 }
 
-// setUp creates the namespaces, the shipped service accounts, RBAC and
-// mcp-host-config (no Host starts without it), and the impersonating
-// kubeconfigs.
+// setUp creates the namespaces, the shipped service accounts and RBAC, and
+// the impersonating kubeconfigs.
 func setUp() error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -92,7 +91,7 @@ func setUp() error {
 		return err
 	}
 	base := filepath.Join(repoRoot, "deploy", "base")
-	for _, f := range []string{"controller/serviceaccount.yaml", "controller/rbac.yaml", "api/serviceaccount.yaml", "api/rbac.yaml", "mcp-host/configmap.yaml"} {
+	for _, f := range []string{"controller/serviceaccount.yaml", "controller/rbac.yaml", "api/serviceaccount.yaml", "api/rbac.yaml"} {
 		if err := applyFile(ctx, filepath.Join(base, f)); err != nil {
 			return err
 		}
