@@ -36,7 +36,7 @@ import (
 	"github.com/clerum/hcc/pkg/names"
 )
 
-// fakeControlAPI implements both routes of contract §7: the bootstrap
+// fakeControlAPI implements both routes of docs/control-api.md: the bootstrap
 // credential HCC obtains (its bearer verified as the Control API would) and
 // the exchange mcp-host performs, which returns an RS256 access token of
 // docs/http-api.md for the credential's Host.

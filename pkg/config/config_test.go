@@ -291,7 +291,7 @@ func TestLoadDefaults(t *testing.T) {
 // docs/configuration.md.
 func TestEveryVariableIsDeclaredOnce(t *testing.T) {
 	want := []string{
-		// Core / server, and contract §6.
+		// Core / server, and docs/configuration.md.
 		"CONTEXT_MAPPER_PORT", "CLERUM_DEV_MODE", "LOG_LEVEL",
 		"HCC_CONTROLLER_PORT", "POD_NAME", "HCC_LEADER_ELECT", "HCC_KUBE_API_QPS", "HCC_KUBE_API_BURST", "CONTEXT_MAPPER_CLUSTER_DOMAIN",
 		"HCC_LEADER_LEASE_SEC", "HCC_LEADER_RENEW_SEC", "HCC_LEADER_RETRY_SEC",
@@ -312,7 +312,7 @@ func TestEveryVariableIsDeclaredOnce(t *testing.T) {
 		"CONTEXT_MAPPER_HOST_RESOURCES_REQUEST_MEMORY", "CONTEXT_MAPPER_HOST_RESOURCES_REQUEST_CPU",
 		"CONTEXT_MAPPER_HOST_RESOURCES_LIMIT_MEMORY", "CONTEXT_MAPPER_HOST_RESOURCES_LIMIT_CPU",
 		"CONTEXT_MAPPER_HOST_RESYNC_SEC", "HCC_MCP_HOST_RUNTIME_BOOTSTRAP_REFRESH_BEFORE_SEC",
-		// mcp-host API authorization, and contract §5.
+		// mcp-host API authorization, and docs/http-api.md.
 		"HCC_MCP_HOST_JWT_PUBLIC_KEY", "HCC_MCP_HOST_JWT_ISSUER", "HCC_MCP_HOST_JWT_MAX_TTL_SECONDS",
 		"HCC_MCP_HOST_API_RATE_LIMIT_PER_MINUTE", "HCC_MCP_HOST_JWT_AUDIENCE", "HCC_MCP_HOST_JWT_MIGRATION_AUDIENCE",
 		// Desktop.
@@ -594,7 +594,7 @@ func TestBooleans(t *testing.T) {
 	})
 }
 
-// TestBooleansFailClosed pins contract §6: the seed read every value but
+// TestBooleansFailClosed pins docs/configuration.md: the seed read every value but
 // "true" and "1" as false, so HCC_LEADER_ELECT=yes turned leader election
 // off and CONTEXT_MAPPER_ENFORCE_IMAGE_ALLOWLIST=on meant audit mode.
 func TestBooleansFailClosed(t *testing.T) {

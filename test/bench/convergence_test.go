@@ -269,7 +269,7 @@ func writeClass(ev *auditEvent) string {
 	r, ns := ev.resource(), ev.ObjectRef.Namespace
 	switch {
 	case r == "networkpolicies":
-		// The Host operator's own policies (docs: contract section 4);
+		// The Host operator's own policies (docs/names.md);
 		// every other one is the NetworkPolicy operator's.
 		if strings.HasPrefix(ev.ObjectRef.Name, "channel-reader-") || strings.HasPrefix(ev.ObjectRef.Name, "allow-rpc-proxy-desktop-") {
 			return "host"

@@ -164,7 +164,7 @@ func TestConfigurationIsLiteralEnv(t *testing.T) {
 func TestControllerLeaderElectionEnvironment(t *testing.T) {
 	for _, tree := range []string{productionTree, minikubeTree} {
 		env := literalEnv(t, podSpecs(t, build(t, tree))[controller], controller)
-		// The defaults of contract section 6, written out.
+		// The defaults of docs/configuration.md, written out.
 		assert.Equal(t, "15", env["HCC_LEADER_LEASE_SEC"], tree)
 		assert.Equal(t, "10", env["HCC_LEADER_RENEW_SEC"], tree)
 		assert.Equal(t, "2", env["HCC_LEADER_RETRY_SEC"], tree)
@@ -176,7 +176,7 @@ func TestControllerLeaderElectionEnvironment(t *testing.T) {
 // TestNetworkPoliciesAreOutsideHCCsNames: the static policies are the
 // platform's. HCC writes and sweeps only policies labelled as its own, and
 // relabels or sweeps unlabelled ones only under a name it reserves
-// (contract section 4a): these must be neither.
+// (docs/ownership.md): these must be neither.
 func TestNetworkPoliciesAreOutsideHCCsNames(t *testing.T) {
 	for _, tree := range []string{productionTree, minikubeTree} {
 		for _, p := range ofKind(build(t, tree), "NetworkPolicy") {

@@ -77,7 +77,7 @@ const (
 )
 
 // Labels and annotations of the objects built here besides the identity
-// labels of contract §3.
+// labels of docs/names.md.
 const (
 	// LabelComponent tells the gfsc pods (ComponentGFSC), which the
 	// Deployment and Service select, from the seed Job's (ComponentSeed);

@@ -66,7 +66,7 @@ const (
 
 	// RuntimeTokensDir is where mcp-host finds the runtime-token Secret's
 	// keys as files. The kubelet replaces them in place when the Secret
-	// changes, so a refreshed credential needs no restart (contract §9).
+	// changes, so a refreshed credential needs no restart (docs/containers.md).
 	RuntimeTokensDir = "/var/run/secrets/clerum.io/mcp-host-runtime-tokens"
 	// ServiceAccountDir is where mcp-host, and only mcp-host, finds its
 	// ServiceAccount token, the cluster CA and the namespace: client-go's
@@ -77,7 +77,7 @@ const (
 	TmpDir = "/tmp"
 )
 
-// Keys of the runtime-token Secret (contract §7): files of the same names in
+// Keys of the runtime-token Secret (docs/control-api.md): files of the same names in
 // RuntimeTokensDir.
 const (
 	KeyBootstrapCredential = "bootstrap-credential"
@@ -122,7 +122,7 @@ const (
 )
 
 // Pod labels of channel-reader. Among pods only Host pods carry
-// clerum.io/host (contract §3): the channel-reader pods are told apart by
+// clerum.io/host (docs/names.md): the channel-reader pods are told apart by
 // LabelChannelReader instead, whose value is the Host's name. The
 // Deployment, Service and policy objects carry clerum.io/host like every
 // per-Host object.
@@ -461,7 +461,7 @@ func BuildWorkspaceClaim(h *clerumv1alpha1.Host, opts Options) *corev1.Persisten
 }
 
 // BuildRuntimeTokenSecret returns h's runtime-token Secret holding the
-// bootstrap credential the Control API issued for h (contract §7), expiring
+// bootstrap credential the Control API issued for h (docs/control-api.md), expiring
 // at expiresAt. The annotations record h's UID and the expiry for a cache
 // that holds no values, and HCC's mark over both and the credential's digest
 // (opts.RuntimeTokenMark; docs/host.md): labels and annotations anyone can
@@ -775,7 +775,7 @@ func servicePort(name string, port int32) corev1.ServicePort {
 	return corev1.ServicePort{Name: name, Protocol: corev1.ProtocolTCP, Port: port, TargetPort: intstr.FromString(name)}
 }
 
-// policy is a NetworkPolicy of h's, of policy type host (contract §3), with
+// policy is a NetworkPolicy of h's, of policy type host (docs/names.md), with
 // its policy types set explicitly.
 func policy(h *clerumv1alpha1.Host, namespace, name string, pods map[string]string, typ networkingv1.PolicyType) *networkingv1.NetworkPolicy {
 	l := labels(h)

@@ -1,6 +1,6 @@
 package kit
 
-// Caps bound an orphan sweep's unexplained deletes (contract §4a): objects
+// Caps bound an orphan sweep's unexplained deletes (docs/ownership.md): objects
 // HCC manages that nothing in the live inventory, nor any deletion this
 // process observed, accounts for. A tripped cap holds back those deletes
 // only; disowned objects and those of an observed deletion go whatever the

@@ -56,7 +56,7 @@ import (
 // writers and is applied by server-side apply (BuildConditions); children
 // have one.
 //
-// # Ownership (contract §4a)
+// # Ownership (docs/ownership.md)
 //
 // HCC writes only a child that carries clerum.io/managed-by and its writer's
 // identity label naming the owner. A controller reference to the owner's
@@ -236,7 +236,7 @@ type Kind[T Child] struct {
 	// semantically; metadata is compared by Plan.
 	owned func(T) any
 	// policyTyped: ownership is also decided by clerum.io/policy-type
-	// (NetworkPolicies, contract §4a).
+	// (NetworkPolicies, docs/ownership.md).
 	policyTyped bool
 	// vet, when set, refuses a live child whose content says it is not
 	// HCC's (a claim's data source or volume) unless marked: the child
@@ -450,7 +450,7 @@ type verdict struct {
 	takeOver bool   // HCC's, but the controller reference must be rewritten
 }
 
-// judge applies contract §4a to live, the object holding the name of
+// judge applies the rules of docs/ownership.md to live, the object holding the name of
 // desired. It is pure.
 func judge(policyTyped bool, owner Owner, useRef bool, live, desired metav1.Object) verdict {
 	l := live.GetLabels()

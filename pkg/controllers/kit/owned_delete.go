@@ -38,7 +38,7 @@ func DeleteChild[T Child](ctx context.Context, c *Children, kind Kind[T], ownerG
 		// policies of the NetworkPolicy operator carry clerum.io/mcpserver
 		// too, and are never another writer's to delete.
 		// One with no policy type on a name the writer reserves is the
-		// repairable class (contract §4a): the writer's to relabel or
+		// repairable class (docs/ownership.md): the writer's to relabel or
 		// sweep.
 		writer, ok := identityWriters[identityLabel]
 		typ := l[names.LabelPolicyType]

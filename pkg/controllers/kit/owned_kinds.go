@@ -308,7 +308,7 @@ var RoleBindings = Kind[*rbacv1.RoleBinding]{
 }
 
 // NetworkPolicies: HCC owns the spec. Ownership also follows the policy
-// type (contract §4a): a managed policy of another writer's type is
+// type (docs/ownership.md): a managed policy of another writer's type is
 // refused; one with no type on HCC's name is the repairable class, taken
 // and labelled.
 var NetworkPolicies = Kind[*networkingv1.NetworkPolicy]{

@@ -203,7 +203,7 @@ var (
 	owner    = ownerOf(liveHost)
 )
 
-// TestOwnership covers contract §4a through Plan: which objects holding a
+// TestOwnership covers docs/ownership.md through Plan: which objects holding a
 // child's name HCC writes, takes over or refuses.
 func TestOwnership(t *testing.T) {
 	desired := buildDeployment(ns, "h1", "h1")

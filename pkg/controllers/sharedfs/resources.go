@@ -39,7 +39,7 @@ import (
 // (docs/sharedfilesystem.md).
 const (
 	// ContainerWFC runs CONTEXT_MAPPER_WFC_IMAGE, first in the pod
-	// (contract §9).
+	// (docs/containers.md).
 	ContainerWFC = "wfc"
 	// ContainerInit runs CONTEXT_MAPPER_WFC_INIT_IMAGE and creates
 	// spec.directories on the volume.
@@ -364,7 +364,7 @@ func BuildClaim(fs *clerumv1alpha1.SharedFileSystem, opts Options) *corev1.Persi
 // BuildIngressPolicy returns wfc-F-ingress, of policy type filesystem: the
 // WFC pods of fs admit, on the WFC port only, the pods of the host
 // namespace labelled clerum.io/host with one of spec.hostRefs (only Host
-// pods carry that label, contract §3). With no hostRefs the policy has no
+// pods carry that label, docs/names.md). With no hostRefs the policy has no
 // rule and admits nobody.
 func BuildIngressPolicy(fs *clerumv1alpha1.SharedFileSystem, opts Options) *networkingv1.NetworkPolicy {
 	l := labels(fs)

@@ -273,7 +273,7 @@ func (c *Controller) deploymentOf(fs *clerumv1alpha1.SharedFileSystem) *appsv1.D
 
 // gone handles a file system no longer in the cache, or going. If this
 // process saw it deleted, its children are deleted — the data claim
-// included: its owner's deletion was observed (contract §4a). Otherwise
+// included: its owner's deletion was observed (docs/ownership.md). Otherwise
 // nothing is: the garbage collector follows the owner references, and a
 // claim is never deleted as an unexplained orphan.
 func (c *Controller) gone(ctx context.Context, name string) error {
