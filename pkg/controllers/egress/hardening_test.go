@@ -354,3 +354,49 @@ func TestTheGateOpensOnlyForTheGenerationAndUIDItSynced(t *testing.T) {
 	recreated.UID = "re-created"
 	assert.False(t, f.c.Ready(recreated), "a re-created server is not the one whose policies landed")
 }
+
+// A binding-less server first seen after the first pass took its snapshot
+// opens with that pass when the pass's own inventory held its generation
+// without bindings: the pass revoked every external allow under its name.
+// Waiting for a second pass flapped the status of a failed-over leader
+// (EgressPending, then NoBindings again: found by the end-to-end failover
+// test). Anything less than that evidence keeps it closed.
+func TestAPassThatPlannedTheServerWithoutBindingsOpensItsGate(t *testing.T) {
+	planned := func(f *fixture) netpolcontroller.PlannedServer {
+		return netpolcontroller.PlannedServer{UID: f.server.UID, Generation: f.server.Generation}
+	}
+	for _, tc := range []struct {
+		name   string
+		report func(f *fixture) netpolcontroller.EgressReport
+		open   bool
+	}{
+		{"the pass planned this generation without bindings", func(f *fixture) netpolcontroller.EgressReport {
+			return netpolcontroller.EgressReport{Bindingless: map[string]netpolcontroller.PlannedServer{"s1": planned(f)}}
+		}, true},
+		{"the pass did not plan the server", func(*fixture) netpolcontroller.EgressReport {
+			return netpolcontroller.EgressReport{}
+		}, false},
+		{"the pass planned an older generation", func(f *fixture) netpolcontroller.EgressReport {
+			p := planned(f)
+			p.Generation--
+			return netpolcontroller.EgressReport{Bindingless: map[string]netpolcontroller.PlannedServer{"s1": p}}
+		}, false},
+		{"the pass planned another server of the name", func(f *fixture) netpolcontroller.EgressReport {
+			p := planned(f)
+			p.UID = "another"
+			return netpolcontroller.EgressReport{Bindingless: map[string]netpolcontroller.PlannedServer{"s1": p}}
+		}, false},
+		{"its revocation failed", func(f *fixture) netpolcontroller.EgressReport {
+			return netpolcontroller.EgressReport{Bindingless: map[string]netpolcontroller.PlannedServer{"s1": planned(f)}, Failed: sets.New("s1")}
+		}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			_, v := f.c.Snapshot() // the first pass snapshots before the server's state exists
+			f.sync(t)
+			require.False(t, f.c.Ready(f.server), "no pass has landed since the start")
+			f.c.Applied(v, tc.report(f))
+			assert.Equal(t, tc.open, f.c.Ready(f.server))
+		})
+	}
+}

@@ -291,6 +291,13 @@ func (c *Coordinator) Applied(version uint64, report netpolcontroller.EgressRepo
 			st.applied = 0
 		case st.version <= version && version > st.applied:
 			st.applied = version
+		case st.bindings == 0 && st.gateVersion > st.applied && plannedBindingless(report, name, st):
+			// The state was made after the pass took its snapshot (a server
+			// first seen at startup, while no pass had landed), but the
+			// pass's own inventory held this very generation without
+			// bindings, so it revoked every external allow under the name:
+			// waiting for another pass would only flap the status.
+			st.applied = st.gateVersion
 		}
 		after := st.gateVersion <= st.applied && len(st.planRejected) == 0
 		if before != after || changedRejections {
@@ -366,4 +373,11 @@ func (c *Coordinator) view(server *clerumv1alpha1.McpServer) (serverState, bool)
 		return *st, ready
 	}
 	return serverState{}, ready
+}
+
+// plannedBindingless reports whether the pass of report planned server
+// name at st's UID and generation, or a newer one, without bindings.
+func plannedBindingless(report netpolcontroller.EgressReport, name string, st *serverState) bool {
+	p, ok := report.Bindingless[name]
+	return ok && p.UID == st.uid && p.Generation >= st.generation
 }

@@ -19,6 +19,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -78,6 +79,16 @@ type EgressReport struct {
 	// Blocked is set when the MCP server namespace's default deny could not
 	// be written: no server's pods are isolated, so every gate stays closed.
 	Blocked bool
+	// Bindingless are the servers the pass planned with no egress bindings,
+	// with the UID and generation it planned: it revoked every external
+	// allow under their names, but those of Failed.
+	Bindingless map[string]PlannedServer
+}
+
+// PlannedServer is a server as one pass's inventory held it.
+type PlannedServer struct {
+	UID        types.UID
+	Generation int64
 }
 
 // DefaultMinInterval is the shortest time between the starts of two full

@@ -163,7 +163,8 @@ func (c *Controller) syncFull(ctx context.Context) (time.Duration, error) {
 	if revoked && !out.behind && c.created.settled(c.clock.Now()) {
 		c.observed.settle(seq)
 	}
-	c.egress.Applied(version, EgressReport{Failed: out.failed, Rejected: egressRejections(plan.Rejections), Blocked: blocked})
+	c.egress.Applied(version, EgressReport{Failed: out.failed, Rejected: egressRejections(plan.Rejections), Blocked: blocked,
+		Bindingless: bindingless(inv.Servers)})
 	byName := make(map[string]*clerumv1alpha1.McpServer, len(inv.Servers))
 	for _, s := range inv.Servers {
 		byName[s.Name] = s
@@ -594,4 +595,16 @@ func not(f func(*networkingv1.NetworkPolicy) bool) func(*networkingv1.NetworkPol
 
 func and(f, g func(*networkingv1.NetworkPolicy) bool) func(*networkingv1.NetworkPolicy) bool {
 	return func(p *networkingv1.NetworkPolicy) bool { return f(p) && g(p) }
+}
+
+// bindingless are the servers of the inventory that declare no egress
+// binding, as the pass planned them.
+func bindingless(servers []*clerumv1alpha1.McpServer) map[string]PlannedServer {
+	out := make(map[string]PlannedServer, len(servers))
+	for _, s := range servers {
+		if len(s.Spec.EgressBindings) == 0 {
+			out[s.Name] = PlannedServer{UID: s.UID, Generation: s.Generation}
+		}
+	}
+	return out
 }
