@@ -33,6 +33,7 @@ import (
 	"github.com/clerum/hcc/pkg/config"
 	"github.com/clerum/hcc/pkg/mark"
 	"github.com/clerum/hcc/pkg/names"
+	"github.com/clerum/hcc/pkg/workload"
 )
 
 // Names of the containers, ports and volumes of the pods HCC runs for a
@@ -492,14 +493,8 @@ func podSpec(opts Options, restart corev1.RestartPolicy) corev1.PodSpec {
 		DNSPolicy:                     corev1.DNSClusterFirst,
 		SchedulerName:                 corev1.DefaultSchedulerName,
 		PriorityClassName:             opts.PriorityClassName,
-		SecurityContext: &corev1.PodSecurityContext{
-			RunAsNonRoot:   ptr.To(true),
-			RunAsUser:      ptr.To(PodUser),
-			RunAsGroup:     ptr.To(PodGroup),
-			FSGroup:        ptr.To(PodGroup),
-			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-		},
-		Volumes: []corev1.Volume{{Name: volumeTmp, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
+		SecurityContext:               workload.PodSecurity(PodUser, PodGroup),
+		Volumes:                       []corev1.Volume{{Name: volumeTmp, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
 	}
 	if opts.ImagePullSecret != "" {
 		pod.ImagePullSecrets = []corev1.LocalObjectReference{{Name: opts.ImagePullSecret}}
@@ -510,20 +505,9 @@ func podSpec(opts Options, restart corev1.RestartPolicy) corev1.PodSpec {
 // container is a hardened container with the API server's defaults and
 // /tmp mounted.
 func container(name, image string, pull corev1.PullPolicy) corev1.Container {
-	return corev1.Container{
-		Name:                     name,
-		Image:                    image,
-		ImagePullPolicy:          pull,
-		TerminationMessagePath:   corev1.TerminationMessagePathDefault,
-		TerminationMessagePolicy: corev1.TerminationMessageReadFile,
-		VolumeMounts:             []corev1.VolumeMount{{Name: volumeTmp, MountPath: TmpDir}},
-		SecurityContext: &corev1.SecurityContext{
-			AllowPrivilegeEscalation: ptr.To(false),
-			ReadOnlyRootFilesystem:   ptr.To(true),
-			RunAsNonRoot:             ptr.To(true),
-			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-		},
-	}
+	c := workload.Container(name, image, pull)
+	c.VolumeMounts = []corev1.VolumeMount{{Name: volumeTmp, MountPath: TmpDir}}
+	return c
 }
 
 // tcpProbe is ready once the named port accepts connections.

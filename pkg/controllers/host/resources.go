@@ -38,6 +38,7 @@ import (
 	"github.com/clerum/hcc/pkg/controllers/kit"
 	"github.com/clerum/hcc/pkg/mark"
 	"github.com/clerum/hcc/pkg/names"
+	"github.com/clerum/hcc/pkg/workload"
 )
 
 // Names of the containers, ports and volumes of the pods HCC runs for a
@@ -715,31 +716,13 @@ func hardenedPod() corev1.PodSpec {
 		TerminationGracePeriodSeconds: ptr.To[int64](30),
 		DNSPolicy:                     corev1.DNSClusterFirst,
 		SchedulerName:                 corev1.DefaultSchedulerName,
-		SecurityContext: &corev1.PodSecurityContext{
-			RunAsNonRoot:   ptr.To(true),
-			RunAsUser:      ptr.To(PodUser),
-			RunAsGroup:     ptr.To(PodGroup),
-			FSGroup:        ptr.To(PodGroup),
-			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-		},
+		SecurityContext:               workload.PodSecurity(PodUser, PodGroup),
 	}
 }
 
 // container is a hardened container with the API server's defaults.
 func container(name, image string, pull corev1.PullPolicy) corev1.Container {
-	return corev1.Container{
-		Name:                     name,
-		Image:                    image,
-		ImagePullPolicy:          pull,
-		TerminationMessagePath:   corev1.TerminationMessagePathDefault,
-		TerminationMessagePolicy: corev1.TerminationMessageReadFile,
-		SecurityContext: &corev1.SecurityContext{
-			AllowPrivilegeEscalation: ptr.To(false),
-			ReadOnlyRootFilesystem:   ptr.To(true),
-			RunAsNonRoot:             ptr.To(true),
-			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-		},
-	}
+	return workload.Container(name, image, pull)
 }
 
 // tcpProbe is ready once the named port accepts connections.

@@ -26,6 +26,7 @@ import (
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/imagepolicy"
 	"github.com/clerum/hcc/pkg/names"
+	"github.com/clerum/hcc/pkg/workload"
 )
 
 // Names of the containers, volumes and files of an McpServer pod
@@ -316,13 +317,7 @@ func buildPodSpec(s *clerumv1alpha1.McpServer, opts Options) (corev1.PodSpec, er
 		TerminationGracePeriodSeconds: ptr.To[int64](30),
 		DNSPolicy:                     corev1.DNSClusterFirst,
 		SchedulerName:                 corev1.DefaultSchedulerName,
-		SecurityContext: &corev1.PodSecurityContext{
-			RunAsNonRoot:   ptr.To(true),
-			RunAsUser:      ptr.To(PodUser),
-			RunAsGroup:     ptr.To(PodGroup),
-			FSGroup:        ptr.To(PodGroup),
-			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-		},
+		SecurityContext:               workload.PodSecurity(PodUser, PodGroup),
 	}
 	port := s.Spec.Transport.EffectivePort()
 	switch {
@@ -440,19 +435,7 @@ func serverEnv(s *clerumv1alpha1.McpServer) ([]corev1.EnvVar, error) {
 
 // container is a hardened container with the API server's defaults.
 func container(name, image string, pull corev1.PullPolicy) corev1.Container {
-	return corev1.Container{
-		Name:                     name,
-		Image:                    image,
-		ImagePullPolicy:          pull,
-		TerminationMessagePath:   corev1.TerminationMessagePathDefault,
-		TerminationMessagePolicy: corev1.TerminationMessageReadFile,
-		SecurityContext: &corev1.SecurityContext{
-			AllowPrivilegeEscalation: ptr.To(false),
-			ReadOnlyRootFilesystem:   ptr.To(true),
-			RunAsNonRoot:             ptr.To(true),
-			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-		},
-	}
+	return workload.Container(name, image, pull)
 }
 
 func servingPort(port int32) []corev1.ContainerPort {

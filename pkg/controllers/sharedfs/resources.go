@@ -33,6 +33,7 @@ import (
 	"github.com/clerum/hcc/pkg/config"
 	"github.com/clerum/hcc/pkg/mark"
 	"github.com/clerum/hcc/pkg/names"
+	"github.com/clerum/hcc/pkg/workload"
 )
 
 // Names of the containers, port and volumes of a WFC pod
@@ -231,19 +232,12 @@ func BuildDeployment(fs *clerumv1alpha1.SharedFileSystem, keyDigest string, opts
 		SchedulerName:                 corev1.DefaultSchedulerName,
 		// The WFC reads no API object: no token in the pod.
 		AutomountServiceAccountToken: ptr.To(false),
-		SecurityContext: &corev1.PodSecurityContext{
-			RunAsNonRoot: ptr.To(true),
-			RunAsUser:    ptr.To(PodUser),
-			RunAsGroup:   ptr.To(PodGroup),
-			// The kubelet makes a fresh volume group-owned by PodGroup and
-			// group-writable, so no container needs root to chown it; on a
-			// volume whose root already belongs to PodGroup it walks
-			// nothing.
-			FSGroup:             ptr.To(PodGroup),
-			FSGroupChangePolicy: ptr.To(corev1.FSGroupChangeOnRootMismatch),
-			SeccompProfile:      &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-		},
+		SecurityContext:              workload.PodSecurity(PodUser, PodGroup),
 	}
+	// The kubelet makes a fresh volume group-owned by PodGroup and
+	// group-writable, so no container needs root to chown it; on a volume
+	// whose root already belongs to PodGroup it walks nothing.
+	pod.SecurityContext.FSGroupChangePolicy = ptr.To(corev1.FSGroupChangeOnRootMismatch)
 	if opts.ImagePullSecret != "" {
 		pod.ImagePullSecrets = []corev1.LocalObjectReference{{Name: opts.ImagePullSecret}}
 	}
@@ -424,17 +418,5 @@ func BuildEgressPolicy(fs *clerumv1alpha1.SharedFileSystem, opts Options) *netwo
 
 // container is a hardened container with the API server's defaults.
 func container(name, image string, pull corev1.PullPolicy) corev1.Container {
-	return corev1.Container{
-		Name:                     name,
-		Image:                    image,
-		ImagePullPolicy:          pull,
-		TerminationMessagePath:   corev1.TerminationMessagePathDefault,
-		TerminationMessagePolicy: corev1.TerminationMessageReadFile,
-		SecurityContext: &corev1.SecurityContext{
-			AllowPrivilegeEscalation: ptr.To(false),
-			ReadOnlyRootFilesystem:   ptr.To(true),
-			RunAsNonRoot:             ptr.To(true),
-			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-		},
-	}
+	return workload.Container(name, image, pull)
 }
