@@ -37,6 +37,7 @@ import (
 
 	"github.com/clerum/hcc/pkg/api"
 	"github.com/clerum/hcc/pkg/controlapi"
+	"github.com/clerum/hcc/pkg/strictjson"
 )
 
 // Routes served by Handler.
@@ -320,31 +321,14 @@ func decodeStrict(body io.Reader, v any, members ...string) error {
 	if len(raw) > maxBodyBytes {
 		return errors.New("body too large")
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return errors.New("not a JSON object")
-	}
-	seen := map[string]bool{}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return err
-		}
-		name, _ := tok.(string)
-		if seen[name] || !slices.Contains(members, name) {
-			return fmt.Errorf("unexpected or repeated member %q", name)
-		}
-		seen[name] = true
-		var skip json.RawMessage
-		if err := dec.Decode(&skip); err != nil {
-			return err
-		}
-	}
-	if _, err := dec.Token(); err != nil { // the closing brace
+	got, err := strictjson.Object(raw)
+	if err != nil {
 		return err
 	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return errors.New("data after the JSON object")
+	for name := range got {
+		if !slices.Contains(members, name) {
+			return fmt.Errorf("unexpected member %q", name)
+		}
 	}
 	return json.Unmarshal(raw, v)
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/config"
 	"github.com/clerum/hcc/pkg/health"
+	"github.com/clerum/hcc/pkg/strictjson"
 	"github.com/clerum/hcc/pkg/version"
 )
 
@@ -382,17 +383,17 @@ func (h *handler) serveCredential(w http.ResponseWriter, r *http.Request) {
 // encoding/json matches member names case-insensitively and lets the last
 // duplicate win, so {"serverName":"beta","SERVERNAME":"alpha"} would ask
 // for alpha while a reader on the way (a proxy, an audit filter) sees
-// beta. decodeObject sees every member name exactly as sent.
+// beta. strictjson.Object sees every member name exactly as sent.
 func decodeCredentialRequest(w http.ResponseWriter, r *http.Request) (string, bool) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxCredentialBodyBytes))
 	if err != nil {
 		return "", false
 	}
-	members, err := decodeObject(body)
+	members, err := strictjson.Object(body)
 	if err != nil || len(members) != 1 {
 		return "", false
 	}
-	name, ok := jsonString(members["serverName"])
+	name, ok := strictjson.String(members["serverName"])
 	return name, ok && name != ""
 }
 

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"github.com/clerum/hcc/pkg/strictjson"
 	"math/big"
 )
 
@@ -51,7 +52,7 @@ func (r tokenRules) keysFor(kid json.RawMessage) ([]verificationKey, error) {
 	if kid == nil {
 		return r.keys, nil
 	}
-	name, ok := jsonString(kid)
+	name, ok := strictjson.String(kid)
 	if !ok {
 		return nil, failHeader
 	}

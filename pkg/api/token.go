@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/clerum/hcc/pkg/config"
+	"github.com/clerum/hcc/pkg/strictjson"
 )
 
 const (
@@ -201,7 +202,7 @@ func decodeCanonicalBase64URL(s string) ([]byte, bool) {
 // parameters of refusedHeaders, and returns the kid member, nil when
 // absent. typ is ignored.
 func checkHeader(header []byte) (json.RawMessage, error) {
-	members, err := decodeObject(header)
+	members, err := strictjson.Object(header)
 	if err != nil {
 		return nil, failMalformed
 	}
@@ -220,7 +221,7 @@ func checkHeader(header []byte) (json.RawMessage, error) {
 // checkClaims applies the claim rules of docs/http-api.md to a verified
 // payload.
 func checkClaims(payload []byte, rules tokenRules, now time.Time) (HostClaims, error) {
-	claims, err := decodeObject(payload)
+	claims, err := strictjson.Object(payload)
 	if err != nil {
 		return HostClaims{}, failMalformed
 	}

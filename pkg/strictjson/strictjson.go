@@ -1,4 +1,8 @@
-package api
+// Package strictjson decodes JSON so that it means one thing to every
+// reader: one object, each member name once and exactly as sent, nothing
+// after it. hcc-api reads token headers, claims and request bodies with
+// it (docs/http-api.md); the development Control API its request bodies.
+package strictjson
 
 import (
 	"bytes"
@@ -7,15 +11,15 @@ import (
 	"io"
 )
 
-// decodeObject decodes one JSON object into its members, keyed by their
+// Object decodes one JSON object into its members, keyed by their
 // names exactly as sent (after JSON unescaping). Duplicate member names
 // are refused: parsers disagree on which duplicate wins, and a token
 // header, its claims and a request body must mean one thing to every
 // reader. Anything after the object but whitespace is refused too.
-func decodeObject(data []byte) (map[string]json.RawMessage, error) {
+func Object(data []byte) (map[string]json.RawMessage, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return nil, errNotObject
+		return nil, ErrNotObject
 	}
 	members := make(map[string]json.RawMessage, 8)
 	for dec.More() {
@@ -29,7 +33,7 @@ func decodeObject(data []byte) (map[string]json.RawMessage, error) {
 			return nil, err
 		}
 		if _, dup := members[name]; dup {
-			return nil, errDuplicateMember
+			return nil, ErrDuplicateMember
 		}
 		members[name] = value
 	}
@@ -37,15 +41,15 @@ func decodeObject(data []byte) (map[string]json.RawMessage, error) {
 		return nil, err
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, errNotObject
+		return nil, ErrNotObject
 	}
 	return members, nil
 }
 
-// jsonString decodes raw if it is a JSON string. json.Unmarshal alone
+// String decodes raw if it is a JSON string. json.Unmarshal alone
 // would also accept null (and an absent member's nil), leaving the string
 // empty, so the first byte is checked first.
-func jsonString(raw json.RawMessage) (string, bool) {
+func String(raw json.RawMessage) (string, bool) {
 	if len(raw) == 0 || raw[0] != '"' {
 		return "", false
 	}
@@ -56,7 +60,8 @@ func jsonString(raw json.RawMessage) (string, bool) {
 	return s, true
 }
 
+// Errors of Object.
 var (
-	errNotObject       = errors.New("not a single JSON object")
-	errDuplicateMember = errors.New("duplicate member name")
+	ErrNotObject       = errors.New("not a single JSON object")
+	ErrDuplicateMember = errors.New("duplicate member name")
 )
