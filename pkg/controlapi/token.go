@@ -1,7 +1,6 @@
 package controlapi
 
 import (
-	"bytes"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -9,7 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
+	"github.com/clerum/hcc/pkg/strictjson"
 	"math"
 	"strings"
 	"time"
@@ -133,18 +132,18 @@ func VerifyInternalToken(raw string, secret []byte, now time.Time) (InternalClai
 }
 
 func checkTokenHeader(header []byte) error {
-	members, err := decodeObject(header)
+	members, err := strictjson.Object(header)
 	if err != nil {
 		return invalidToken("header not a JSON object")
 	}
-	if alg, ok := jsonString(members["alg"]); !ok || alg != "HS256" {
+	if alg, ok := strictjson.String(members["alg"]); !ok || alg != "HS256" {
 		return invalidToken("algorithm not HS256")
 	}
 	for name, value := range members {
 		switch name {
 		case "alg":
 		case "typ":
-			if typ, ok := jsonString(value); !ok || typ != "JWT" {
+			if typ, ok := strictjson.String(value); !ok || typ != "JWT" {
 				return invalidToken("typ not JWT")
 			}
 		default:
@@ -158,11 +157,11 @@ func checkTokenHeader(header []byte) error {
 }
 
 func checkTokenClaims(payload []byte, now time.Time) (InternalClaims, error) {
-	claims, err := decodeObject(payload)
+	claims, err := strictjson.Object(payload)
 	if err != nil {
 		return InternalClaims{}, invalidToken("claims not a JSON object")
 	}
-	if iss, ok := jsonString(claims["iss"]); !ok || iss != Issuer {
+	if iss, ok := strictjson.String(claims["iss"]); !ok || iss != Issuer {
 		return InternalClaims{}, invalidToken("issuer")
 	}
 	if !audienceIs(claims["aud"], Audience) {
@@ -187,7 +186,7 @@ func checkTokenClaims(payload []byte, now time.Time) (InternalClaims, error) {
 	}
 	var id string
 	if raw, ok := claims["jti"]; ok {
-		if id, ok = jsonString(raw); !ok {
+		if id, ok = strictjson.String(raw); !ok {
 			return InternalClaims{}, invalidToken("jti not a string")
 		}
 	}
@@ -207,7 +206,7 @@ func hs256(secret []byte, signingInput string) []byte {
 // audienceIs reports whether aud is exactly {want}: the string itself or a
 // one-element array of it (RFC 7519 §4.1.3).
 func audienceIs(raw json.RawMessage, want string) bool {
-	if s, ok := jsonString(raw); ok {
+	if s, ok := strictjson.String(raw); ok {
 		return s == want
 	}
 	if len(raw) == 0 || raw[0] != '[' {
@@ -217,7 +216,7 @@ func audienceIs(raw json.RawMessage, want string) bool {
 	if json.Unmarshal(raw, &set) != nil || len(set) != 1 {
 		return false
 	}
-	s, ok := jsonString(set[0])
+	s, ok := strictjson.String(set[0])
 	return ok && s == want
 }
 
@@ -232,56 +231,6 @@ func decodeCanonicalBase64URL(s string) ([]byte, bool) {
 		return nil, false
 	}
 	return decoded, true
-}
-
-// decodeObject decodes one JSON object into its members. Duplicate member
-// names are refused (parsers disagree on which one wins), and so is
-// anything after the object but whitespace.
-func decodeObject(data []byte) (map[string]json.RawMessage, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return nil, errNotObject
-	}
-	members := make(map[string]json.RawMessage, 8)
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, err
-		}
-		name, _ := tok.(string)
-		var value json.RawMessage
-		if err := dec.Decode(&value); err != nil {
-			return nil, err
-		}
-		if _, dup := members[name]; dup {
-			return nil, errDuplicateMember
-		}
-		members[name] = value
-	}
-	if _, err := dec.Token(); err != nil { // the closing brace
-		return nil, err
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, errNotObject
-	}
-	return members, nil
-}
-
-var (
-	errNotObject       = errors.New("not a single JSON object")
-	errDuplicateMember = errors.New("duplicate member name")
-)
-
-// jsonString decodes raw if it is a JSON string (not null, not absent).
-func jsonString(raw json.RawMessage) (string, bool) {
-	if len(raw) == 0 || raw[0] != '"' {
-		return "", false
-	}
-	var s string
-	if json.Unmarshal(raw, &s) != nil {
-		return "", false
-	}
-	return s, true
 }
 
 // numericDate decodes a present JSON number of seconds since the epoch.

@@ -1,7 +1,8 @@
 // Package strictjson decodes JSON so that it means one thing to every
 // reader: one object, each member name once and exactly as sent, nothing
 // after it. hcc-api reads token headers, claims and request bodies with
-// it (docs/http-api.md); the development Control API its request bodies.
+// it (docs/http-api.md), the Control API client the tokens it signs
+// and reads, and the development Control API its request bodies.
 package strictjson
 
 import (
