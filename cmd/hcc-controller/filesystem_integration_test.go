@@ -25,6 +25,7 @@ import (
 	clientset "github.com/clerum/hcc/pkg/generated/clientset/versioned"
 	"github.com/clerum/hcc/pkg/mark"
 	"github.com/clerum/hcc/pkg/names"
+	"github.com/clerum/hcc/pkg/reasons"
 )
 
 // TestFileSystemReconcilers runs the controller, under the shipped RBAC,
@@ -294,7 +295,7 @@ func TestFileSystemsTrustWhatHCCWrote(t *testing.T) {
 	}))
 	waitUntil("the claim HCC created, bound to a static volume, is HCC's", func() bool {
 		vb := volumeBound("tidy")
-		return vb != nil && vb.Status == metav1.ConditionTrue && vb.Reason == kit.ReasonClaimBound
+		return vb != nil && vb.Status == metav1.ConditionTrue && vb.Reason == reasons.ClaimBound
 	})
 	_, err = kube.AppsV1().Deployments("mcp-host").Get(ctx, "wfc-tidy", metav1.GetOptions{})
 	assert.NoError(t, err, "its WFC runs")

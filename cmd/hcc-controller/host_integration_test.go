@@ -30,10 +30,10 @@ import (
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/controlapi"
 	"github.com/clerum/hcc/pkg/controllers/host"
-	"github.com/clerum/hcc/pkg/controllers/kit"
 	clientset "github.com/clerum/hcc/pkg/generated/clientset/versioned"
 	"github.com/clerum/hcc/pkg/mark"
 	"github.com/clerum/hcc/pkg/names"
+	"github.com/clerum/hcc/pkg/reasons"
 )
 
 // fakeControlAPI implements both routes of docs/control-api.md: the bootstrap
@@ -170,7 +170,7 @@ func TestHostOperator(t *testing.T) {
 	// No mcp-host-config yet: no Deployment, and Ready says why.
 	waitUntil("Ready=False/ConfigMissing without mcp-host-config", func() bool {
 		cond := meta.FindStatusCondition(getHost().Status.Conditions, clerumv1alpha1.ConditionReady)
-		return cond != nil && cond.Reason == kit.ReasonConfigMissing
+		return cond != nil && cond.Reason == reasons.ConfigMissing
 	})
 	_, err = kube.AppsV1().Deployments("mcp-host").Get(ctx, "h1", metav1.GetOptions{})
 	require.True(t, apierrors.IsNotFound(err), "no Host pod starts without its configuration: %v", err)

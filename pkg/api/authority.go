@@ -85,7 +85,7 @@ func withheld(s *v1alpha1.McpServer, refused func(*v1alpha1.McpServer) bool) boo
 }
 
 // reasonImageNotAllowed is the controller's reason for ImageAllowed False
-// in enforce mode (kit.ReasonImageNotAllowed; pkg/api may not import the
+// in enforce mode (reasons.ImageNotAllowed; pkg/api may not import the
 // controllers, and a test keeps the two equal).
 const reasonImageNotAllowed = "ImageNotAllowed"
 

@@ -10,9 +10,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
-	"github.com/clerum/hcc/pkg/controllers/kit"
 	"github.com/clerum/hcc/pkg/imagepolicy"
 	"github.com/clerum/hcc/pkg/names"
+	"github.com/clerum/hcc/pkg/reasons"
 )
 
 // enforcing configures the handler as hcc-api does from
@@ -151,7 +151,7 @@ func TestTheControllersEnforceVerdictWithholdsInAuditMode(t *testing.T) {
 	}{
 		"ImageNotAllowed for this generation":     {reasonImageNotAllowed, 2, 2, true},
 		"ImageNotAllowed for an older generation": {reasonImageNotAllowed, 1, 2, false},
-		"AuditOnly": {kit.ReasonAuditOnly, 2, 2, false},
+		"AuditOnly": {reasons.AuditOnly, 2, 2, false},
 	} {
 		t.Run(name, func(t *testing.T) {
 			w := standardWorld(t)
@@ -194,7 +194,7 @@ func TestAnAllowedVerdictDoesNotOverrideEnforceMode(t *testing.T) {
 	alpha.Spec.Image = "evil.io/x:1"
 	alpha.Status.Conditions = []metav1.Condition{{
 		Type: v1alpha1.ConditionImageAllowed, Status: metav1.ConditionTrue,
-		Reason: kit.ReasonImageAllowed, ObservedGeneration: alpha.Generation,
+		Reason: reasons.ImageAllowed, ObservedGeneration: alpha.Generation,
 	}}
 	put(t, w.servers, alpha)
 	h := newHarness(t, w, enforcing(t, true, "example/"))
@@ -206,5 +206,5 @@ func TestAnAllowedVerdictDoesNotOverrideEnforceMode(t *testing.T) {
 // reasonImageNotAllowed is a copy of the controller's reason (pkg/api may
 // not import the controllers); the two must not drift apart.
 func TestReasonImageNotAllowedMatchesTheController(t *testing.T) {
-	assert.Equal(t, kit.ReasonImageNotAllowed, reasonImageNotAllowed)
+	assert.Equal(t, reasons.ImageNotAllowed, reasonImageNotAllowed)
 }

@@ -25,13 +25,14 @@ import (
 	"github.com/clerum/hcc/pkg/controllers/egress"
 	"github.com/clerum/hcc/pkg/controllers/globalfs"
 	"github.com/clerum/hcc/pkg/controllers/host"
-	"github.com/clerum/hcc/pkg/controllers/kit"
 	"github.com/clerum/hcc/pkg/controllers/mcpserver"
 	netpolcontroller "github.com/clerum/hcc/pkg/controllers/netpol"
 	"github.com/clerum/hcc/pkg/controllers/sharedfs"
 	"github.com/clerum/hcc/pkg/imagepolicy"
 	"github.com/clerum/hcc/pkg/names"
 	"github.com/clerum/hcc/pkg/netpol"
+	"github.com/clerum/hcc/pkg/reasons"
+	"github.com/clerum/hcc/pkg/secretdigest"
 	"github.com/clerum/hcc/pkg/validation"
 )
 
@@ -162,7 +163,7 @@ func planFileSystems(in *inputs, cfg *config.Config, warn func(string, ...any)) 
 		if err := sharedfs.CheckSize(fs, sfsOpts); err != nil {
 			// The reconciler never asks the cluster for the claim, and the
 			// WFC waits for its claim.
-			warn("SharedFileSystem %s gets no claim and no Deployment (%s): %v", fs.Name, kit.ReasonInvalidSpec, err)
+			warn("SharedFileSystem %s gets no claim and no Deployment (%s): %v", fs.Name, reasons.InvalidSpec, err)
 			children = without(children, func(o runtime.Object) bool {
 				switch o.(type) {
 				case *corev1.PersistentVolumeClaim, *appsv1.Deployment:
@@ -182,7 +183,7 @@ func planFileSystems(in *inputs, cfg *config.Config, warn func(string, ...any)) 
 			// reconciler reads it from the API server; then the value is
 			// digested, as the reconciler's cache holds it.
 			gfsOpts.WaitHost, gfsOpts.WaitPort = globalfs.PostgresWaitTarget(string(s.Data[gfsOpts.PostgresSecretKey]))
-			d, _ := kit.DigestSecret(s)
+			d, _ := secretdigest.Digest(s)
 			secret = d.(*corev1.Secret)
 		}
 	}
@@ -257,7 +258,7 @@ func planHosts(hosts []*clerumv1alpha1.Host, contexts []*clerumv1alpha1.Context,
 		if missing := configMissing(opts, configMaps); missing != "" {
 			// As the reconciler: every other object is written, and the
 			// Deployment waits for the ConfigMap.
-			warn("Host %s gets no Deployment (%s): %s", h.Name, kit.ReasonConfigMissing, missing)
+			warn("Host %s gets no Deployment (%s): %s", h.Name, reasons.ConfigMissing, missing)
 			children = without(children, func(o runtime.Object) bool {
 				d, ok := o.(*appsv1.Deployment)
 				return ok && d.Namespace == h.Namespace && d.Name == names.HostWorkload(h.Name)
@@ -297,7 +298,7 @@ func planServers(servers []*clerumv1alpha1.McpServer, secrets []*corev1.Secret, 
 	}
 	byName := map[string]*corev1.Secret{}
 	for _, s := range secrets {
-		d, _ := kit.DigestSecret(s)
+		d, _ := secretdigest.Digest(s)
 		byName[s.Name] = d.(*corev1.Secret)
 	}
 	lookup := func(name string) (*corev1.Secret, error) {

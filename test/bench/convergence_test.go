@@ -23,9 +23,9 @@ import (
 	"github.com/clerum/hcc/hack/devcontrolapi"
 	"github.com/clerum/hcc/internal/testing/testenv"
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
-	"github.com/clerum/hcc/pkg/controllers/kit"
 	"github.com/clerum/hcc/pkg/controllers/kit/kittest"
 	clientset "github.com/clerum/hcc/pkg/generated/clientset/versioned"
+	"github.com/clerum/hcc/pkg/reasons"
 )
 
 // clientBudget is one HCC_KUBE_API_QPS / HCC_KUBE_API_BURST setting.
@@ -253,7 +253,7 @@ func convergedCounts(b *testing.B, hcc clientset.Interface) (servers, hosts int)
 	require.NoError(b, err)
 	for _, h := range hs.Items {
 		cond := meta.FindStatusCondition(h.Status.Conditions, clerumv1alpha1.ConditionReady)
-		if cond != nil && cond.Reason == kit.ReasonProgressing && h.Status.ObservedGeneration == h.Generation &&
+		if cond != nil && cond.Reason == reasons.Progressing && h.Status.ObservedGeneration == h.Generation &&
 			h.Status.Image != "" && h.Status.CredentialExpiresAt != nil {
 			hosts++
 		}

@@ -13,10 +13,10 @@ import (
 
 	"github.com/clerum/hcc/pkg/config"
 	"github.com/clerum/hcc/pkg/controllers/host"
-	"github.com/clerum/hcc/pkg/controllers/kit"
 	"github.com/clerum/hcc/pkg/controllers/sharedfs"
 	"github.com/clerum/hcc/pkg/names"
 	"github.com/clerum/hcc/pkg/netpol"
+	"github.com/clerum/hcc/pkg/reasons"
 )
 
 // controllerConfig is the controller's configuration in tree, read from its
@@ -60,7 +60,7 @@ func TestMcpHostConfigIsShipped(t *testing.T) {
 			}
 			return nil
 		}, sfsOpts)
-		assert.Equal(t, kit.ReasonConfigInvalid, got.Block, "%s: the shipped key must block every SharedFileSystem until filled: %s", tree, got.Message)
+		assert.Equal(t, reasons.ConfigInvalid, got.Block, "%s: the shipped key must block every SharedFileSystem until filled: %s", tree, got.Message)
 	}
 }
 

@@ -31,6 +31,7 @@ import (
 	netpolcontroller "github.com/clerum/hcc/pkg/controllers/netpol"
 	hccfake "github.com/clerum/hcc/pkg/generated/clientset/versioned/fake"
 	"github.com/clerum/hcc/pkg/netpol"
+	"github.com/clerum/hcc/pkg/reasons"
 )
 
 // fakeResolver answers from a table; a missing host is NXDOMAIN and a host
@@ -197,7 +198,7 @@ func TestResolvedHostIsPublishedThenGatedUntilApplied(t *testing.T) {
 	assert.False(t, f.c.Ready(f.server), "the runtime waits until the pass has programmed the allow")
 	cond, ips := f.status(t)
 	require.NotNil(t, cond)
-	assert.Equal(t, kit.ReasonPending, cond.Reason)
+	assert.Equal(t, reasons.Pending, cond.Reason)
 	assert.Equal(t, []string{"2606:2800:220:1::1", "93.184.216.34"}, ips)
 
 	_, version := f.c.Snapshot()
@@ -206,7 +207,7 @@ func TestResolvedHostIsPublishedThenGatedUntilApplied(t *testing.T) {
 	f.sync(t)
 	cond, _ = f.status(t)
 	assert.Equal(t, metav1.ConditionTrue, cond.Status)
-	assert.Equal(t, kit.ReasonProgrammed, cond.Reason)
+	assert.Equal(t, reasons.Programmed, cond.Reason)
 	assert.Equal(t, int64(1), cond.ObservedGeneration)
 
 	calls, writes := f.resolver.calls, len(f.applied)
@@ -247,7 +248,7 @@ func TestLookupFailuresRevokeAndBlockOnlyThatServer(t *testing.T) {
 			assert.Empty(t, f.resolved())
 			assert.False(t, f.c.Ready(f.server))
 			cond, ips := f.status(t)
-			assert.Equal(t, kit.ReasonResolutionFailed, cond.Reason)
+			assert.Equal(t, reasons.ResolutionFailed, cond.Reason)
 			assert.Empty(t, ips)
 
 			// DNS recovers: the allow comes back on the next attempt.
@@ -267,7 +268,7 @@ func TestPrivateAnswerFailsTheBinding(t *testing.T) {
 	assert.False(t, f.c.Ready(f.server))
 	assert.Positive(t, after, "DNS may change: the lookup is retried on the backoff")
 	cond, _ := f.status(t)
-	assert.Equal(t, kit.ReasonResolutionFailed, cond.Reason)
+	assert.Equal(t, reasons.ResolutionFailed, cond.Reason)
 	assert.Equal(t, "binding api: looking up api.example.com failed: private-answer", cond.Message)
 	assert.NotContains(t, cond.Message, "10.0.0.5", "status holds the class, not the answer")
 }
@@ -281,7 +282,7 @@ func TestRejectedHostnamesAndCIDRsNeedNoLookup(t *testing.T) {
 	f.sync(t)
 	assert.Zero(t, f.resolver.calls)
 	cond, _ := f.status(t)
-	assert.Equal(t, kit.ReasonBindingRejected, cond.Reason)
+	assert.Equal(t, reasons.BindingRejected, cond.Reason)
 	assert.Contains(t, cond.Message, "binding lan")
 	assert.Contains(t, cond.Message, "binding local")
 	assert.NotContains(t, cond.Message, "binding web")
@@ -332,7 +333,7 @@ func TestStatusWaitsForTheFirstPass(t *testing.T) {
 		assert.Equal(t, 1, f.c.queue.Len(), "every server is queued again")
 		f.sync(t)
 		cond, _ := f.status(t)
-		assert.Equal(t, kit.ReasonNoBindings, cond.Reason)
+		assert.Equal(t, reasons.NoBindings, cond.Reason)
 		assert.Len(t, f.applied, 1, "one status write, not pending then ready")
 	})
 	t.Run("the deadline settles when no pass reports", func(t *testing.T) {

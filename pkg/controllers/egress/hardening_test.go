@@ -17,8 +17,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
-	"github.com/clerum/hcc/pkg/controllers/kit"
 	netpolcontroller "github.com/clerum/hcc/pkg/controllers/netpol"
+	"github.com/clerum/hcc/pkg/reasons"
 )
 
 // apply reports a pass of the current version that wrote everything.
@@ -53,7 +53,7 @@ func TestTheGateWaitsForAPassOfTheCurrentGeneration(t *testing.T) {
 			require.True(t, f.c.Ready(f.server))
 			f.sync(t)
 			cond, _ := f.status(t)
-			require.Equal(t, kit.ReasonProgrammed, cond.Reason)
+			require.Equal(t, reasons.Programmed, cond.Reason)
 
 			f.update(t, tc.change)
 			changes := f.changes
@@ -61,7 +61,7 @@ func TestTheGateWaitsForAPassOfTheCurrentGeneration(t *testing.T) {
 			assert.Equal(t, changes+1, f.changes, "the edit asks for a pass")
 			assert.False(t, f.c.Ready(f.server), "the policies of the new generation are not in the cluster yet")
 			cond, _ = f.status(t)
-			assert.Equal(t, kit.ReasonPending, cond.Reason)
+			assert.Equal(t, reasons.Pending, cond.Reason)
 			assert.Equal(t, f.server.Generation, cond.ObservedGeneration)
 
 			f.apply()
@@ -90,7 +90,7 @@ func TestAPlannerRejectionReachesTheLoser(t *testing.T) {
 	f.sync(t)
 	cond, _ := f.status(t)
 	assert.Equal(t, metav1.ConditionFalse, cond.Status)
-	assert.Equal(t, kit.ReasonBindingRejected, cond.Reason)
+	assert.Equal(t, reasons.BindingRejected, cond.Reason)
 	assert.Equal(t, "binding dns: "+reason, cond.Message)
 	require.Len(t, f.recorder.Events, 1)
 	assert.Contains(t, <-f.recorder.Events, "Warning EgressBindingRejected binding dns: "+reason)
@@ -150,7 +150,7 @@ func TestLookupsAreRootedAndClusterNamesRefused(t *testing.T) {
 	f.sync(t)
 	assert.Equal(t, []string{"api.example.com."}, f.resolver.asked, "the name is absolute; cluster names are never looked up")
 	cond, _ := f.status(t)
-	assert.Equal(t, kit.ReasonBindingRejected, cond.Reason)
+	assert.Equal(t, reasons.BindingRejected, cond.Reason)
 	assert.Contains(t, cond.Message, `binding cluster: host "corp.example" is a local or cluster-internal name (corp.example)`)
 	assert.Contains(t, cond.Message, `binding svc: host "db.team.svc.corp.example" is a local or cluster-internal name (corp.example)`)
 }
@@ -279,7 +279,7 @@ func TestRemovingEveryBindingWaitsForTheRevocation(t *testing.T) {
 	f.sync(t)
 	assert.False(t, f.c.Ready(f.server), "ext-egress-s1-dns is still in the cluster")
 	cond, _ := f.status(t)
-	assert.Equal(t, kit.ReasonPending, cond.Reason)
+	assert.Equal(t, reasons.Pending, cond.Reason)
 
 	_, v := f.c.Snapshot()
 	f.c.Applied(v, netpolcontroller.EgressReport{Failed: sets.New("s1")}) // its delete failed
@@ -288,7 +288,7 @@ func TestRemovingEveryBindingWaitsForTheRevocation(t *testing.T) {
 	assert.True(t, f.c.Ready(f.server))
 	f.sync(t)
 	cond, _ = f.status(t)
-	assert.Equal(t, kit.ReasonNoBindings, cond.Reason)
+	assert.Equal(t, reasons.NoBindings, cond.Reason)
 }
 
 func TestTheSnapshotNamesWhatEachAnswerIsFor(t *testing.T) {

@@ -14,6 +14,7 @@ import (
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/controllers/kit"
 	applyv1alpha1 "github.com/clerum/hcc/pkg/generated/applyconfiguration/clerum/v1alpha1"
+	"github.com/clerum/hcc/pkg/reasons"
 )
 
 // condition computes ExternalEgressReady and resolvedEgressIPs.
@@ -29,17 +30,17 @@ func condition(server *clerumv1alpha1.McpServer, st serverState, ready bool) (me
 
 	switch {
 	case len(server.Spec.EgressBindings) == 0 && ready:
-		return metav1.ConditionTrue, kit.ReasonNoBindings, "the server declares no egress bindings", nil
+		return metav1.ConditionTrue, reasons.NoBindings, "the server declares no egress bindings", nil
 	case len(server.Spec.EgressBindings) == 0:
-		return metav1.ConditionFalse, kit.ReasonPending, "the allows of removed egress bindings are being revoked", nil
+		return metav1.ConditionFalse, reasons.Pending, "the allows of removed egress bindings are being revoked", nil
 	case len(st.rejected) > 0 || len(st.planRejected) > 0:
-		return metav1.ConditionFalse, kit.ReasonBindingRejected, describe(rejections(st)), ips
+		return metav1.ConditionFalse, reasons.BindingRejected, describe(rejections(st)), ips
 	case len(st.failed) > 0:
-		return metav1.ConditionFalse, kit.ReasonResolutionFailed, describeFailures(st), ips
+		return metav1.ConditionFalse, reasons.ResolutionFailed, describeFailures(st), ips
 	case !ready:
-		return metav1.ConditionFalse, kit.ReasonPending, "egress policies are being programmed", ips
+		return metav1.ConditionFalse, reasons.Pending, "egress policies are being programmed", ips
 	}
-	return metav1.ConditionTrue, kit.ReasonProgrammed, fmt.Sprintf("%d egress binding(s) programmed", len(server.Spec.EgressBindings)), ips
+	return metav1.ConditionTrue, reasons.Programmed, fmt.Sprintf("%d egress binding(s) programmed", len(server.Spec.EgressBindings)), ips
 }
 
 // rejections merges the coordinator's and the planner's rejections; the
@@ -106,6 +107,6 @@ func (c *Coordinator) emitRejections(server *clerumv1alpha1.McpServer, st server
 	}
 	c.mu.Unlock()
 	if key != "" {
-		c.recorder.Event(server, corev1.EventTypeWarning, kit.EventEgressBindingRejected, key)
+		c.recorder.Event(server, corev1.EventTypeWarning, reasons.EventEgressBindingRejected, key)
 	}
 }

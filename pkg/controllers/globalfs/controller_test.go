@@ -43,6 +43,8 @@ import (
 	hccfake "github.com/clerum/hcc/pkg/generated/clientset/versioned/fake"
 	"github.com/clerum/hcc/pkg/mark"
 	"github.com/clerum/hcc/pkg/names"
+	"github.com/clerum/hcc/pkg/reasons"
+	"github.com/clerum/hcc/pkg/secretdigest"
 )
 
 const (
@@ -167,7 +169,7 @@ func (f *fixture) indexer(obj runtime.Object) cache.Indexer {
 func (f *fixture) index(obj runtime.Object) {
 	obj = obj.DeepCopyObject()
 	if s, ok := obj.(*corev1.Secret); ok {
-		d, _ := kit.DigestSecret(s)
+		d, _ := secretdigest.Digest(s)
 		obj = d.(*corev1.Secret)
 	}
 	require.NoError(f.t, f.indexer(obj).Update(obj))
@@ -353,8 +355,8 @@ func TestSyncCreatesTheChildrenAndReportsInitializing(t *testing.T) {
 	assert.Equal(t, "http://gfsc-main.gfs.svc.cluster.local:8087", st.Endpoint)
 	assert.Equal(t, int64(1), st.ObservedGeneration)
 	assert.Equal(t, metav1.ConditionTrue, condition(st, clerumv1alpha1.ConditionConfigResolved).Status)
-	assert.Equal(t, kit.ReasonSeedPending, condition(st, clerumv1alpha1.ConditionRootSeeded).Reason)
-	assert.Equal(t, kit.ReasonProgressing, condition(st, clerumv1alpha1.ConditionReady).Reason)
+	assert.Equal(t, reasons.SeedPending, condition(st, clerumv1alpha1.ConditionRootSeeded).Reason)
+	assert.Equal(t, reasons.Progressing, condition(st, clerumv1alpha1.ConditionReady).Reason)
 	assert.Equal(t, metav1.ConditionFalse, condition(st, clerumv1alpha1.ConditionWorkloadReady).Status)
 
 	obj, err := f.kube.Tracker().Get(appsv1.SchemeGroupVersion.WithResource("deployments"), gfsNS, "gfsc-main")
@@ -388,7 +390,7 @@ func TestReadinessTransitions(t *testing.T) {
 	f.mustSync("main")
 	st := f.lastStatus()
 	assert.Equal(t, clerumv1alpha1.FileSystemInitializing, st.Phase)
-	assert.Equal(t, kit.ReasonSeedPending, condition(st, clerumv1alpha1.ConditionReady).Reason)
+	assert.Equal(t, reasons.SeedPending, condition(st, clerumv1alpha1.ConditionReady).Reason)
 	g = f.adopt(g, st)
 
 	f.setJob("main", batchv1.JobComplete)
@@ -397,7 +399,7 @@ func TestReadinessTransitions(t *testing.T) {
 	assert.Equal(t, clerumv1alpha1.FileSystemReady, st.Phase)
 	assert.True(t, st.RootSeeded)
 	assert.Equal(t, metav1.ConditionTrue, condition(st, clerumv1alpha1.ConditionReady).Status)
-	assert.Equal(t, kit.ReasonSeeded, condition(st, clerumv1alpha1.ConditionRootSeeded).Reason)
+	assert.Equal(t, reasons.Seeded, condition(st, clerumv1alpha1.ConditionRootSeeded).Reason)
 	g = f.adopt(g, st)
 
 	// Lost its pod: Degraded, and stays so until it is back.
@@ -405,7 +407,7 @@ func TestReadinessTransitions(t *testing.T) {
 	f.mustSync("main")
 	st = f.lastStatus()
 	assert.Equal(t, clerumv1alpha1.FileSystemDegraded, st.Phase)
-	assert.Equal(t, kit.ReasonProgressing, condition(st, clerumv1alpha1.ConditionWorkloadReady).Reason)
+	assert.Equal(t, reasons.Progressing, condition(st, clerumv1alpha1.ConditionWorkloadReady).Reason)
 	assert.True(t, st.RootSeeded, "a seeded root stays seeded")
 	g = f.adopt(g, st)
 	f.mustSync("main")
@@ -441,8 +443,8 @@ func TestSeedFailureDegradesAndIsReportedOnce(t *testing.T) {
 	f.mustSync("main")
 	st := f.lastStatus()
 	assert.Equal(t, clerumv1alpha1.FileSystemDegraded, st.Phase)
-	assert.Equal(t, kit.ReasonSeedFailed, condition(st, clerumv1alpha1.ConditionReady).Reason)
-	assert.Equal(t, kit.ReasonSeedFailed, condition(st, clerumv1alpha1.ConditionRootSeeded).Reason)
+	assert.Equal(t, reasons.SeedFailed, condition(st, clerumv1alpha1.ConditionReady).Reason)
+	assert.Equal(t, reasons.SeedFailed, condition(st, clerumv1alpha1.ConditionRootSeeded).Reason)
 	assert.Contains(t, condition(st, clerumv1alpha1.ConditionRootSeeded).Message, "BackoffLimitExceeded")
 	assert.False(t, st.RootSeeded)
 	assert.Empty(t, f.writes(), "a failed Job is kept for its logs, not re-created at once")
@@ -505,12 +507,12 @@ func TestMissingOrInvalidConfigBlocksEverything(t *testing.T) {
 		reason  string
 		mention string
 	}{
-		"no Secret":        {objs: []runtime.Object{jwtConfigMap(publicKeyPEM)}, reason: kit.ReasonConfigMissing, mention: "Secret gfs-controller-db does not exist"},
-		"no Secret key":    {objs: []runtime.Object{noKey, jwtConfigMap(publicKeyPEM)}, reason: kit.ReasonConfigMissing, mention: "has no key connection-string"},
-		"no ConfigMap":     {objs: []runtime.Object{pgSecret()}, reason: kit.ReasonConfigMissing, mention: "ConfigMap gfs-config does not exist"},
-		"no ConfigMap key": {objs: []runtime.Object{pgSecret(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: gfsNS, Name: "gfs-config"}}}, reason: kit.ReasonConfigMissing, mention: "has no key jwt-public-key"},
-		"not a PEM":        {objs: []runtime.Object{pgSecret(), jwtConfigMap("not a key")}, reason: kit.ReasonConfigInvalid, mention: "not a usable public key"},
-		"a private key":    {objs: []runtime.Object{pgSecret(), jwtConfigMap("-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n")}, reason: kit.ReasonConfigInvalid, mention: "not a usable public key"},
+		"no Secret":        {objs: []runtime.Object{jwtConfigMap(publicKeyPEM)}, reason: reasons.ConfigMissing, mention: "Secret gfs-controller-db does not exist"},
+		"no Secret key":    {objs: []runtime.Object{noKey, jwtConfigMap(publicKeyPEM)}, reason: reasons.ConfigMissing, mention: "has no key connection-string"},
+		"no ConfigMap":     {objs: []runtime.Object{pgSecret()}, reason: reasons.ConfigMissing, mention: "ConfigMap gfs-config does not exist"},
+		"no ConfigMap key": {objs: []runtime.Object{pgSecret(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: gfsNS, Name: "gfs-config"}}}, reason: reasons.ConfigMissing, mention: "has no key jwt-public-key"},
+		"not a PEM":        {objs: []runtime.Object{pgSecret(), jwtConfigMap("not a key")}, reason: reasons.ConfigInvalid, mention: "not a usable public key"},
+		"a private key":    {objs: []runtime.Object{pgSecret(), jwtConfigMap("-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n")}, reason: reasons.ConfigInvalid, mention: "not a usable public key"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -571,14 +573,14 @@ func TestUnmanagedObjectHoldingANameIsNotAdopted(t *testing.T) {
 	assert.Equal(t, refusedRetry, res.RequeueAfter)
 	st := f.lastStatus()
 	assert.Equal(t, clerumv1alpha1.FileSystemDegraded, st.Phase)
-	assert.Equal(t, kit.ReasonNotOwned, condition(st, clerumv1alpha1.ConditionReady).Reason)
+	assert.Equal(t, reasons.NotOwned, condition(st, clerumv1alpha1.ConditionReady).Reason)
 	assert.Empty(t, st.Endpoint)
 	obj, err := f.kube.Tracker().Get(corev1.SchemeGroupVersion.WithResource("services"), gfsNS, "gfsc-main")
 	require.NoError(t, err)
 	assert.Empty(t, obj.(*corev1.Service).Labels, "left as it is")
 	ev := events(f)
 	require.NotEmpty(t, ev)
-	assert.Contains(t, ev[0], kit.EventUnmanagedConflict)
+	assert.Contains(t, ev[0], reasons.EventUnmanagedConflict)
 	assert.Equal(t, 1.0, value(t, f.c.metrics.Refused.WithLabelValues("Service", string(kit.CauseUnmanaged))))
 }
 
@@ -595,7 +597,7 @@ func TestNoRuntimeWithoutItsEgressPolicy(t *testing.T) {
 	assert.Equal(t, refusedRetry, res.RequeueAfter)
 	st := f.lastStatus()
 	assert.Equal(t, clerumv1alpha1.FileSystemDegraded, st.Phase)
-	assert.Equal(t, kit.ReasonNotOwned, condition(st, clerumv1alpha1.ConditionReady).Reason)
+	assert.Equal(t, reasons.NotOwned, condition(st, clerumv1alpha1.ConditionReady).Reason)
 }
 
 func TestDeletionRemovesTheChildren(t *testing.T) {
@@ -638,7 +640,7 @@ func value(t *testing.T, m prometheus.Metric) float64 {
 
 // digested is s as the Secret cache holds it.
 func digested(s *corev1.Secret) *corev1.Secret {
-	d, _ := kit.DigestSecret(s)
+	d, _ := secretdigest.Digest(s)
 	return d.(*corev1.Secret)
 }
 
@@ -677,7 +679,7 @@ func TestAForgedSeedJobNeverSetsRootSeeded(t *testing.T) {
 			f.mustSync("main")
 			st := f.lastStatus()
 			assert.False(t, st.RootSeeded, "a Job HCC did not mark is not believed")
-			assert.Equal(t, kit.ReasonSeedPending, condition(st, clerumv1alpha1.ConditionRootSeeded).Reason)
+			assert.Equal(t, reasons.SeedPending, condition(st, clerumv1alpha1.ConditionRootSeeded).Reason)
 			assert.Contains(t, f.writes(), "delete jobs gfsc-main-seed", "the forged Job is replaced")
 			assert.Contains(t, strings.Join(events(f), "\n"), "Warning "+EventSeedJobUnmarked+" the seed Job gfsc-main-seed carries no valid mark")
 		})

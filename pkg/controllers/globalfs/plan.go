@@ -13,15 +13,15 @@ import (
 	"k8s.io/utils/ptr"
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
-	"github.com/clerum/hcc/pkg/controllers/kit"
+	"github.com/clerum/hcc/pkg/reasons"
 )
 
 // Admission is whether a GlobalFileSystem may be deployed, decided from the
 // Postgres Secret and the JWT ConfigMap before anything is written. The
 // controller and render share it.
 type Admission struct {
-	// Block is why nothing is written (kit.ReasonConfigMissing,
-	// kit.ReasonConfigInvalid), empty when the GFS may be deployed.
+	// Block is why nothing is written (reasons.ConfigMissing,
+	// reasons.ConfigInvalid), empty when the GFS may be deployed.
 	Block string
 	// Message says what was found, naming objects and keys, never a value.
 	Message string
@@ -53,10 +53,10 @@ func Admit(secret *corev1.Secret, configMap *corev1.ConfigMap, opts Options) Adm
 		}
 	}
 	if len(missing) > 0 {
-		return Admission{Block: kit.ReasonConfigMissing, Message: strings.Join(missing, "; ")}
+		return Admission{Block: reasons.ConfigMissing, Message: strings.Join(missing, "; ")}
 	}
 	if err := ParsePublicKey(publicKey); err != nil {
-		return Admission{Block: kit.ReasonConfigInvalid,
+		return Admission{Block: reasons.ConfigInvalid,
 			Message: fmt.Sprintf("key %s of ConfigMap %s is not a usable public key: %v", opts.JWTConfigMapKey, opts.JWTConfigMap, err)}
 	}
 	return Admission{

@@ -12,6 +12,7 @@ import (
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/controllers/kit"
 	applyv1alpha1 "github.com/clerum/hcc/pkg/generated/applyconfiguration/clerum/v1alpha1"
+	"github.com/clerum/hcc/pkg/reasons"
 )
 
 // status is what one sync found, as the status hcc-globalfilesystem owns:
@@ -34,8 +35,8 @@ func newStatus(g *clerumv1alpha1.GlobalFileSystem, drive string) *status {
 	st := &status{
 		g:              g,
 		drive:          drive,
-		configResolved: cond(clerumv1alpha1.ConditionConfigResolved, metav1.ConditionUnknown, kit.ReasonProgressing, "not checked yet"),
-		workloadReady:  cond(clerumv1alpha1.ConditionWorkloadReady, metav1.ConditionUnknown, kit.ReasonProgressing, "no gfsc Deployment yet"),
+		configResolved: cond(clerumv1alpha1.ConditionConfigResolved, metav1.ConditionUnknown, reasons.Progressing, "not checked yet"),
+		workloadReady:  cond(clerumv1alpha1.ConditionWorkloadReady, metav1.ConditionUnknown, reasons.Progressing, "no gfsc Deployment yet"),
 	}
 	if g.Status.RootSeeded {
 		st.seededRoot()
@@ -55,7 +56,7 @@ func (st *status) config(a Admission) {
 		st.degrade(a.Block, a.Message+"; nothing is created or rolled until it is fixed")
 		return
 	}
-	st.configResolved = cond(clerumv1alpha1.ConditionConfigResolved, metav1.ConditionTrue, kit.ReasonConfigFound, a.Message)
+	st.configResolved = cond(clerumv1alpha1.ConditionConfigResolved, metav1.ConditionTrue, reasons.ConfigFound, a.Message)
 }
 
 // degrade records the first reason the GFS is Degraded whatever its
@@ -70,30 +71,30 @@ func (st *status) degrade(reason, message string) {
 func (st *status) workload(d *appsv1.Deployment) {
 	switch {
 	case d == nil:
-		st.workloadReady = cond(clerumv1alpha1.ConditionWorkloadReady, metav1.ConditionFalse, kit.ReasonProgressing, "the gfsc Deployment does not exist")
+		st.workloadReady = cond(clerumv1alpha1.ConditionWorkloadReady, metav1.ConditionFalse, reasons.Progressing, "the gfsc Deployment does not exist")
 	case kit.DeploymentAvailable(d):
 		st.available = true
-		st.workloadReady = cond(clerumv1alpha1.ConditionWorkloadReady, metav1.ConditionTrue, kit.ReasonAvailable, "the gfsc pod is available")
+		st.workloadReady = cond(clerumv1alpha1.ConditionWorkloadReady, metav1.ConditionTrue, reasons.Available, "the gfsc pod is available")
 	default:
-		st.workloadReady = cond(clerumv1alpha1.ConditionWorkloadReady, metav1.ConditionFalse, kit.ReasonProgressing, "waiting for the gfsc pod to be available")
+		st.workloadReady = cond(clerumv1alpha1.ConditionWorkloadReady, metav1.ConditionFalse, reasons.Progressing, "waiting for the gfsc pod to be available")
 	}
 }
 
 func (st *status) seedPending(message string) {
 	st.seeded = false
-	st.rootSeeded = cond(clerumv1alpha1.ConditionRootSeeded, metav1.ConditionFalse, kit.ReasonSeedPending, message)
+	st.rootSeeded = cond(clerumv1alpha1.ConditionRootSeeded, metav1.ConditionFalse, reasons.SeedPending, message)
 }
 
 func (st *status) seededRoot() {
 	st.seeded = true
-	st.rootSeeded = cond(clerumv1alpha1.ConditionRootSeeded, metav1.ConditionTrue, kit.ReasonSeeded,
+	st.rootSeeded = cond(clerumv1alpha1.ConditionRootSeeded, metav1.ConditionTrue, reasons.Seeded,
 		fmt.Sprintf("the root directory of drive %s exists", st.drive))
 }
 
 func (st *status) seedFailed(message string) {
 	st.seeded = false
-	st.rootSeeded = cond(clerumv1alpha1.ConditionRootSeeded, metav1.ConditionFalse, kit.ReasonSeedFailed, message)
-	st.degrade(kit.ReasonSeedFailed, message)
+	st.rootSeeded = cond(clerumv1alpha1.ConditionRootSeeded, metav1.ConditionFalse, reasons.SeedFailed, message)
+	st.degrade(reasons.SeedFailed, message)
 }
 
 // wasAvailable reports whether the status this sync replaces said the
@@ -104,7 +105,7 @@ func (st *status) wasAvailable() bool {
 		return true
 	}
 	ready := meta.FindStatusCondition(s.Conditions, clerumv1alpha1.ConditionReady)
-	return s.Phase == clerumv1alpha1.FileSystemDegraded && ready != nil && ready.Reason == kit.ReasonProgressing
+	return s.Phase == clerumv1alpha1.FileSystemDegraded && ready != nil && ready.Reason == reasons.Progressing
 }
 
 // summary returns the Ready condition and the phase.
@@ -120,12 +121,12 @@ func (st *status) summary() (kit.Condition, clerumv1alpha1.FileSystemPhase) {
 		if st.wasAvailable() {
 			phase = clerumv1alpha1.FileSystemDegraded
 		}
-		return ready(metav1.ConditionFalse, kit.ReasonProgressing, st.workloadReady.Message), phase
+		return ready(metav1.ConditionFalse, reasons.Progressing, st.workloadReady.Message), phase
 	case !st.seeded:
-		return ready(metav1.ConditionFalse, kit.ReasonSeedPending, "the gfsc pod is available; waiting for the root-directory seed"),
+		return ready(metav1.ConditionFalse, reasons.SeedPending, "the gfsc pod is available; waiting for the root-directory seed"),
 			clerumv1alpha1.FileSystemInitializing
 	}
-	return ready(metav1.ConditionTrue, kit.ReasonAvailable, "the gfsc pod is available and the drive's root is seeded"),
+	return ready(metav1.ConditionTrue, reasons.Available, "the gfsc pod is available and the drive's root is seeded"),
 		clerumv1alpha1.FileSystemReady
 }
 

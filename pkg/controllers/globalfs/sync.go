@@ -18,6 +18,7 @@ import (
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/controllers/kit"
 	"github.com/clerum/hcc/pkg/names"
+	"github.com/clerum/hcc/pkg/reasons"
 )
 
 // syncGlobalFileSystem brings one GlobalFileSystem's children and status up
@@ -181,7 +182,7 @@ func (c *Controller) reportConflict(g *clerumv1alpha1.GlobalFileSystem, drive, c
 		c.recorder.Event(g, corev1.EventTypeWarning, ReasonDriveConflict, conflict)
 	case conflict == "" && previous != "":
 		c.log.Info().Str("globalfilesystem", g.Name).Str("drive", drive).Msg("globalfilesystem holds its drive")
-		c.recorder.Eventf(g, corev1.EventTypeNormal, kit.EventReleased, "holds drive %s now; gfsc starts", drive)
+		c.recorder.Eventf(g, corev1.EventTypeNormal, reasons.EventReleased, "holds drive %s now; gfsc starts", drive)
 	}
 }
 
@@ -191,10 +192,10 @@ func (c *Controller) reportBlock(g *clerumv1alpha1.GlobalFileSystem, a Admission
 	switch {
 	case a.Block != "" && a.Block != previous:
 		c.log.Info().Str("globalfilesystem", g.Name).Str("reason", a.Block).Msg("globalfilesystem blocked")
-		c.recorder.Eventf(g, corev1.EventTypeWarning, kit.EventBlocked, "%s: %s; nothing is created or rolled", a.Block, a.Message)
+		c.recorder.Eventf(g, corev1.EventTypeWarning, reasons.EventBlocked, "%s: %s; nothing is created or rolled", a.Block, a.Message)
 	case a.Block == "" && previous != "":
 		c.log.Info().Str("globalfilesystem", g.Name).Str("was", previous).Msg("globalfilesystem released")
-		c.recorder.Eventf(g, corev1.EventTypeNormal, kit.EventReleased, "no longer blocked (was %s)", previous)
+		c.recorder.Eventf(g, corev1.EventTypeNormal, reasons.EventReleased, "no longer blocked (was %s)", previous)
 	}
 }
 
@@ -252,7 +253,7 @@ func (c *Controller) ensure(ctx context.Context, g *clerumv1alpha1.GlobalFileSys
 	var result kit.Result
 	if len(refused) > 0 {
 		slices.Sort(refused)
-		st.degrade(kit.ReasonNotOwned, strings.Join(refused, "; "))
+		st.degrade(reasons.NotOwned, strings.Join(refused, "; "))
 		result.RequeueAfter = refusedRetry
 	}
 	return result, errs
@@ -321,7 +322,7 @@ func (c *Controller) ensureSeed(ctx context.Context, g *clerumv1alpha1.GlobalFil
 				live.Name, jobFailure(live), seedTTL)
 			st.seedFailed(message)
 			if c.state.setSeedFailed(g.Name, true) {
-				c.recorder.Event(g, corev1.EventTypeWarning, kit.ReasonSeedFailed, message)
+				c.recorder.Event(g, corev1.EventTypeWarning, reasons.SeedFailed, message)
 			}
 			return nil
 		}

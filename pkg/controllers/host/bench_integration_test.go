@@ -30,6 +30,7 @@ import (
 	"github.com/clerum/hcc/pkg/controllers/kit"
 	"github.com/clerum/hcc/pkg/controllers/kit/kittest"
 	clientset "github.com/clerum/hcc/pkg/generated/clientset/versioned"
+	"github.com/clerum/hcc/pkg/reasons"
 )
 
 // countingIssuer is a Control API that answers at once and counts calls.
@@ -120,7 +121,7 @@ func runHostConvergence(b *testing.B, n int) {
 			// Converged: the credential is stored and the Deployment written
 			// (Progressing: no controller-manager makes it available here).
 			if cond := meta.FindStatusCondition(h.Status.Conditions, clerumv1alpha1.ConditionReady); cond != nil &&
-				cond.Reason == kit.ReasonProgressing && h.Status.Image != "" && h.Status.CredentialExpiresAt != nil {
+				cond.Reason == reasons.Progressing && h.Status.Image != "" && h.Status.CredentialExpiresAt != nil {
 				converged++
 			}
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/clerum/hcc/pkg/controllers/kit"
 	"github.com/clerum/hcc/pkg/mark"
 	"github.com/clerum/hcc/pkg/names"
+	"github.com/clerum/hcc/pkg/reasons"
 )
 
 var claimsGVR = corev1.SchemeGroupVersion.WithResource("persistentvolumeclaims")
@@ -44,7 +45,7 @@ func TestTheWorkspaceClaimIsMarked(t *testing.T) {
 	f.syncCaches()
 	f.mustSync("h1")
 	assert.Equal(t, []string{"create deployments/h1"}, f.writes(), "the Host starts on the bound claim; the claim is not written")
-	assert.NotEqual(t, kit.ReasonNotOwned, f.condition("h1", clerumv1alpha1.ConditionReady).Reason)
+	assert.NotEqual(t, reasons.NotOwned, f.condition("h1", clerumv1alpha1.ConditionReady).Reason)
 	assert.Zero(t, counter(t, f.reg, "clerum_hcc_host_children_refused_total",
 		map[string]string{"kind": "PersistentVolumeClaim", "cause": string(kit.CauseForeignVolume)}))
 	for _, e := range f.events() {
@@ -82,7 +83,7 @@ func TestAForgedWorkspaceClaimIsRefused(t *testing.T) {
 				assert.False(t, strings.Contains(x, "persistentvolumeclaims"), "the claim is not taken over: %s", x)
 			}
 			ready := f.condition("h1", clerumv1alpha1.ConditionReady)
-			assert.Equal(t, kit.ReasonNotOwned, ready.Reason)
+			assert.Equal(t, reasons.NotOwned, ready.Reason)
 			assert.Contains(t, ready.Message, "it names volume another-pv and carries no valid mark of HCC's")
 			assert.Equal(t, refusedRetry, res.RequeueAfter)
 			assert.Contains(t, strings.Join(f.events(), "\n"), "Warning UnmanagedConflict PersistentVolumeClaim mcp-host/h1-workspace is not written")

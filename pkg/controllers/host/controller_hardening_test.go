@@ -25,6 +25,7 @@ import (
 	"github.com/clerum/hcc/pkg/controlapi"
 	"github.com/clerum/hcc/pkg/controllers/kit"
 	"github.com/clerum/hcc/pkg/names"
+	"github.com/clerum/hcc/pkg/reasons"
 )
 
 // The hardening behaviours of docs/host.md ("The Host operator"): the
@@ -106,8 +107,8 @@ func TestBreaker(t *testing.T) {
 		assert.Equal(t, 3, f.issuer.calls(), "no call while the breaker is open")
 		auth := f.condition("h2", clerumv1alpha1.ConditionAuthReady)
 		assert.Equal(t, metav1.ConditionFalse, auth.Status)
-		assert.Equal(t, kit.ReasonControlAPIUnavailable, auth.Reason)
-		assert.Equal(t, kit.ReasonCredentialPending, f.condition("h2", clerumv1alpha1.ConditionReady).Reason)
+		assert.Equal(t, reasons.ControlAPIUnavailable, auth.Reason)
+		assert.Equal(t, reasons.CredentialPending, f.condition("h2", clerumv1alpha1.ConditionReady).Reason)
 		assert.Equal(t, without(created("h2"), "create deployments/h2", "create secrets/host-h2-mcp-host-runtime-tokens"), f.writes())
 		assert.Len(t, eventsWithPrefix(f.events(), "Warning CredentialFailed "), 1)
 
@@ -115,7 +116,7 @@ func TestBreaker(t *testing.T) {
 		_, err = f.sync("h1")
 		require.Error(t, err)
 		assert.Equal(t, 3, f.issuer.calls(), "still open at 14 s")
-		assert.Equal(t, kit.ReasonControlAPIUnavailable, f.condition("h1", clerumv1alpha1.ConditionAuthReady).Reason)
+		assert.Equal(t, reasons.ControlAPIUnavailable, f.condition("h1", clerumv1alpha1.ConditionAuthReady).Reason)
 
 		// 15 s: one probe, which fails and reopens it for 30 s.
 		f.clock.Step(time.Second)
@@ -137,7 +138,7 @@ func TestBreaker(t *testing.T) {
 		f.mustSync("h2")
 		assert.Equal(t, 5, f.issuer.calls())
 		assert.Contains(t, f.writes(), "create deployments/h2")
-		assert.Equal(t, kit.ReasonCredentialIssued, f.condition("h2", clerumv1alpha1.ConditionAuthReady).Reason)
+		assert.Equal(t, reasons.CredentialIssued, f.condition("h2", clerumv1alpha1.ConditionAuthReady).Reason)
 		f.mustSync("h1")
 		assert.Equal(t, 6, f.issuer.calls(), "closed: every Host is served")
 
@@ -175,7 +176,7 @@ func TestBreaker(t *testing.T) {
 			_, err := f.sync("h1")
 			require.Error(t, err)
 			require.Equal(t, i, f.issuer.calls(), "a refusal is the Control API answering")
-			assert.Equal(t, kit.ReasonCredentialRefused, f.condition("h1", clerumv1alpha1.ConditionAuthReady).Reason)
+			assert.Equal(t, reasons.CredentialRefused, f.condition("h1", clerumv1alpha1.ConditionAuthReady).Reason)
 		}
 		// unavailable, unavailable, rejected, unavailable, unavailable: no
 		// three in a row.
@@ -233,7 +234,7 @@ func TestAnImmutableRuntimeTokenSecretIsFoundBeforeAsking(t *testing.T) {
 			assert.Zero(t, f.issuer.calls(), "a credential that cannot be stored is never issued")
 			auth := f.condition("h1", clerumv1alpha1.ConditionAuthReady)
 			assert.Equal(t, metav1.ConditionFalse, auth.Status)
-			assert.Equal(t, kit.ReasonCredentialRefused, auth.Reason)
+			assert.Equal(t, reasons.CredentialRefused, auth.Reason)
 			assert.Contains(t, auth.Message, "marked immutable")
 			if name == "holding a credential due for refresh" {
 				// The credential there is this Host's and still valid: the
@@ -243,7 +244,7 @@ func TestAnImmutableRuntimeTokenSecretIsFoundBeforeAsking(t *testing.T) {
 			} else {
 				assert.Equal(t, without(created("h1"), "create deployments/h1", "create secrets/"+runtimeTokens), f.writes(),
 					"no Deployment without a credential, and the Secret is not written")
-				assert.Equal(t, kit.ReasonCredentialPending, f.condition("h1", clerumv1alpha1.ConditionReady).Reason)
+				assert.Equal(t, reasons.CredentialPending, f.condition("h1", clerumv1alpha1.ConditionReady).Reason)
 				assert.False(t, f.exists(kit.Deployments, hostNS, "h1"))
 			}
 			ev := f.events()
@@ -292,7 +293,7 @@ func TestAnUnstoredCredentialIsStoredWithoutAskingAgain(t *testing.T) {
 		s := f.secret(runtimeTokens)
 		assert.Equal(t, credentialValue, string(s.Data[KeyBootstrapCredential]))
 		assert.Equal(t, t0.Add(lifetime).Format(time.RFC3339), s.Annotations[AnnotationExpiresAt])
-		assert.Equal(t, kit.ReasonCredentialIssued, f.condition("h1", clerumv1alpha1.ConditionAuthReady).Reason)
+		assert.Equal(t, reasons.CredentialIssued, f.condition("h1", clerumv1alpha1.ConditionAuthReady).Reason)
 		assert.NotContains(t, f.logs.String(), credentialValue)
 
 		// Stored once: the next sync after the cache caught up asks nothing.
@@ -421,7 +422,7 @@ func TestADependencyNotOwnedStopsRunningPods(t *testing.T) {
 			assert.Equal(t, "ctx-1", d.Spec.Template.Labels[names.LabelContext], "the template is kept")
 			ready := f.condition("h1", clerumv1alpha1.ConditionReady)
 			assert.Equal(t, metav1.ConditionFalse, ready.Status)
-			assert.Equal(t, kit.ReasonNotOwned, ready.Reason)
+			assert.Equal(t, reasons.NotOwned, ready.Reason)
 			assert.Equal(t, refusedRetry, res.RequeueAfter)
 			assert.Equal(t, 1, f.issuer.calls())
 			assert.Equal(t, 1.0, counter(t, f.reg, "clerum_hcc_host_hosts", map[string]string{"state": "not-owned"}))
@@ -461,10 +462,10 @@ func TestASecretBlockKeepsRunningPods(t *testing.T) {
 		assert.Equal(t, []string{runtimeTokens}, f.secretRule(), "the grant of the missing Secret is revoked")
 		d := f.deployment(hostNS, "h1")
 		assert.Equal(t, int32(1), *d.Spec.Replicas, "the pods keep running")
-		assert.Equal(t, kit.ReasonSecretsMissing, f.condition("h1", clerumv1alpha1.ConditionReady).Reason)
+		assert.Equal(t, reasons.SecretsMissing, f.condition("h1", clerumv1alpha1.ConditionReady).Reason)
 		auth := f.condition("h1", clerumv1alpha1.ConditionAuthReady)
 		assert.Equal(t, metav1.ConditionTrue, auth.Status)
-		assert.Equal(t, kit.ReasonCredentialIssued, auth.Reason)
+		assert.Equal(t, reasons.CredentialIssued, auth.Reason)
 		st := f.status("h1")
 		assert.Equal(t, "ctx-1", st.ContextID, "the contextId of the pods still running")
 		assert.Equal(t, testOptions.Image, st.Image)
@@ -489,7 +490,7 @@ func TestASecretBlockKeepsRunningPods(t *testing.T) {
 		assert.Equal(t, 2*time.Minute, res.RequeueAfter, "the refresh is retried when the Control API said, not at the next resync")
 		auth := f.condition("h1", clerumv1alpha1.ConditionAuthReady)
 		assert.Equal(t, metav1.ConditionTrue, auth.Status, "the old credential still works")
-		assert.Equal(t, kit.ReasonControlAPIUnavailable, auth.Reason)
+		assert.Equal(t, reasons.ControlAPIUnavailable, auth.Reason)
 	})
 }
 
@@ -511,7 +512,7 @@ func TestSecretRefRelabelled(t *testing.T) {
 	sr := f.condition("h1", clerumv1alpha1.ConditionSecretsResolved)
 	assert.Equal(t, metav1.ConditionFalse, sr.Status)
 	assert.Contains(t, sr.Message, "is not labelled "+LabelSecretForHost+"=h1")
-	assert.Equal(t, kit.ReasonSecretsMissing, f.condition("h1", clerumv1alpha1.ConditionReady).Reason)
+	assert.Equal(t, reasons.SecretsMissing, f.condition("h1", clerumv1alpha1.ConditionReady).Reason)
 	assert.Equal(t, int32(1), *f.deployment(hostNS, "h1").Spec.Replicas)
 	ev := f.events()
 	require.Len(t, ev, 1)
@@ -551,8 +552,8 @@ func TestAClaimChangeRefusedBlocksNothing(t *testing.T) {
 			assert.Equal(t, "clerum/mcp-host:0.9.6", DeployedImage(f.deployment(hostNS, "h1")))
 			assert.Equal(t, *before, claim().Spec)
 			ready := f.condition("h1", clerumv1alpha1.ConditionReady)
-			assert.NotEqual(t, kit.ReasonNotOwned, ready.Reason)
-			assert.Equal(t, kit.ReasonProgressing, ready.Reason)
+			assert.NotEqual(t, reasons.NotOwned, ready.Reason)
+			assert.Equal(t, reasons.Progressing, ready.Reason)
 			assert.Equal(t, "clerum/mcp-host:0.9.6", f.status("h1").Image)
 			assert.Equal(t, 45*time.Minute, res.RequeueAfter, "no refusal retry: the credential decides")
 			ev := f.events()
@@ -702,7 +703,7 @@ func TestRetryAfterIsHonoured(t *testing.T) {
 		assert.Equal(t, 1, f.issuer.calls())
 		auth := f.condition("h1", clerumv1alpha1.ConditionAuthReady)
 		assert.Equal(t, metav1.ConditionFalse, auth.Status)
-		assert.Equal(t, kit.ReasonControlAPIUnavailable, auth.Reason)
+		assert.Equal(t, reasons.ControlAPIUnavailable, auth.Reason)
 		assert.Contains(t, auth.Message, "Retry-After 2m0s")
 		assert.NotContains(t, f.writes(), "create deployments/h1")
 		assert.Len(t, eventsWithPrefix(f.events(), "Warning CredentialFailed "), 1)
@@ -716,7 +717,7 @@ func TestRetryAfterIsHonoured(t *testing.T) {
 		assert.Equal(t, 2*time.Minute, res.RequeueAfter, "sooner than the refresh would be")
 		auth := f.condition("h1", clerumv1alpha1.ConditionAuthReady)
 		assert.Equal(t, metav1.ConditionTrue, auth.Status)
-		assert.Equal(t, kit.ReasonControlAPIUnavailable, auth.Reason)
+		assert.Equal(t, reasons.ControlAPIUnavailable, auth.Reason)
 	})
 	t.Run("a 503 without Retry-After is an error, for backoff", func(t *testing.T) {
 		f := newFixture(t, newHost("h1"), context1())

@@ -40,6 +40,8 @@ import (
 	"github.com/clerum/hcc/pkg/controllers/kit"
 	hccfake "github.com/clerum/hcc/pkg/generated/clientset/versioned/fake"
 	"github.com/clerum/hcc/pkg/names"
+	"github.com/clerum/hcc/pkg/reasons"
+	"github.com/clerum/hcc/pkg/secretdigest"
 )
 
 // The namespaces of the fixture: Hosts and their children in testOptions'
@@ -259,7 +261,7 @@ func cached(obj runtime.Object) runtime.Object {
 	obj = obj.DeepCopyObject()
 	_, _ = kit.StripManagedFields(obj)
 	if s, ok := obj.(*corev1.Secret); ok {
-		d, _ := kit.DigestSecret(s)
+		d, _ := secretdigest.Digest(s)
 		return d.(*corev1.Secret)
 	}
 	return obj
@@ -597,11 +599,11 @@ func TestCreate(t *testing.T) {
 	assert.True(t, st.CredentialExpiresAt.Time.Equal(t0.Add(lifetime)))
 	auth := f.condition("h1", clerumv1alpha1.ConditionAuthReady)
 	assert.Equal(t, metav1.ConditionTrue, auth.Status)
-	assert.Equal(t, kit.ReasonCredentialIssued, auth.Reason)
+	assert.Equal(t, reasons.CredentialIssued, auth.Reason)
 	assert.Equal(t, metav1.ConditionTrue, f.condition("h1", clerumv1alpha1.ConditionSecretsResolved).Status)
 	ready := f.condition("h1", clerumv1alpha1.ConditionReady)
 	assert.Equal(t, metav1.ConditionFalse, ready.Status, "no pod is available yet")
-	assert.Equal(t, kit.ReasonProgressing, ready.Reason)
+	assert.Equal(t, reasons.Progressing, ready.Reason)
 	assert.Empty(t, f.events())
 }
 
@@ -643,7 +645,7 @@ func TestReadyFollowsTheDeployment(t *testing.T) {
 	assert.Equal(t, []string{"patch hosts/h1/status"}, f.writes())
 	ready := f.condition("h1", clerumv1alpha1.ConditionReady)
 	assert.Equal(t, metav1.ConditionTrue, ready.Status)
-	assert.Equal(t, kit.ReasonAvailable, ready.Reason)
+	assert.Equal(t, reasons.Available, ready.Reason)
 }
 
 // 3. desktop on, off and on again.
@@ -701,7 +703,7 @@ func TestContextMissing(t *testing.T) {
 		assert.Equal(t, []string{"patch hosts/h1", "patch hosts/h1/status"}, f.writes())
 		ready := f.condition("h1", clerumv1alpha1.ConditionReady)
 		assert.Equal(t, metav1.ConditionFalse, ready.Status)
-		assert.Equal(t, kit.ReasonContextMissing, ready.Reason)
+		assert.Equal(t, reasons.ContextMissing, ready.Reason)
 		assert.Equal(t, []string{"Warning Blocked ContextMissing: Context context1 does not exist in mcp-server; the Host is not deployed and its pods are stopped"}, f.events())
 		assert.Zero(t, f.issuer.calls())
 		assert.Empty(t, f.status("h1").ContextID)
@@ -719,7 +721,7 @@ func TestContextMissing(t *testing.T) {
 		assert.Equal(t, []string{"patch hosts/h1/status", "update deployments/h1"}, f.writes())
 		d := f.deployment(hostNS, "h1")
 		assert.Equal(t, int32(0), *d.Spec.Replicas)
-		assert.Equal(t, kit.ReasonContextMissing, f.condition("h1", clerumv1alpha1.ConditionReady).Reason)
+		assert.Equal(t, reasons.ContextMissing, f.condition("h1", clerumv1alpha1.ConditionReady).Reason)
 		assert.Empty(t, f.status("h1").ContextID, "no pod runs with a contextId")
 		assert.Len(t, f.events(), 1)
 
@@ -743,7 +745,7 @@ func TestContextConflict(t *testing.T) {
 		f.mustSync("h1")
 		assert.Equal(t, []string{"patch hosts/h1", "patch hosts/h1/status"}, f.writes())
 		ready := f.condition("h1", clerumv1alpha1.ConditionReady)
-		assert.Equal(t, kit.ReasonContextConflict, ready.Reason)
+		assert.Equal(t, reasons.ContextConflict, ready.Reason)
 		assert.Contains(t, ready.Message, "held by the older Context context0")
 		ev := f.events()
 		require.Len(t, ev, 1)
@@ -766,7 +768,7 @@ func TestContextConflict(t *testing.T) {
 		d := f.deployment(hostNS, "h1")
 		assert.Equal(t, int32(0), *d.Spec.Replicas)
 		assert.NotEqual(t, "ctx-0", d.Spec.Template.Labels[names.LabelContext], "never the other tenant's contextId")
-		assert.Equal(t, kit.ReasonContextConflict, f.condition("h1", clerumv1alpha1.ConditionReady).Reason)
+		assert.Equal(t, reasons.ContextConflict, f.condition("h1", clerumv1alpha1.ConditionReady).Reason)
 	})
 }
 
@@ -779,7 +781,7 @@ func TestSecretRef(t *testing.T) {
 		sr := f.condition("h1", clerumv1alpha1.ConditionSecretsResolved)
 		assert.Equal(t, metav1.ConditionFalse, sr.Status)
 		assert.Equal(t, "Secret h1-env does not exist", sr.Message)
-		assert.Equal(t, kit.ReasonSecretsMissing, f.condition("h1", clerumv1alpha1.ConditionReady).Reason)
+		assert.Equal(t, reasons.SecretsMissing, f.condition("h1", clerumv1alpha1.ConditionReady).Reason)
 		assert.Equal(t, []string{"Warning Blocked SecretsMissing: Secret h1-env does not exist; the Host is not deployed or rolled"}, f.events())
 		assert.Zero(t, f.issuer.calls())
 
@@ -825,7 +827,7 @@ func TestSecretRef(t *testing.T) {
 			f := newFixture(t, newHost("h1", withSecretRef(name)), context1(), reserved)
 			f.mustSync("h1")
 			assert.Equal(t, []string{"patch hosts/h1", "patch hosts/h1/status"}, f.writes())
-			assert.Equal(t, kit.ReasonInvalidSpec, f.condition("h1", clerumv1alpha1.ConditionReady).Reason)
+			assert.Equal(t, reasons.InvalidSpec, f.condition("h1", clerumv1alpha1.ConditionReady).Reason)
 			assert.Equal(t, metav1.ConditionFalse, f.condition("h1", clerumv1alpha1.ConditionSecretsResolved).Status)
 			assert.Zero(t, f.issuer.calls())
 		})
@@ -1072,7 +1074,7 @@ func TestUnmanagedObjectsAreNotAdopted(t *testing.T) {
 			assert.Equal(t, tc.issuance, f.issuer.calls())
 			ready := f.condition("h1", clerumv1alpha1.ConditionReady)
 			assert.Equal(t, metav1.ConditionFalse, ready.Status)
-			assert.Equal(t, kit.ReasonNotOwned, ready.Reason)
+			assert.Equal(t, reasons.NotOwned, ready.Reason)
 			assert.Equal(t, refusedRetry, res.RequeueAfter)
 			ev := f.events()
 			require.NotEmpty(t, ev)
@@ -1105,10 +1107,10 @@ func TestControlAPIFailures(t *testing.T) {
 		err    error
 		reason string
 	}{
-		{"unavailable", fmt.Errorf("control API POST /bootstrap: HTTP 503 after 3 attempts: %w", controlapi.ErrUnavailable), kit.ReasonControlAPIUnavailable},
-		{"rejected", fmt.Errorf("control API POST /bootstrap: HTTP 401: %w", controlapi.ErrRejected), kit.ReasonCredentialRefused},
-		{"invalid response", fmt.Errorf("malformed body: %w", controlapi.ErrInvalidResponse), kit.ReasonCredentialRefused},
-		{"expires too soon", fmt.Errorf("expiresAt in the past: %w", controlapi.ErrExpiresTooSoon), kit.ReasonCredentialRefused},
+		{"unavailable", fmt.Errorf("control API POST /bootstrap: HTTP 503 after 3 attempts: %w", controlapi.ErrUnavailable), reasons.ControlAPIUnavailable},
+		{"rejected", fmt.Errorf("control API POST /bootstrap: HTTP 401: %w", controlapi.ErrRejected), reasons.CredentialRefused},
+		{"invalid response", fmt.Errorf("malformed body: %w", controlapi.ErrInvalidResponse), reasons.CredentialRefused},
+		{"expires too soon", fmt.Errorf("expiresAt in the past: %w", controlapi.ErrExpiresTooSoon), reasons.CredentialRefused},
 	} {
 		t.Run(tc.name+": no credential yet", func(t *testing.T) {
 			f := newFixture(t, newHost("h1"), context1())
@@ -1120,7 +1122,7 @@ func TestControlAPIFailures(t *testing.T) {
 			auth := f.condition("h1", clerumv1alpha1.ConditionAuthReady)
 			assert.Equal(t, metav1.ConditionFalse, auth.Status)
 			assert.Equal(t, tc.reason, auth.Reason)
-			assert.Equal(t, kit.ReasonCredentialPending, f.condition("h1", clerumv1alpha1.ConditionReady).Reason)
+			assert.Equal(t, reasons.CredentialPending, f.condition("h1", clerumv1alpha1.ConditionReady).Reason)
 			assert.Nil(t, f.status("h1").CredentialExpiresAt)
 			ev := f.events()
 			require.Len(t, ev, 1)
@@ -1131,7 +1133,7 @@ func TestControlAPIFailures(t *testing.T) {
 			f.issuer.fail(nil)
 			f.mustSync("h1")
 			assert.Equal(t, []string{"create deployments/h1", "create secrets/host-h1-mcp-host-runtime-tokens", "patch hosts/h1/status"}, f.writes())
-			assert.Equal(t, kit.ReasonCredentialIssued, f.condition("h1", clerumv1alpha1.ConditionAuthReady).Reason)
+			assert.Equal(t, reasons.CredentialIssued, f.condition("h1", clerumv1alpha1.ConditionAuthReady).Reason)
 		})
 		t.Run(tc.name+": a valid credential due for refresh", func(t *testing.T) {
 			f := deployed(t)
@@ -1265,9 +1267,9 @@ func TestMetrics(t *testing.T) {
 	}
 	assert.Equal(t, 1.0, gauge("clerum_hcc_host_hosts", "state", "deployed"))
 	assert.Equal(t, 2.0, gauge("clerum_hcc_host_hosts", "state", "blocked"))
-	assert.Equal(t, 1.0, gauge("clerum_hcc_host_blocked", "reason", kit.ReasonSecretsMissing))
-	assert.Equal(t, 1.0, gauge("clerum_hcc_host_blocked", "reason", kit.ReasonContextMissing))
-	assert.Zero(t, gauge("clerum_hcc_host_blocked", "reason", kit.ReasonContextConflict))
+	assert.Equal(t, 1.0, gauge("clerum_hcc_host_blocked", "reason", reasons.SecretsMissing))
+	assert.Equal(t, 1.0, gauge("clerum_hcc_host_blocked", "reason", reasons.ContextMissing))
+	assert.Zero(t, gauge("clerum_hcc_host_blocked", "reason", reasons.ContextConflict))
 	assert.Equal(t, 3600.0, counter(t, f.reg, "clerum_hcc_host_credential_expiry_seconds", nil))
 
 	f.syncCaches()
@@ -1287,7 +1289,7 @@ func TestMetrics(t *testing.T) {
 	f.index(newContext("nope", "ctx-3", t0))
 	f.mustSync("h3")
 	assert.Equal(t, 1.0, gauge("clerum_hcc_host_hosts", "state", "blocked"))
-	assert.Zero(t, gauge("clerum_hcc_host_blocked", "reason", kit.ReasonContextMissing))
+	assert.Zero(t, gauge("clerum_hcc_host_blocked", "reason", reasons.ContextMissing))
 	assert.Equal(t, 3000.0, counter(t, f.reg, "clerum_hcc_host_credential_expiry_seconds", nil), "the soonest expiry")
 
 	// h1 goes: it leaves the gauges.
@@ -1298,6 +1300,6 @@ func TestMetrics(t *testing.T) {
 	assert.Equal(t, 3600.0, counter(t, f.reg, "clerum_hcc_host_credential_expiry_seconds", nil), "h3's, issued at +10 min")
 	f.removeHost("h2")
 	f.mustSync("h2")
-	assert.Zero(t, gauge("clerum_hcc_host_blocked", "reason", kit.ReasonSecretsMissing))
+	assert.Zero(t, gauge("clerum_hcc_host_blocked", "reason", reasons.SecretsMissing))
 	assert.Zero(t, gauge("clerum_hcc_host_hosts", "state", "blocked"))
 }

@@ -9,9 +9,9 @@ import (
 	"k8s.io/utils/ptr"
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
-	"github.com/clerum/hcc/pkg/controllers/kit"
 	"github.com/clerum/hcc/pkg/names"
 	"github.com/clerum/hcc/pkg/netpol"
+	"github.com/clerum/hcc/pkg/reasons"
 )
 
 // Admission is whether a Host may be deployed, decided from its Context and
@@ -21,7 +21,7 @@ type Admission struct {
 	// ContextID is what the Host's pods carry; empty when blocked on the
 	// Context.
 	ContextID string
-	// Block is the reason the Host is not deployed (kit.ReasonContextMissing,
+	// Block is the reason the Host is not deployed (reasons.ContextMissing,
 	// ReasonContextConflict, ReasonInvalidSpec, ReasonSecretsMissing), empty
 	// when it may be.
 	Block string
@@ -49,13 +49,13 @@ func Admit(h *clerumv1alpha1.Host, context *clerumv1alpha1.Context, sameID []*cl
 	var a Admission
 	switch holder := holderOf(context, sameID); {
 	case context == nil:
-		a.Block, a.ContextMessage = kit.ReasonContextMissing, fmt.Sprintf("Context %s does not exist in %s", h.Spec.ContextRef, namespace)
+		a.Block, a.ContextMessage = reasons.ContextMissing, fmt.Sprintf("Context %s does not exist in %s", h.Spec.ContextRef, namespace)
 		return a
 	case holder == nil:
-		a.Block, a.ContextMessage = kit.ReasonContextConflict, fmt.Sprintf("Context %s holds no valid contextId (%q)", context.Name, context.Spec.ContextID)
+		a.Block, a.ContextMessage = reasons.ContextConflict, fmt.Sprintf("Context %s holds no valid contextId (%q)", context.Name, context.Spec.ContextID)
 		return a
 	case holder.UID != context.UID || holder.Name != context.Name:
-		a.Block = kit.ReasonContextConflict
+		a.Block = reasons.ContextConflict
 		a.ContextMessage = fmt.Sprintf("contextId %s of Context %s is held by the older Context %s", context.Spec.ContextID, context.Name, holder.Name)
 		return a
 	}
@@ -63,7 +63,7 @@ func Admit(h *clerumv1alpha1.Host, context *clerumv1alpha1.Context, sameID []*cl
 	a.ContextMessage = fmt.Sprintf("Context %s holds contextId %s", context.Name, context.Spec.ContextID)
 	a.SecretsChecked = true
 	if err := ValidateSecretRef(h, opts); err != nil {
-		a.Block, a.SecretsMessage = kit.ReasonInvalidSpec, err.Error()
+		a.Block, a.SecretsMessage = reasons.InvalidSpec, err.Error()
 		return a
 	}
 	ref := h.Spec.SecretRef
@@ -78,12 +78,12 @@ func Admit(h *clerumv1alpha1.Host, context *clerumv1alpha1.Context, sameID []*cl
 	}
 	switch {
 	case s == nil:
-		a.Block, a.SecretsMessage = kit.ReasonSecretsMissing, fmt.Sprintf("Secret %s does not exist", ref.Name)
+		a.Block, a.SecretsMessage = reasons.SecretsMissing, fmt.Sprintf("Secret %s does not exist", ref.Name)
 	case forbidden != "":
-		a.Block = kit.ReasonInvalidSpec
+		a.Block = reasons.InvalidSpec
 		a.SecretsMessage = fmt.Sprintf("Secret %s may not be a Host's: it %s", ref.Name, forbidden)
 	case s.Labels[LabelSecretForHost] != h.Name:
-		a.Block = kit.ReasonSecretsMissing
+		a.Block = reasons.SecretsMissing
 		a.SecretsMessage = fmt.Sprintf("Secret %s is not labelled %s=%s: a Host may read only a Secret made for it", ref.Name, LabelSecretForHost, h.Name)
 	default:
 		a.SecretsOK, a.SecretsMessage = true, fmt.Sprintf("Secret %s exists and is labelled for this Host", ref.Name)

@@ -35,9 +35,9 @@ import (
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/config"
-	"github.com/clerum/hcc/pkg/controllers/kit"
 	"github.com/clerum/hcc/pkg/mark"
 	"github.com/clerum/hcc/pkg/names"
+	"github.com/clerum/hcc/pkg/secretdigest"
 	"github.com/clerum/hcc/pkg/workload"
 )
 
@@ -475,7 +475,7 @@ func BuildRuntimeTokenSecret(h *clerumv1alpha1.Host, opts Options, credential st
 	s.Annotations = map[string]string{AnnotationIssuedForUID: string(h.UID), AnnotationExpiresAt: expiry}
 	// Signed over the value's digest, which is what the Secret informer
 	// caches: the mark verifies from the cached copy.
-	if m := opts.RuntimeTokenMark.Sign(string(h.UID), expiry, string(kit.ValueDigest([]byte(credential)))); m != "" {
+	if m := opts.RuntimeTokenMark.Sign(string(h.UID), expiry, string(secretdigest.ValueDigest([]byte(credential)))); m != "" {
 		s.Annotations[mark.Annotation] = m
 	}
 	s.Data = map[string][]byte{KeyBootstrapCredential: []byte(credential), KeyExpiresAt: []byte(expiry)}
@@ -539,13 +539,13 @@ type Issuance struct {
 	Trust     Trust
 	UID       types.UID
 	ExpiresAt time.Time
-	// Digest is the credential's kit.ValueDigest, as the cache holds it:
+	// Digest is the credential's secretdigest.ValueDigest, as the cache holds it:
 	// which credential the Secret holds, without its value.
 	Digest string
 }
 
 // ReadIssuance reads s, as the Secret informer caches it (values replaced
-// by kit.ValueDigest), against key: the UID of the Host its credential was
+// by secretdigest.ValueDigest), against key: the UID of the Host its credential was
 // issued for, its expiry, and whether HCC's mark proves them. A nil s holds
 // no credential.
 func ReadIssuance(s *corev1.Secret, key mark.Key) Issuance {
@@ -569,7 +569,7 @@ func ReadIssuance(s *corev1.Secret, key mark.Key) Issuance {
 	}
 	iss.Trust = Mismatch
 	if uidClaim == "" || err != nil || !hasCredential ||
-		string(s.Data[KeyExpiresAt]) != string(kit.ValueDigest([]byte(expiry))) ||
+		string(s.Data[KeyExpiresAt]) != string(secretdigest.ValueDigest([]byte(expiry))) ||
 		!key.Verify(m, uidClaim, expiry, string(credentialDigest)) {
 		return iss
 	}

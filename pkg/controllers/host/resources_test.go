@@ -23,9 +23,9 @@ import (
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/config"
-	"github.com/clerum/hcc/pkg/controllers/kit"
 	"github.com/clerum/hcc/pkg/mark"
 	"github.com/clerum/hcc/pkg/names"
+	"github.com/clerum/hcc/pkg/secretdigest"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -369,7 +369,7 @@ func TestRuntimeTokenSecret(t *testing.T) {
 	t.Run("the issuance and its mark verify from the Secret as the informer caches it", func(t *testing.T) {
 		s := BuildRuntimeTokenSecret(newHost("h"), testOptions, "v", expires)
 		// The informer's own transform: values replaced by their digests.
-		d, err := kit.DigestSecret(s)
+		d, err := secretdigest.Digest(s)
 		require.NoError(t, err)
 		cachedCopy := d.(*corev1.Secret)
 		require.NotEqual(t, "v", string(cachedCopy.Data[KeyBootstrapCredential]))
@@ -378,13 +378,13 @@ func TestRuntimeTokenSecret(t *testing.T) {
 		assert.Equal(t, types.UID("uid-h"), iss.UID)
 		assert.True(t, iss.ExpiresAt.Equal(time.Date(2026, 7, 1, 10, 30, 45, 0, time.UTC)), "rounded down: refresh early, not late")
 		// Digesting twice (as an informer may) changes nothing.
-		again, _ := kit.DigestSecret(cachedCopy)
+		again, _ := secretdigest.Digest(cachedCopy)
 		assert.Equal(t, Marked, ReadIssuance(again.(*corev1.Secret), testOptions.RuntimeTokenMark).Trust)
 	})
 	t.Run("a Secret HCC did not mark, or whose mark does not cover what it holds, is not believed", func(t *testing.T) {
 		h := newHost("h")
 		digest := func(s *corev1.Secret) *corev1.Secret {
-			d, _ := kit.DigestSecret(s)
+			d, _ := secretdigest.Digest(s)
 			return d.(*corev1.Secret)
 		}
 		good := BuildRuntimeTokenSecret(h, testOptions, "v", expires)

@@ -14,6 +14,7 @@ import (
 	"github.com/clerum/hcc/pkg/controllers/kit"
 	applyv1alpha1 "github.com/clerum/hcc/pkg/generated/applyconfiguration/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/names"
+	"github.com/clerum/hcc/pkg/reasons"
 )
 
 // status is what one sync found, as the status hcc-host owns: the
@@ -33,17 +34,17 @@ type status struct {
 func newStatus(h *clerumv1alpha1.Host) *status {
 	return &status{
 		host:            h,
-		ready:           kit.Condition{Type: clerumv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: kit.ReasonProgressing, Message: "not reconciled yet"},
-		secretsResolved: kit.Condition{Type: clerumv1alpha1.ConditionSecretsResolved, Status: metav1.ConditionUnknown, Reason: kit.ReasonProgressing, Message: "not checked: the Host is blocked before its Secrets are"},
-		authReady:       kit.Condition{Type: clerumv1alpha1.ConditionAuthReady, Status: metav1.ConditionUnknown, Reason: kit.ReasonCredentialPending, Message: "no credential is obtained for a blocked Host"},
+		ready:           kit.Condition{Type: clerumv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: reasons.Progressing, Message: "not reconciled yet"},
+		secretsResolved: kit.Condition{Type: clerumv1alpha1.ConditionSecretsResolved, Status: metav1.ConditionUnknown, Reason: reasons.Progressing, Message: "not checked: the Host is blocked before its Secrets are"},
+		authReady:       kit.Condition{Type: clerumv1alpha1.ConditionAuthReady, Status: metav1.ConditionUnknown, Reason: reasons.CredentialPending, Message: "no credential is obtained for a blocked Host"},
 	}
 }
 
 func (st *status) secrets(ok bool, message string) {
 	st.secretsMessage = message
-	st.secretsResolved = kit.Condition{Type: clerumv1alpha1.ConditionSecretsResolved, Status: metav1.ConditionTrue, Reason: kit.ReasonSecretsFound, Message: message}
+	st.secretsResolved = kit.Condition{Type: clerumv1alpha1.ConditionSecretsResolved, Status: metav1.ConditionTrue, Reason: reasons.SecretsFound, Message: message}
 	if !ok {
-		st.secretsResolved.Status, st.secretsResolved.Reason = metav1.ConditionFalse, kit.ReasonSecretsMissing
+		st.secretsResolved.Status, st.secretsResolved.Reason = metav1.ConditionFalse, reasons.SecretsMissing
 	}
 }
 
@@ -54,7 +55,7 @@ func (st *status) auth(s metav1.ConditionStatus, reason, message string, expires
 
 func (st *status) blockMessage(reason string) string {
 	switch reason {
-	case kit.ReasonContextMissing, kit.ReasonContextConflict:
+	case reasons.ContextMissing, reasons.ContextConflict:
 		return st.contextMessage + "; the Host is not deployed and its pods are stopped"
 	}
 	return st.secretsMessage + "; the Host is not deployed or rolled"
@@ -64,24 +65,24 @@ func (st *status) blockMessage(reason string) string {
 // of the pods it may still run (a Secret block leaves them running).
 func (st *status) blocked(reason string, live *appsv1.Deployment) {
 	st.ready = kit.Condition{Type: clerumv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: reason, Message: st.blockMessage(reason)}
-	if reason != kit.ReasonContextMissing && reason != kit.ReasonContextConflict && live != nil {
+	if reason != reasons.ContextMissing && reason != reasons.ContextConflict && live != nil {
 		st.image = DeployedImage(live)
 		st.contextID = live.Spec.Template.Labels[names.LabelContext]
 	}
 }
 
 func (st *status) notOwned(message string) {
-	st.ready = kit.Condition{Type: clerumv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: kit.ReasonNotOwned, Message: message}
+	st.ready = kit.Condition{Type: clerumv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: reasons.NotOwned, Message: message}
 }
 
 // configMissing records a Host whose Deployment waits for the ConfigMap
 // its container loads.
 func (st *status) configMissing(message string) {
-	st.ready = kit.Condition{Type: clerumv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: kit.ReasonConfigMissing, Message: message}
+	st.ready = kit.Condition{Type: clerumv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: reasons.ConfigMissing, Message: message}
 }
 
 func (st *status) waitingForCredential() {
-	st.ready = kit.Condition{Type: clerumv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: kit.ReasonCredentialPending,
+	st.ready = kit.Condition{Type: clerumv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: reasons.CredentialPending,
 		Message: "waiting for a bootstrap credential from the Control API (see AuthReady); the Deployment is not created without one"}
 }
 
@@ -92,11 +93,11 @@ func (st *status) deployed(contextID string, live *appsv1.Deployment) {
 	}
 	st.contextID, st.image = contextID, DeployedImage(live)
 	if kit.DeploymentAvailable(live) {
-		st.ready = kit.Condition{Type: clerumv1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: kit.ReasonAvailable,
+		st.ready = kit.Condition{Type: clerumv1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: reasons.Available,
 			Message: "the mcp-host pod is available"}
 		return
 	}
-	st.ready = kit.Condition{Type: clerumv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: kit.ReasonProgressing,
+	st.ready = kit.Condition{Type: clerumv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: reasons.Progressing,
 		Message: "waiting for the mcp-host pod to be available"}
 }
 
@@ -104,15 +105,15 @@ func (st *status) deployed(contextID string, live *appsv1.Deployment) {
 var hostStates = []string{"ready", "deployed", "blocked", "not-owned"}
 
 // Block reasons, for clerum_hcc_host_blocked.
-var blockReasons = []string{kit.ReasonContextMissing, kit.ReasonContextConflict, kit.ReasonSecretsMissing, kit.ReasonInvalidSpec}
+var blockReasons = []string{reasons.ContextMissing, reasons.ContextConflict, reasons.SecretsMissing, reasons.InvalidSpec}
 
 func (st *status) stateOf() string {
 	switch st.ready.Reason {
-	case kit.ReasonAvailable:
+	case reasons.Available:
 		return "ready"
-	case kit.ReasonNotOwned:
+	case reasons.NotOwned:
 		return "not-owned"
-	case kit.ReasonContextMissing, kit.ReasonContextConflict, kit.ReasonSecretsMissing, kit.ReasonInvalidSpec:
+	case reasons.ContextMissing, reasons.ContextConflict, reasons.SecretsMissing, reasons.InvalidSpec:
 		return "blocked"
 	}
 	return "deployed"
@@ -173,7 +174,7 @@ type issuance struct {
 	uid       types.UID
 	expiresAt time.Time
 	at        time.Time
-	// digest is kit.ValueDigest of the credential written, as the Secret
+	// digest is secretdigest.ValueDigest of the credential written, as the Secret
 	// cache shows it: which credential it was, never its value.
 	digest string
 	// basis is the resourceVersion of the cached Secret the write was

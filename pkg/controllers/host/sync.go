@@ -21,6 +21,8 @@ import (
 	"github.com/clerum/hcc/pkg/controlapi"
 	"github.com/clerum/hcc/pkg/controllers/kit"
 	"github.com/clerum/hcc/pkg/names"
+	"github.com/clerum/hcc/pkg/reasons"
+	"github.com/clerum/hcc/pkg/secretdigest"
 )
 
 // syncHost brings one Host's children and status up to date
@@ -66,7 +68,7 @@ func (c *Controller) syncHost(ctx context.Context, key cache.ObjectName) (kit.Re
 	var result kit.Result
 	if block != "" {
 		switch block {
-		case kit.ReasonContextMissing, kit.ReasonContextConflict:
+		case reasons.ContextMissing, reasons.ContextConflict:
 			// Fail closed: no pod may carry a contextId its Context does
 			// not hold.
 			errs = append(errs, c.stopPods(ctx, h))
@@ -181,10 +183,10 @@ func (c *Controller) reportBlock(h *clerumv1alpha1.Host, block string, st *statu
 	switch {
 	case block != "" && block != previous:
 		c.log.Info().Str("host", h.Name).Str("reason", block).Msg("host blocked")
-		c.recorder.Eventf(h, corev1.EventTypeWarning, kit.EventBlocked, "%s: %s", block, st.blockMessage(block))
+		c.recorder.Eventf(h, corev1.EventTypeWarning, reasons.EventBlocked, "%s: %s", block, st.blockMessage(block))
 	case block == "" && previous != "":
 		c.log.Info().Str("host", h.Name).Str("was", previous).Msg("host released")
-		c.recorder.Eventf(h, corev1.EventTypeNormal, kit.EventReleased, "no longer blocked (was %s)", previous)
+		c.recorder.Eventf(h, corev1.EventTypeNormal, reasons.EventReleased, "no longer blocked (was %s)", previous)
 	}
 }
 
@@ -371,9 +373,9 @@ func (c *Controller) ensureCredential(ctx context.Context, h *clerumv1alpha1.Hos
 	var unwritable error
 	refuse := func() (credential, error) {
 		_, _, err := kit.Ensure(ctx, c.children, kit.Secrets, owner, live, placeholder) // reports the refusal; writes nothing
-		reason := kit.ReasonNotOwned
+		reason := reasons.NotOwned
 		if !isOwnership(err) {
-			reason = kit.ReasonCredentialRefused
+			reason = reasons.CredentialRefused
 		}
 		st.auth(metav1.ConditionFalse, reason, "the runtime-token Secret cannot be written: "+err.Error(), time.Time{})
 		return credential{}, err
@@ -410,7 +412,7 @@ func (c *Controller) ensureCredential(ctx context.Context, h *clerumv1alpha1.Hos
 	valid := ok && uid == h.UID && now.Before(expiresAt)
 	refreshAt := expiresAt.Add(-c.cfg.RefreshBefore)
 	if valid && now.Before(refreshAt) {
-		st.auth(metav1.ConditionTrue, kit.ReasonCredentialIssued, fmt.Sprintf("bootstrap credential valid until %s", expiresAt.UTC().Format(time.RFC3339)), expiresAt)
+		st.auth(metav1.ConditionTrue, reasons.CredentialIssued, fmt.Sprintf("bootstrap credential valid until %s", expiresAt.UTC().Format(time.RFC3339)), expiresAt)
 		return credential{present: true, refreshIn: refreshAt.Sub(now)}, nil
 	}
 
@@ -443,11 +445,11 @@ func (c *Controller) ensureCredential(ctx context.Context, h *clerumv1alpha1.Hos
 		issued, err = c.obtain(ctx, h)
 	}
 	if err != nil {
-		reason := kit.ReasonControlAPIUnavailable
+		reason := reasons.ControlAPIUnavailable
 		if !errors.Is(err, controlapi.ErrUnavailable) {
-			reason = kit.ReasonCredentialRefused
+			reason = reasons.CredentialRefused
 		}
-		c.recorder.Eventf(h, corev1.EventTypeWarning, kit.EventCredentialFailed, "obtaining a bootstrap credential (%s) failed: %v", why, err)
+		c.recorder.Eventf(h, corev1.EventTypeWarning, reasons.EventCredentialFailed, "obtaining a bootstrap credential (%s) failed: %v", why, err)
 		// Never later than the refresh window, whatever the Control API
 		// says (its client caps it too).
 		result := credential{present: present, retryAfter: min(retryAfter(err), c.cfg.RefreshBefore)}
@@ -469,13 +471,13 @@ func (c *Controller) ensureCredential(ctx context.Context, h *clerumv1alpha1.Hos
 		// Kept in memory, never logged: the retry stores it without asking
 		// the Control API again.
 		c.state.holdUnstored(h.Name, h.UID, issued)
-		st.auth(metav1.ConditionFalse, kit.ReasonCredentialRefused, "the credential could not be stored: "+err.Error(), time.Time{})
+		st.auth(metav1.ConditionFalse, reasons.CredentialRefused, "the credential could not be stored: "+err.Error(), time.Time{})
 		return credential{present: present}, err
 	}
 	// The expiry as the Secret records it (whole seconds, rounded down).
 	stored := issued.ExpiresAt.UTC().Truncate(time.Second)
 	// Remembered by digest, never by value: what the cache will show of it.
-	last = issuance{uid: h.UID, expiresAt: stored, at: now, digest: string(kit.ValueDigest([]byte(issued.Value)))}
+	last = issuance{uid: h.UID, expiresAt: stored, at: now, digest: string(secretdigest.ValueDigest([]byte(issued.Value)))}
 	if live != nil {
 		last.basis = live.ResourceVersion
 	}
@@ -484,7 +486,7 @@ func (c *Controller) ensureCredential(ctx context.Context, h *clerumv1alpha1.Hos
 	}
 	c.state.issued(h.Name, last)
 	c.log.Info().Str("host", h.Name).Str("why", why).Time("expiresAt", stored).Msg("bootstrap credential stored")
-	st.auth(metav1.ConditionTrue, kit.ReasonCredentialIssued, fmt.Sprintf("bootstrap credential valid until %s", stored.UTC().Format(time.RFC3339)), stored)
+	st.auth(metav1.ConditionTrue, reasons.CredentialIssued, fmt.Sprintf("bootstrap credential valid until %s", stored.UTC().Format(time.RFC3339)), stored)
 	return credential{present: true, refreshIn: max(stored.Add(-c.cfg.RefreshBefore).Sub(now), minRefreshIn)}, nil
 }
 

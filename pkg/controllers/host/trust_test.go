@@ -22,6 +22,7 @@ import (
 	"github.com/clerum/hcc/pkg/controllers/kit"
 	"github.com/clerum/hcc/pkg/mark"
 	"github.com/clerum/hcc/pkg/names"
+	"github.com/clerum/hcc/pkg/reasons"
 )
 
 const runtimeTokensH1 = "host-h1-mcp-host-runtime-tokens"
@@ -73,7 +74,7 @@ func TestAForgedRuntimeTokenSecretIsReissued(t *testing.T) {
 			require.Len(t, ev, 1)
 			assert.NotContains(t, ev[0], "attacker-credential")
 			assert.Equal(t, 1.0, counter(t, f.reg, "clerum_hcc_host_forged_credentials_total", map[string]string{"trust": tc.trust}))
-			assert.Equal(t, kit.ReasonCredentialIssued, f.condition("h1", clerumv1alpha1.ConditionAuthReady).Reason)
+			assert.Equal(t, reasons.CredentialIssued, f.condition("h1", clerumv1alpha1.ConditionAuthReady).Reason)
 
 			// The next pass, the cache showing HCC's Secret: nothing.
 			f.syncCaches()
@@ -98,7 +99,7 @@ func TestAForgedCredentialIsNeverMounted(t *testing.T) {
 	auth := f.condition("h1", clerumv1alpha1.ConditionAuthReady)
 	assert.Equal(t, metav1.ConditionFalse, auth.Status)
 	assert.Contains(t, auth.Message, "carries no mark")
-	assert.Equal(t, kit.ReasonCredentialPending, f.condition("h1", clerumv1alpha1.ConditionReady).Reason)
+	assert.Equal(t, reasons.CredentialPending, f.condition("h1", clerumv1alpha1.ConditionReady).Reason)
 	_, _ = f.sync("h1")
 	assert.Len(t, eventsWithPrefix(f.events(), "Warning "+EventForgedCredential), 1, "one event per Secret version")
 	assert.Equal(t, 1.0, counter(t, f.reg, "clerum_hcc_host_forged_credentials_total", map[string]string{"trust": "unmarked"}))
@@ -185,7 +186,7 @@ func TestTheReaderWaitsForItsEgressPolicy(t *testing.T) {
 		res, err := f.sync("h1")
 		require.NoError(t, err, "a refusal is reported, not retried")
 		assert.False(t, f.exists(kit.Deployments, readerNS, "channel-reader-h1"), "no reader confined by someone else's policy")
-		assert.Equal(t, kit.ReasonNotOwned, f.condition("h1", clerumv1alpha1.ConditionReady).Reason)
+		assert.Equal(t, reasons.NotOwned, f.condition("h1", clerumv1alpha1.ConditionReady).Reason)
 		assert.Equal(t, refusedRetry, res.RequeueAfter)
 	})
 	t.Run("a running reader stops when someone else holds its policy's name", func(t *testing.T) {
@@ -244,7 +245,7 @@ func TestAMissingHostConfigMapHoldsTheDeployment(t *testing.T) {
 	assert.False(t, f.exists(kit.Deployments, hostNS, "h1"), "no pod starts without its configuration")
 	ready := f.condition("h1", clerumv1alpha1.ConditionReady)
 	assert.Equal(t, metav1.ConditionFalse, ready.Status)
-	assert.Equal(t, kit.ReasonConfigMissing, ready.Reason)
+	assert.Equal(t, reasons.ConfigMissing, ready.Reason)
 	assert.Contains(t, ready.Message, "ConfigMap mcp-host-config does not exist in mcp-host")
 	assert.Equal(t, 1, f.issuer.calls(), "the credential is obtained meanwhile")
 
@@ -438,7 +439,7 @@ func TestAnOlderMarkedCredentialPutBackIsReplaced(t *testing.T) {
 			assert.Contains(t, ev[0], "older credential")
 			assert.NotContains(t, ev[0], credentialValue)
 			assert.Equal(t, 1.0, counter(t, f.reg, "clerum_hcc_host_forged_credentials_total", map[string]string{"trust": "replayed"}))
-			assert.Equal(t, kit.ReasonCredentialIssued, f.condition("h1", clerumv1alpha1.ConditionAuthReady).Reason)
+			assert.Equal(t, reasons.CredentialIssued, f.condition("h1", clerumv1alpha1.ConditionAuthReady).Reason)
 
 			// The cache showing C3: nothing more.
 			f.syncCaches()

@@ -55,7 +55,7 @@ type Informers struct {
 	hccBy   map[string]informers.SharedInformerFactory
 	claimed map[claimKey]Selection
 	// digested records the namespaces whose Secret informer has
-	// DigestSecret installed.
+	// secretdigest.Digest installed.
 	digested map[string]bool
 }
 

@@ -18,6 +18,7 @@ import (
 
 	"github.com/clerum/hcc/pkg/controllers/kit"
 	"github.com/clerum/hcc/pkg/mark"
+	"github.com/clerum/hcc/pkg/reasons"
 )
 
 var claimKey = mark.NewKey("a-real-hmac-secret-for-tests", mark.PurposeClaim)
@@ -178,7 +179,7 @@ func TestClaimMarks(t *testing.T) {
 		assert.Equal(t, []string{"PersistentVolumeClaim/ForeignVolume"}, f.refused)
 		events := f.events()
 		require.NotEmpty(t, events)
-		assert.Contains(t, events[0], "Warning "+kit.EventUnmanagedConflict)
+		assert.Contains(t, events[0], "Warning "+reasons.EventUnmanagedConflict)
 	})
 
 	t.Run("a mark copied from another claim does not verify", func(t *testing.T) {

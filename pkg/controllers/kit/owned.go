@@ -18,6 +18,7 @@ import (
 
 	"github.com/clerum/hcc/pkg/mark"
 	"github.com/clerum/hcc/pkg/names"
+	"github.com/clerum/hcc/pkg/reasons"
 )
 
 // Children writes one reconciler's child objects (docs/reconcilers.md,
@@ -335,7 +336,7 @@ func Ensure[T Child](ctx context.Context, c *Children, kind Kind[T], owner Owner
 	}
 	c.forget(kind.Name, updated)
 	if action == ActionTakeOver {
-		c.recorder.Eventf(owner.Object, corev1.EventTypeNormal, EventTakenOver,
+		c.recorder.Eventf(owner.Object, corev1.EventTypeNormal, reasons.EventTakenOver,
 			"took over %s %s/%s: its controller reference named no %s, or one that no longer exists",
 			kind.Name, live.GetNamespace(), live.GetName(), owner.GVK.Kind)
 	}
@@ -620,13 +621,13 @@ func (c *Children) report(owner Owner, live metav1.Object, refused *RefusedError
 	if seen {
 		return
 	}
-	reason := EventUnmanagedConflict
+	reason := reasons.EventUnmanagedConflict
 	if errors.Is(refused, ErrChangeRefused) {
-		reason = EventChangeRefused
+		reason = reasons.EventChangeRefused
 	}
 	message := refused.Error() + "; it is left as it is"
 	c.recorder.Event(owner.Object, corev1.EventTypeWarning, reason, message)
-	if obj, ok := live.(runtime.Object); ok && reason == EventUnmanagedConflict {
+	if obj, ok := live.(runtime.Object); ok && reason == reasons.EventUnmanagedConflict {
 		c.recorder.Event(obj, corev1.EventTypeWarning, reason, message)
 	}
 	if c.refused != nil {

@@ -33,6 +33,7 @@ import (
 	"github.com/clerum/hcc/pkg/controllers/kit/kittest"
 	clientset "github.com/clerum/hcc/pkg/generated/clientset/versioned"
 	"github.com/clerum/hcc/pkg/names"
+	"github.com/clerum/hcc/pkg/reasons"
 )
 
 // cp is the one control plane every integration test of this package
@@ -310,7 +311,7 @@ func runKind[T kit.Child](t *testing.T, c kindCase[T]) {
 		assert.Equal(t, []string{c.kind.Name + "/Unmanaged"}, e.refusals(), "counted once")
 		events := e.events()
 		require.Len(t, events, 2, "a Warning on the owner and one on the object")
-		assert.Contains(t, events[0], "Warning "+kit.EventUnmanagedConflict)
+		assert.Contains(t, events[0], "Warning "+reasons.EventUnmanagedConflict)
 	})
 
 	t.Run("a child controlled by a different live owner is refused", func(t *testing.T) {

@@ -25,6 +25,7 @@ import (
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/controllers/kit"
 	"github.com/clerum/hcc/pkg/names"
+	"github.com/clerum/hcc/pkg/reasons"
 )
 
 // Fixtures shared with owned_integration_test.go: one fully defaulted child
@@ -616,7 +617,7 @@ func TestPlanPersistentVolumeClaimWithAForeignVolume(t *testing.T) {
 		}
 		assert.Equal(t, []kit.Cause{kit.CauseForeignVolume}, causes)
 		require.NotEmpty(t, recorder.Events)
-		assert.Contains(t, <-recorder.Events, "Warning "+kit.EventUnmanagedConflict)
+		assert.Contains(t, <-recorder.Events, "Warning "+reasons.EventUnmanagedConflict)
 	})
 }
 
@@ -797,7 +798,7 @@ func TestEnsure(t *testing.T) {
 		assert.Equal(t, []string{"Role/Unmanaged"}, f.refused)
 		events := f.events()
 		require.Len(t, events, 2, "one on the owner, one on the object")
-		assert.Contains(t, events[0], "Warning "+kit.EventUnmanagedConflict)
+		assert.Contains(t, events[0], "Warning "+reasons.EventUnmanagedConflict)
 		assert.Contains(t, events[0], "Role mcp-host/host-h1 is not written")
 
 		live.ResourceVersion = "4" // someone edited it, still unmanaged
@@ -837,7 +838,7 @@ func TestEnsure(t *testing.T) {
 		assert.Equal(t, []string{"update rolebindings"}, f.writes())
 		events := f.events()
 		require.Len(t, events, 1)
-		assert.Contains(t, events[0], "Normal "+kit.EventTakenOver)
+		assert.Contains(t, events[0], "Normal "+reasons.EventTakenOver)
 	})
 
 	t.Run("a claim that would shrink is refused with ChangeRefused", func(t *testing.T) {
@@ -851,7 +852,7 @@ func TestEnsure(t *testing.T) {
 		assert.Equal(t, []string{"PersistentVolumeClaim/Shrink"}, f.refused)
 		events := f.events()
 		require.Len(t, events, 1, "on the owner only: the claim is HCC's")
-		assert.Contains(t, events[0], "Warning "+kit.EventChangeRefused)
+		assert.Contains(t, events[0], "Warning "+reasons.EventChangeRefused)
 	})
 
 	t.Run("a failed update is returned for the loop to retry", func(t *testing.T) {

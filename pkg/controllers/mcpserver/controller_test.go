@@ -34,6 +34,8 @@ import (
 	"github.com/clerum/hcc/pkg/controllers/kit"
 	hccfake "github.com/clerum/hcc/pkg/generated/clientset/versioned/fake"
 	"github.com/clerum/hcc/pkg/imagepolicy"
+	"github.com/clerum/hcc/pkg/reasons"
+	"github.com/clerum/hcc/pkg/secretdigest"
 )
 
 // fakeGate is the egress coordinator's gate, open unless closed names a
@@ -104,7 +106,7 @@ func (f *fixture) index(obj runtime.Object) {
 	case *clerumv1alpha1.McpServer:
 		require.NoError(f.t, f.deps.Informers.HCC("mcp-server").Clerum().V1alpha1().McpServers().Informer().GetIndexer().Add(o))
 	case *corev1.Secret:
-		d, _ := kit.DigestSecret(o)
+		d, _ := secretdigest.Digest(o)
 		require.NoError(f.t, f.deps.Informers.Secrets("mcp-server").Informer().GetIndexer().Add(d))
 	case *appsv1.Deployment:
 		require.NoError(f.t, f.deps.Informers.Kube("mcp-server", kit.ManagedObjects, "deployments").Apps().V1().Deployments().Informer().GetIndexer().Add(o))
@@ -250,7 +252,7 @@ func TestAMissingSecretBlocksTheServer(t *testing.T) {
 	c := f.condition(clerumv1alpha1.ConditionSecretsResolved)
 	assert.Equal(t, metav1.ConditionFalse, c.Status)
 	assert.Equal(t, "Secret atlas does not exist", c.Message)
-	assert.Equal(t, kit.ReasonSecretsMissing, f.condition(clerumv1alpha1.ConditionReady).Reason)
+	assert.Equal(t, reasons.SecretsMissing, f.condition(clerumv1alpha1.ConditionReady).Reason)
 	assert.Equal(t, []string{"Warning Blocked SecretsMissing: Secret atlas does not exist"}, f.events())
 
 	// The Secret appears without the key: still blocked, one more event
@@ -298,7 +300,7 @@ func TestARotatedSecretRollsThePodsAndAnUnrelatedOneDoesNot(t *testing.T) {
 }
 
 func TestTheSecretCacheHoldsNoValue(t *testing.T) {
-	obj, err := kit.DigestSecret(secret("atlas", map[string]string{"uri": "mongodb+srv://secret"}))
+	obj, err := secretdigest.Digest(secret("atlas", map[string]string{"uri": "mongodb+srv://secret"}))
 	require.NoError(t, err)
 	s := obj.(*corev1.Secret)
 	assert.NotContains(t, string(s.Data["uri"]), "secret")
@@ -310,7 +312,7 @@ func TestTheSecretCacheHoldsNoValue(t *testing.T) {
 func TestTheSecretDigestIsKeyed(t *testing.T) {
 	lookup := func(value string) func(string) (*corev1.Secret, error) {
 		return func(string) (*corev1.Secret, error) {
-			d, _ := kit.DigestSecret(secret("atlas", map[string]string{"uri": value}))
+			d, _ := secretdigest.Digest(secret("atlas", map[string]string{"uri": value}))
 			return d.(*corev1.Secret), nil
 		}
 	}
@@ -328,7 +330,7 @@ func TestTheSecretDigestIsKeyed(t *testing.T) {
 	// What a guesser could compute without the key: the same construction
 	// unkeyed, and the plain SHA-256 of the value.
 	unkeyed := sha256.New()
-	fmt.Fprintf(unkeyed, "uri=%s\n", kit.ValueDigest([]byte("1234")))
+	fmt.Fprintf(unkeyed, "uri=%s\n", secretdigest.ValueDigest([]byte("1234")))
 	plain := sha256.Sum256([]byte("1234"))
 	for _, guess := range []string{hex.EncodeToString(unkeyed.Sum(nil)), hex.EncodeToString(plain[:])} {
 		assert.NotContains(t, digest(a, "1234"), guess)
@@ -344,12 +346,12 @@ func TestTheImageAllowlist(t *testing.T) {
 		reason    string
 		condition metav1.ConditionStatus
 	}{
-		{name: "an allowed image deploys", image: "ghcr.io/evenfire-ai/x:1", deploys: true, reason: kit.ReasonImageAllowed, condition: metav1.ConditionTrue},
-		{name: "audit mode deploys a refused image and says so", image: "evil.io/x:1", deploys: true, reason: kit.ReasonAuditOnly, condition: metav1.ConditionFalse},
-		{name: "enforce mode blocks a refused image", image: "evil.io/x:1", enforce: true, reason: kit.ReasonImageNotAllowed, condition: metav1.ConditionFalse},
-		{name: "a look-alike registry is refused", image: "ghcr.io/evenfire-ai.evil.com/x", enforce: true, reason: kit.ReasonImageNotAllowed, condition: metav1.ConditionFalse},
-		{name: "a look-alike path is refused", image: "evil.io/mongodb/x", enforce: true, reason: kit.ReasonImageNotAllowed, condition: metav1.ConditionFalse},
-		{name: "a single name is library/, not mongodb/", image: "mongodb@sha256:" + strings.Repeat("a", 64), enforce: true, reason: kit.ReasonImageNotAllowed, condition: metav1.ConditionFalse},
+		{name: "an allowed image deploys", image: "ghcr.io/evenfire-ai/x:1", deploys: true, reason: reasons.ImageAllowed, condition: metav1.ConditionTrue},
+		{name: "audit mode deploys a refused image and says so", image: "evil.io/x:1", deploys: true, reason: reasons.AuditOnly, condition: metav1.ConditionFalse},
+		{name: "enforce mode blocks a refused image", image: "evil.io/x:1", enforce: true, reason: reasons.ImageNotAllowed, condition: metav1.ConditionFalse},
+		{name: "a look-alike registry is refused", image: "ghcr.io/evenfire-ai.evil.com/x", enforce: true, reason: reasons.ImageNotAllowed, condition: metav1.ConditionFalse},
+		{name: "a look-alike path is refused", image: "evil.io/mongodb/x", enforce: true, reason: reasons.ImageNotAllowed, condition: metav1.ConditionFalse},
+		{name: "a single name is library/, not mongodb/", image: "mongodb@sha256:" + strings.Repeat("a", 64), enforce: true, reason: reasons.ImageNotAllowed, condition: metav1.ConditionFalse},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, tc.enforce, mongodb(func(s *clerumv1alpha1.McpServer) {
@@ -373,7 +375,7 @@ func TestTheEgressGate(t *testing.T) {
 	f.gate.closed["mongodb"] = true
 	f.sync()
 	assert.Empty(t, f.writes(), "no Deployment before the egress policies are in the cluster")
-	assert.Equal(t, kit.ReasonEgressPending, f.condition(clerumv1alpha1.ConditionReady).Reason)
+	assert.Equal(t, reasons.EgressPending, f.condition(clerumv1alpha1.ConditionReady).Reason)
 
 	// The gate opens: the coordinator's callback re-queues the server.
 	delete(f.gate.closed, "mongodb")
@@ -390,7 +392,7 @@ func TestADisabledServerRunsNoReplicas(t *testing.T) {
 	f.gate.closed["mongodb"] = true // a disabled server needs no gate: it runs nothing
 	f.sync()
 	assert.Equal(t, int32(0), *f.deployment().Spec.Replicas)
-	assert.Equal(t, kit.ReasonDisabled, f.condition(clerumv1alpha1.ConditionReady).Reason)
+	assert.Equal(t, reasons.Disabled, f.condition(clerumv1alpha1.ConditionReady).Reason)
 	assert.False(t, f.applied[0].Deployed)
 }
 
@@ -408,7 +410,7 @@ func TestAnUnmanagedDeploymentIsNotAdopted(t *testing.T) {
 	f := newFixture(t, false, mongodb(func(s *clerumv1alpha1.McpServer) { s.Spec.EnvSecret = nil }), foreign)
 	res := f.sync()
 	assert.Empty(t, f.writes(), "the Deployment is neither updated nor deleted, and no Service fronts pods HCC did not judge")
-	assert.Equal(t, kit.ReasonNotOwned, f.condition(clerumv1alpha1.ConditionReady).Reason)
+	assert.Equal(t, reasons.NotOwned, f.condition(clerumv1alpha1.ConditionReady).Reason)
 	assert.Equal(t, refusedRetry, res.RequeueAfter)
 	assert.Empty(t, f.deployment().Labels)
 
@@ -428,7 +430,7 @@ func TestAForeignProxyConfigIsNeverMounted(t *testing.T) {
 	}), foreign)
 	f.sync()
 	assert.Empty(t, f.writes(), "no Deployment mounts a ConfigMap HCC did not write")
-	assert.Equal(t, kit.ReasonNotOwned, f.condition(clerumv1alpha1.ConditionReady).Reason)
+	assert.Equal(t, reasons.NotOwned, f.condition(clerumv1alpha1.ConditionReady).Reason)
 }
 
 func TestADisabledServerStopsEvenWhenBlocked(t *testing.T) {
@@ -445,7 +447,7 @@ func TestADisabledServerStopsEvenWhenBlocked(t *testing.T) {
 	f.sync()
 	assert.Equal(t, []string{"update deployments/mongodb"}, f.writes())
 	assert.Equal(t, int32(0), *f.deployment().Spec.Replicas)
-	assert.Equal(t, kit.ReasonDisabled, f.condition(clerumv1alpha1.ConditionReady).Reason)
+	assert.Equal(t, reasons.Disabled, f.condition(clerumv1alpha1.ConditionReady).Reason)
 }
 
 func TestABlockedServerIsNotReady(t *testing.T) {
@@ -504,7 +506,7 @@ func TestStdioAndRemoteServers(t *testing.T) {
 		assert.Equal(t, []string{"create configmaps/atlassian", "create deployments/atlassian", "create services/atlassian"}, f.writes())
 		assert.Equal(t, metav1.ConditionFalse, f.condition(clerumv1alpha1.ConditionRemoteReachable).Status)
 		assert.Contains(t, f.events(), "Warning RemoteUnreachable no egress binding of this server covers mcp.atlassian.com:443: its proxy cannot reach the upstream")
-		assert.Equal(t, kit.ReasonPlatformImage, f.condition(clerumv1alpha1.ConditionImageAllowed).Reason, "spec.image is not judged")
+		assert.Equal(t, reasons.PlatformImage, f.condition(clerumv1alpha1.ConditionImageAllowed).Reason, "spec.image is not judged")
 	})
 	t.Run("a plain-http remote is warned about once per generation", func(t *testing.T) {
 		f := newFixture(t, false, newServer("legacy", clerumv1alpha1.TransportSSE, func(s *clerumv1alpha1.McpServer) {
@@ -534,7 +536,7 @@ func TestInvalidSpecsAreBlocked(t *testing.T) {
 	f.sync()
 	assert.Empty(t, f.writes())
 	c := f.condition(clerumv1alpha1.ConditionReady)
-	assert.Equal(t, kit.ReasonInvalidSpec, c.Reason)
+	assert.Equal(t, reasons.InvalidSpec, c.Reason)
 	assert.Equal(t, ErrStdioCommand.Error(), c.Message)
 }
 
@@ -552,11 +554,11 @@ func TestTheGaugesFollowBlocksAndDeletions(t *testing.T) {
 		return m.GetGauge().GetValue()
 	}
 	f.sync()
-	assert.Equal(t, 1.0, gauge(f.c.metrics.Blocked, kit.ReasonSecretsMissing))
+	assert.Equal(t, 1.0, gauge(f.c.metrics.Blocked, reasons.SecretsMissing))
 	assert.Equal(t, 1.0, gauge(f.c.metrics.Servers, "blocked"))
 	f.index(secret("atlas", map[string]string{"uri": "x"}))
 	f.sync()
-	assert.Zero(t, gauge(f.c.metrics.Blocked, kit.ReasonSecretsMissing))
+	assert.Zero(t, gauge(f.c.metrics.Blocked, reasons.SecretsMissing))
 	assert.Zero(t, gauge(f.c.metrics.Servers, "blocked"))
 	assert.Equal(t, 1.0, gauge(f.c.metrics.Servers, "deployed"))
 	f.syncCaches()

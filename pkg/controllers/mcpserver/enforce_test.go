@@ -18,6 +18,7 @@ import (
 	"github.com/clerum/hcc/pkg/controllers/kit"
 	"github.com/clerum/hcc/pkg/imagepolicy"
 	"github.com/clerum/hcc/pkg/names"
+	"github.com/clerum/hcc/pkg/reasons"
 )
 
 // restart replaces the operator by a fresh one over the same fake API
@@ -76,7 +77,7 @@ func TestEnforceModeSwitchedOnAndOff(t *testing.T) {
 	assert.Equal(t, *before, d.Spec.Template, "the pod template is kept as it was")
 	ready := f.condition(clerumv1alpha1.ConditionReady)
 	assert.Equal(t, metav1.ConditionFalse, ready.Status)
-	assert.Equal(t, kit.ReasonImageNotAllowed, ready.Reason)
+	assert.Equal(t, reasons.ImageNotAllowed, ready.Reason)
 	assert.Contains(t, ready.Message, "scaled to zero")
 	last := f.applied[len(f.applied)-1]
 	assert.False(t, last.Deployed)
@@ -115,7 +116,7 @@ func TestAnAllowlistEditRefusesARunningServer(t *testing.T) {
 	assert.Equal(t, []string{"update deployments/mongodb"}, f.writes())
 	assert.Equal(t, int32(0), *f.deployment().Spec.Replicas)
 	assert.Equal(t, *before, f.deployment().Spec.Template)
-	assert.Equal(t, kit.ReasonImageNotAllowed, f.condition(clerumv1alpha1.ConditionReady).Reason)
+	assert.Equal(t, reasons.ImageNotAllowed, f.condition(clerumv1alpha1.ConditionReady).Reason)
 	assert.False(t, f.applied[len(f.applied)-1].Deployed)
 }
 
@@ -141,7 +142,7 @@ func TestAMissingSecretDoesNotKeepARefusedImageRunning(t *testing.T) {
 	f.sync()
 	assert.Equal(t, int32(0), *f.deployment().Spec.Replicas, "a refused image is scaled to zero in enforce mode, whatever else blocks it")
 	assert.Equal(t, *before, f.deployment().Spec.Template, "the template is kept")
-	assert.Equal(t, kit.ReasonSecretsMissing, f.condition(clerumv1alpha1.ConditionReady).Reason)
+	assert.Equal(t, reasons.SecretsMissing, f.condition(clerumv1alpha1.ConditionReady).Reason)
 }
 
 // A Secret no server may read blocks as SecretsMissing, says why, and
@@ -168,9 +169,9 @@ func TestForbiddenSecrets(t *testing.T) {
 			want := "Secret atlas may not be read by an McpServer: it " + tc.why
 			c := f.condition(clerumv1alpha1.ConditionSecretsResolved)
 			assert.Equal(t, metav1.ConditionFalse, c.Status)
-			assert.Equal(t, kit.ReasonSecretsMissing, c.Reason)
+			assert.Equal(t, reasons.SecretsMissing, c.Reason)
 			assert.Equal(t, want, c.Message)
-			assert.Equal(t, kit.ReasonSecretsMissing, f.condition(clerumv1alpha1.ConditionReady).Reason)
+			assert.Equal(t, reasons.SecretsMissing, f.condition(clerumv1alpha1.ConditionReady).Reason)
 		})
 		t.Run(tc.name+" in auth", func(t *testing.T) {
 			bad := secret("token", map[string]string{"key": "x"})
@@ -216,7 +217,7 @@ func TestAReservedNameGetsNoWorkload(t *testing.T) {
 			f.sync()
 			assert.Empty(t, f.writes(), "no workload")
 			ready := f.condition(clerumv1alpha1.ConditionReady)
-			assert.Equal(t, kit.ReasonInvalidSpec, ready.Reason)
+			assert.Equal(t, reasons.InvalidSpec, ready.Reason)
 			assert.Contains(t, ready.Message, "reserved for a platform workload")
 			assert.False(t, f.applied[len(f.applied)-1].Deployed)
 		})
@@ -250,5 +251,5 @@ func TestTheContainerRunsTheJudgedReference(t *testing.T) {
 	f = newFixture(t, false, mongodb(func(s *clerumv1alpha1.McpServer) { s.Spec.Image, s.Spec.EnvSecret = "Evil.io//X", nil }))
 	f.sync()
 	assert.Empty(t, f.writes())
-	assert.Equal(t, kit.ReasonInvalidSpec, f.condition(clerumv1alpha1.ConditionReady).Reason)
+	assert.Equal(t, reasons.InvalidSpec, f.condition(clerumv1alpha1.ConditionReady).Reason)
 }

@@ -12,6 +12,7 @@ import (
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/controllers/kit"
 	applyv1alpha1 "github.com/clerum/hcc/pkg/generated/applyconfiguration/clerum/v1alpha1"
+	"github.com/clerum/hcc/pkg/reasons"
 )
 
 // status collects, during one sync, every status field the field manager
@@ -37,10 +38,10 @@ func newStatus(s *clerumv1alpha1.McpServer) *status {
 	st := &status{server: s}
 	replicas, capped := Replicas(s)
 	st.replicasCapped = kit.Condition{Type: clerumv1alpha1.ConditionReplicasCapped, Status: metav1.ConditionFalse,
-		Reason: kit.ReasonReplicasAsked, Message: fmt.Sprintf("runs %d replica(s) as asked", replicas)}
+		Reason: reasons.ReplicasAsked, Message: fmt.Sprintf("runs %d replica(s) as asked", replicas)}
 	if capped {
 		st.replicasCapped = kit.Condition{Type: clerumv1alpha1.ConditionReplicasCapped, Status: metav1.ConditionTrue,
-			Reason: kit.ReasonStdioSingleton, Message: fmt.Sprintf("a stdio server runs %d replica, not %d", MaxStdioReplicas, ptr.Deref(s.Spec.Replicas, 1))}
+			Reason: reasons.StdioSingleton, Message: fmt.Sprintf("a stdio server runs %d replica, not %d", MaxStdioReplicas, ptr.Deref(s.Spec.Replicas, 1))}
 	}
 	return st
 }
@@ -49,11 +50,11 @@ func (st *status) secrets(sc secretCheck) {
 	st.secretsMessage = sc.message()
 	if len(sc.missing) == 0 {
 		st.secretsResolved = kit.Condition{Type: clerumv1alpha1.ConditionSecretsResolved, Status: metav1.ConditionTrue,
-			Reason: kit.ReasonSecretsFound, Message: st.secretsMessage}
+			Reason: reasons.SecretsFound, Message: st.secretsMessage}
 		return
 	}
 	st.secretsResolved = kit.Condition{Type: clerumv1alpha1.ConditionSecretsResolved, Status: metav1.ConditionFalse,
-		Reason: kit.ReasonSecretsMissing, Message: st.secretsMessage}
+		Reason: reasons.SecretsMissing, Message: st.secretsMessage}
 }
 
 func (st *status) image(v imageVerdict, enforce bool) {
@@ -62,9 +63,9 @@ func (st *status) image(v imageVerdict, enforce bool) {
 	case v.allowed:
 		st.imageAllowed = kit.Condition{Type: clerumv1alpha1.ConditionImageAllowed, Status: metav1.ConditionTrue, Reason: v.reason, Message: v.message}
 	case enforce:
-		st.imageAllowed = kit.Condition{Type: clerumv1alpha1.ConditionImageAllowed, Status: metav1.ConditionFalse, Reason: kit.ReasonImageNotAllowed, Message: v.message}
+		st.imageAllowed = kit.Condition{Type: clerumv1alpha1.ConditionImageAllowed, Status: metav1.ConditionFalse, Reason: reasons.ImageNotAllowed, Message: v.message}
 	default:
-		st.imageAllowed = kit.Condition{Type: clerumv1alpha1.ConditionImageAllowed, Status: metav1.ConditionFalse, Reason: kit.ReasonAuditOnly,
+		st.imageAllowed = kit.Condition{Type: clerumv1alpha1.ConditionImageAllowed, Status: metav1.ConditionFalse, Reason: reasons.AuditOnly,
 			Message: v.message + "; audit mode: deployed anyway"}
 	}
 }
@@ -72,10 +73,10 @@ func (st *status) image(v imageVerdict, enforce bool) {
 func (st *status) invalid(err error) { st.invalidMessage = err.Error() }
 
 func (st *status) remote(covered bool, host string, port int32) {
-	c := kit.Condition{Type: clerumv1alpha1.ConditionRemoteReachable, Status: metav1.ConditionTrue, Reason: kit.ReasonRemoteCovered,
+	c := kit.Condition{Type: clerumv1alpha1.ConditionRemoteReachable, Status: metav1.ConditionTrue, Reason: reasons.RemoteCovered,
 		Message: fmt.Sprintf("an egress binding covers %s:%d", host, port)}
 	if !covered {
-		c.Status, c.Reason = metav1.ConditionFalse, kit.ReasonRemoteNotCovered
+		c.Status, c.Reason = metav1.ConditionFalse, reasons.RemoteNotCovered
 		c.Message = fmt.Sprintf("no egress binding of this server covers %s:%d: its proxy cannot reach the upstream", host, port)
 	}
 	st.remoteReachable = &c
@@ -83,13 +84,13 @@ func (st *status) remote(covered bool, host string, port int32) {
 
 func (st *status) blockMessage(reason string) string {
 	switch reason {
-	case kit.ReasonSecretsMissing:
+	case reasons.SecretsMissing:
 		return st.secretsMessage
-	case kit.ReasonImageNotAllowed:
+	case reasons.ImageNotAllowed:
 		return st.imageMessage
-	case kit.ReasonInvalidSpec:
+	case reasons.InvalidSpec:
 		return st.invalidMessage
-	case kit.ReasonEgressPending:
+	case reasons.EgressPending:
 		return "the egress policies of this generation are not in the cluster yet (see ExternalEgressReady)"
 	}
 	return reason
@@ -107,13 +108,13 @@ func (st *status) blocked(reason string) {
 // disabled records a disabled server that could not be rebuilt (it is
 // blocked too) and was scaled to zero as it was.
 func (st *status) disabled() {
-	st.ready = kit.Condition{Type: clerumv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: kit.ReasonDisabled,
+	st.ready = kit.Condition{Type: clerumv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: reasons.Disabled,
 		Message: "spec.enabled is false: the Deployment is scaled to zero"}
 	st.deployedNow, st.readyNow = false, false
 }
 
 func (st *status) notOwned(err error) {
-	st.ready = kit.Condition{Type: clerumv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: kit.ReasonNotOwned, Message: err.Error()}
+	st.ready = kit.Condition{Type: clerumv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: reasons.NotOwned, Message: err.Error()}
 }
 
 // deployed records the children written for the current generation.
@@ -122,13 +123,13 @@ func (st *status) deployed(s *clerumv1alpha1.McpServer, live *appsv1.Deployment)
 	st.readyNow = live != nil && kit.DeploymentAvailable(live)
 	switch {
 	case !s.Spec.IsEnabled():
-		st.ready = kit.Condition{Type: clerumv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: kit.ReasonDisabled,
+		st.ready = kit.Condition{Type: clerumv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: reasons.Disabled,
 			Message: "spec.enabled is false: the Deployment is scaled to zero"}
 	case st.readyNow:
-		st.ready = kit.Condition{Type: clerumv1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: kit.ReasonAvailable,
+		st.ready = kit.Condition{Type: clerumv1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: reasons.Available,
 			Message: fmt.Sprintf("%d replica(s) available", live.Status.AvailableReplicas)}
 	default:
-		st.ready = kit.Condition{Type: clerumv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: kit.ReasonProgressing,
+		st.ready = kit.Condition{Type: clerumv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: reasons.Progressing,
 			Message: "waiting for the Deployment's replicas to be available"}
 	}
 }
@@ -179,7 +180,7 @@ var serverStates = []string{"ready", "deployed", "blocked", "disabled", "not-own
 
 // blockReasons are every reason a server can be blocked for, so each
 // gauge series exists (at zero) from the start.
-var blockReasons = []string{kit.ReasonEgressPending, kit.ReasonImageNotAllowed, kit.ReasonInvalidSpec, kit.ReasonSecretsMissing}
+var blockReasons = []string{reasons.EgressPending, reasons.ImageNotAllowed, reasons.InvalidSpec, reasons.SecretsMissing}
 
 // set records server's block reason and returns the previous one and
 // whether it changed.
@@ -245,9 +246,9 @@ func (m *Metrics) refresh(b *blockState) {
 // stateOf is the state st describes.
 func (st *status) stateOf() string {
 	switch {
-	case st.ready.Reason == kit.ReasonDisabled:
+	case st.ready.Reason == reasons.Disabled:
 		return "disabled"
-	case st.ready.Reason == kit.ReasonNotOwned:
+	case st.ready.Reason == reasons.NotOwned:
 		return "not-owned"
 	case st.readyNow && st.deployedNow:
 		return "ready"

@@ -20,6 +20,7 @@ import (
 	"github.com/clerum/hcc/pkg/controllers/kit"
 	"github.com/clerum/hcc/pkg/imagepolicy"
 	"github.com/clerum/hcc/pkg/names"
+	"github.com/clerum/hcc/pkg/reasons"
 )
 
 // refusedRetry is how soon a server whose child name an object HCC does not
@@ -128,15 +129,15 @@ func (c *Controller) syncMcpServer(ctx context.Context, key cache.ObjectName) (k
 func blockReason(s *clerumv1alpha1.McpServer, secrets secretCheck, refused func(*clerumv1alpha1.McpServer) bool, buildErr error, gateOpen func() bool) string {
 	switch {
 	case errors.Is(buildErr, ErrReservedName):
-		return kit.ReasonInvalidSpec
+		return reasons.InvalidSpec
 	case len(secrets.missing) > 0:
-		return kit.ReasonSecretsMissing
+		return reasons.SecretsMissing
 	case refused != nil && refused(s):
-		return kit.ReasonImageNotAllowed
+		return reasons.ImageNotAllowed
 	case buildErr != nil:
-		return kit.ReasonInvalidSpec
+		return reasons.InvalidSpec
 	case s.Spec.IsEnabled() && !gateOpen():
-		return kit.ReasonEgressPending
+		return reasons.EgressPending
 	}
 	return ""
 }
@@ -170,11 +171,11 @@ func Plan(s *clerumv1alpha1.McpServer, opts Options, images *imagepolicy.Policy,
 	block = blockReason(s, check, imagepolicy.Enforced(images, enforce), buildErr, func() bool { return gateOpen })
 	switch block {
 	case "":
-	case kit.ReasonSecretsMissing:
+	case reasons.SecretsMissing:
 		return nil, block, check.message(), nil
-	case kit.ReasonImageNotAllowed:
+	case reasons.ImageNotAllowed:
 		return nil, block, image.message, nil
-	case kit.ReasonInvalidSpec:
+	case reasons.InvalidSpec:
 		return nil, block, buildErr.Error(), nil
 	default:
 		return nil, block, "its egress bindings are not all allowed", nil
@@ -311,11 +312,11 @@ func (c *Controller) judgeImage(s *clerumv1alpha1.McpServer) imageVerdict {
 func judgeImage(images *imagepolicy.Policy, s *clerumv1alpha1.McpServer) imageVerdict {
 	v, judged := images.JudgeServer(s)
 	if !judged {
-		return imageVerdict{allowed: true, reason: kit.ReasonPlatformImage,
+		return imageVerdict{allowed: true, reason: reasons.PlatformImage,
 			message: "a remote server runs the platform's egress proxy; spec.image is not run"}
 	}
 	if v.Allowed {
-		return imageVerdict{allowed: true, reason: kit.ReasonImageAllowed, message: v.Message()}
+		return imageVerdict{allowed: true, reason: reasons.ImageAllowed, message: v.Message()}
 	}
 	return imageVerdict{reason: string(v.Reason), message: v.Message()}
 }
@@ -343,13 +344,13 @@ func (c *Controller) checkRemote(s *clerumv1alpha1.McpServer, st *status) {
 		return
 	}
 	if !covered {
-		c.recorder.Eventf(s, corev1.EventTypeWarning, kit.EventRemoteUnreachable,
+		c.recorder.Eventf(s, corev1.EventTypeWarning, reasons.EventRemoteUnreachable,
 			"no egress binding of this server covers %s:%d: its proxy cannot reach the upstream", host, port)
 	}
 	if insecure {
 		c.log.Warn().Str("namespace", s.Namespace).Str("name", s.Name).Str("host", host).
 			Msg("remote server reached over plain http: its traffic and credentials cross the network unencrypted")
-		c.recorder.Eventf(s, corev1.EventTypeWarning, kit.EventRemoteInsecure,
+		c.recorder.Eventf(s, corev1.EventTypeWarning, reasons.EventRemoteInsecure,
 			"spec.remote.url is plain http: traffic to %s:%d, credentials included, is not encrypted", host, port)
 	}
 }
@@ -380,10 +381,10 @@ func (c *Controller) reportBlock(s *clerumv1alpha1.McpServer, block string, st *
 	switch {
 	case block != "":
 		c.log.Info().Str("namespace", s.Namespace).Str("name", s.Name).Str("reason", block).Msg("server blocked")
-		c.recorder.Eventf(s, corev1.EventTypeWarning, kit.EventBlocked, "%s: %s", block, st.blockMessage(block))
+		c.recorder.Eventf(s, corev1.EventTypeWarning, reasons.EventBlocked, "%s: %s", block, st.blockMessage(block))
 	case was != "":
 		c.log.Info().Str("namespace", s.Namespace).Str("name", s.Name).Str("was", was).Msg("server released")
-		c.recorder.Event(s, corev1.EventTypeNormal, kit.EventReleased, fmt.Sprintf("no longer blocked (%s)", was))
+		c.recorder.Event(s, corev1.EventTypeNormal, reasons.EventReleased, fmt.Sprintf("no longer blocked (%s)", was))
 	}
 }
 

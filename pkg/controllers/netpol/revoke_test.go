@@ -27,6 +27,7 @@ import (
 	clerumlisters "github.com/clerum/hcc/pkg/generated/listers/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/names"
 	"github.com/clerum/hcc/pkg/netpol"
+	"github.com/clerum/hcc/pkg/reasons"
 )
 
 // deletes returns the delete actions of f, sorted.
@@ -379,7 +380,7 @@ func TestContextIDConflictCondition(t *testing.T) {
 	got := applied[0]
 	assert.Equal(t, clerumv1alpha1.ConditionContextIDConflict, got.Type)
 	assert.Equal(t, metav1.ConditionTrue, got.Status)
-	assert.Equal(t, kit.EventDuplicateContextID, got.Reason)
+	assert.Equal(t, reasons.EventDuplicateContextID, got.Reason)
 	assert.Equal(t, "contextId shared is already held by Context a-first; this Context is ignored", got.Message)
 	assert.Equal(t, int64(1), got.ObservedGeneration)
 	assert.True(t, got.LastTransitionTime.Time.Equal(f.clk.Now().Truncate(time.Second)))

@@ -20,6 +20,7 @@ import (
 	applyv1alpha1 "github.com/clerum/hcc/pkg/generated/applyconfiguration/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/names"
 	"github.com/clerum/hcc/pkg/netpol"
+	"github.com/clerum/hcc/pkg/reasons"
 )
 
 // missingNamespaceRetry is how soon a pass that skipped namespaces that do
@@ -304,9 +305,9 @@ func (c *Controller) reportUnmanaged(byName map[string]*clerumv1alpha1.McpServer
 		}
 		message := fmt.Sprintf("NetworkPolicy %s/%s is needed by HCC but held by an object HCC does not manage; it is left as it is", p.Namespace, p.Name)
 		c.log.Warn().Str("namespace", p.Namespace).Str("name", p.Name).Msg("name held by an unmanaged NetworkPolicy; skipped")
-		c.recorder.Event(p, corev1.EventTypeWarning, kit.EventUnmanagedConflict, message)
+		c.recorder.Event(p, corev1.EventTypeWarning, reasons.EventUnmanagedConflict, message)
 		if s, ok := byName[servers[k]]; ok {
-			c.recorder.Event(s, corev1.EventTypeWarning, kit.EventUnmanagedConflict, message)
+			c.recorder.Event(s, corev1.EventTypeWarning, reasons.EventUnmanagedConflict, message)
 		}
 	}
 	c.unmanaged = current
@@ -324,7 +325,7 @@ func (c *Controller) reportRejections(byName map[string]*clerumv1alpha1.McpServe
 		key := r.Server + "\x00" + r.Binding + "\x00" + r.Reason
 		current.Insert(key)
 		if s, ok := byName[r.Server]; ok && !c.rejected.Has(key) {
-			c.recorder.Eventf(s, corev1.EventTypeWarning, kit.EventRecipeBindingRejected, "%s: %s", r.Binding, r.Reason)
+			c.recorder.Eventf(s, corev1.EventTypeWarning, reasons.EventRecipeBindingRejected, "%s: %s", r.Binding, r.Reason)
 		}
 	}
 	c.rejected = current
@@ -550,12 +551,12 @@ func (c *Controller) reportConflicts(ctx context.Context, contexts []*clerumv1al
 			continue
 		}
 		want := kit.Condition{Type: clerumv1alpha1.ConditionContextIDConflict, Status: metav1.ConditionFalse,
-			Reason: kit.ReasonUniqueContextID, Message: "contextId " + ctxObj.Spec.ContextID + " is held by this Context"}
+			Reason: reasons.UniqueContextID, Message: "contextId " + ctxObj.Spec.ContextID + " is held by this Context"}
 		if conflicted {
-			want.Status, want.Reason = metav1.ConditionTrue, kit.ReasonDuplicateContextID
+			want.Status, want.Reason = metav1.ConditionTrue, reasons.DuplicateContextID
 			want.Message = fmt.Sprintf("contextId %s is already held by Context %s; this Context is ignored", cf.ContextID, cf.HeldBy)
 			if !c.conflicted.Has(ctxObj.Name) {
-				c.recorder.Event(ctxObj, corev1.EventTypeWarning, kit.EventDuplicateContextID, want.Message)
+				c.recorder.Event(ctxObj, corev1.EventTypeWarning, reasons.EventDuplicateContextID, want.Message)
 			}
 			c.conflicted.Insert(ctxObj.Name)
 		} else {

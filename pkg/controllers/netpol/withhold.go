@@ -18,6 +18,7 @@ import (
 	"github.com/clerum/hcc/pkg/controllers/kit"
 	"github.com/clerum/hcc/pkg/names"
 	"github.com/clerum/hcc/pkg/netpol"
+	"github.com/clerum/hcc/pkg/reasons"
 )
 
 // Holder changes (docs/networkpolicy.md, "Holder changes"). When a
@@ -239,7 +240,7 @@ func (c *Controller) reportWithheld(held map[string]*heldGrant, holders map[stri
 			c.log.Warn().Str("contextId", id).Str("host", g.Host).Str("pod", g.Pod).Strs("policies", g.Policies).
 				Msg("new allows of the contextId withheld: a pod carrying it is not its holder's")
 			if ctxObj := holders[id]; ctxObj != nil {
-				c.recorder.Event(ctxObj, corev1.EventTypeWarning, kit.EventGrantsWithheld, message)
+				c.recorder.Event(ctxObj, corev1.EventTypeWarning, reasons.EventGrantsWithheld, message)
 			}
 		}
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/clerum/hcc/pkg/controllers/kit"
 	"github.com/clerum/hcc/pkg/names"
 	"github.com/clerum/hcc/pkg/netpol"
+	"github.com/clerum/hcc/pkg/reasons"
 )
 
 var t0 = metav1.NewTime(time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC))
@@ -135,7 +136,7 @@ func TestAHolderChangeWithholdsTheNewHoldersAllowsUntilTheOldHostsPodsAreGone(t 
 	assert.True(t, f.readiness.Ready(), "withholding a grant is no failed revocation")
 	events := f.events()
 	require.Len(t, events, 1)
-	assert.Contains(t, events[0], "Warning "+kit.EventGrantsWithheld)
+	assert.Contains(t, events[0], "Warning "+reasons.EventGrantsWithheld)
 	assert.Contains(t, events[0], "contextId team")
 	assert.Contains(t, events[0], "Host ha")
 	assert.Contains(t, events[0], "Context a does not hold it (Context b does)")

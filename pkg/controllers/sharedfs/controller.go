@@ -29,6 +29,7 @@ import (
 	clientset "github.com/clerum/hcc/pkg/generated/clientset/versioned"
 	clerumlisters "github.com/clerum/hcc/pkg/generated/listers/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/names"
+	"github.com/clerum/hcc/pkg/reasons"
 )
 
 // Config is what the SharedFileSystem reconciler needs besides its Deps.
@@ -372,7 +373,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 
 var (
 	phases       = []clerumv1alpha1.FileSystemPhase{clerumv1alpha1.FileSystemInitializing, clerumv1alpha1.FileSystemReady, clerumv1alpha1.FileSystemDegraded}
-	blockReasons = []string{kit.ReasonConfigMissing, kit.ReasonConfigInvalid}
+	blockReasons = []string{reasons.ConfigMissing, reasons.ConfigInvalid}
 )
 
 // refresh sets the gauges from st.

@@ -37,6 +37,7 @@ import (
 	hccfake "github.com/clerum/hcc/pkg/generated/clientset/versioned/fake"
 	"github.com/clerum/hcc/pkg/mark"
 	"github.com/clerum/hcc/pkg/names"
+	"github.com/clerum/hcc/pkg/reasons"
 )
 
 const ns = "mcp-host"
@@ -382,10 +383,10 @@ func TestCreate(t *testing.T) {
 	assert.Equal(t, clerumv1alpha1.FileSystemInitializing, st.Phase)
 	assert.Equal(t, "http://wfc-team.mcp-host.svc.cluster.local:8086", st.Endpoint)
 	assert.Equal(t, int64(1), st.ObservedGeneration)
-	assert.Equal(t, kit.ReasonConfigFound, f.condition("team", clerumv1alpha1.ConditionConfigResolved).Reason)
-	assert.Equal(t, kit.ReasonClaimPending, f.condition("team", clerumv1alpha1.ConditionVolumeBound).Reason)
-	assert.Equal(t, kit.ReasonProgressing, f.condition("team", clerumv1alpha1.ConditionWorkloadReady).Reason)
-	assert.Equal(t, kit.ReasonClaimPending, f.condition("team", clerumv1alpha1.ConditionReady).Reason)
+	assert.Equal(t, reasons.ConfigFound, f.condition("team", clerumv1alpha1.ConditionConfigResolved).Reason)
+	assert.Equal(t, reasons.ClaimPending, f.condition("team", clerumv1alpha1.ConditionVolumeBound).Reason)
+	assert.Equal(t, reasons.Progressing, f.condition("team", clerumv1alpha1.ConditionWorkloadReady).Reason)
+	assert.Equal(t, reasons.ClaimPending, f.condition("team", clerumv1alpha1.ConditionReady).Reason)
 }
 
 func TestResyncWritesNothing(t *testing.T) {
@@ -404,7 +405,7 @@ func TestPhaseTransitions(t *testing.T) {
 	assert.Equal(t, []string{"patch sharedfilesystems/team/status"}, f.writes())
 	assert.Equal(t, clerumv1alpha1.FileSystemInitializing, f.status("team").Phase)
 	assert.Equal(t, metav1.ConditionTrue, f.condition("team", clerumv1alpha1.ConditionVolumeBound).Status)
-	assert.Equal(t, kit.ReasonProgressing, f.condition("team", clerumv1alpha1.ConditionReady).Reason)
+	assert.Equal(t, reasons.Progressing, f.condition("team", clerumv1alpha1.ConditionReady).Reason)
 	f.syncCaches()
 
 	// The WFC becomes available: Ready.
@@ -507,8 +508,8 @@ func TestSizeGrowsNeverShrinks(t *testing.T) {
 	assert.Equal(t, "20Gi", size.String())
 	assert.Equal(t, clerumv1alpha1.FileSystemDegraded, f.status("team").Phase)
 	vb := f.condition("team", clerumv1alpha1.ConditionVolumeBound)
-	assert.Equal(t, kit.ReasonShrinkRefused, vb.Reason)
-	assert.Equal(t, kit.ReasonShrinkRefused, f.condition("team", clerumv1alpha1.ConditionReady).Reason)
+	assert.Equal(t, reasons.ShrinkRefused, vb.Reason)
+	assert.Equal(t, reasons.ShrinkRefused, f.condition("team", clerumv1alpha1.ConditionReady).Reason)
 	assert.Contains(t, f.events(), "Warning ChangeRefused PersistentVolumeClaim mcp-host/wfc-team-data is not written: its storage request would shrink from 20Gi to 5Gi; a claim only grows; it is left as it is")
 	assert.Equal(t, 1.0, value(t, f.c.metrics.Refused.WithLabelValues("PersistentVolumeClaim", "Shrink")))
 	f.syncCaches()
@@ -522,7 +523,7 @@ func TestSizeGrowsNeverShrinks(t *testing.T) {
 	assert.Equal(t, []string{"patch sharedfilesystems/team/status", "update persistentvolumeclaims/wfc-team-data"}, f.writes())
 	size = f.claim("wfc-team-data").Spec.Resources.Requests[corev1.ResourceStorage]
 	assert.Equal(t, "30Gi", size.String())
-	assert.Equal(t, kit.ReasonClaimBound, f.condition("team", clerumv1alpha1.ConditionVolumeBound).Reason)
+	assert.Equal(t, reasons.ClaimBound, f.condition("team", clerumv1alpha1.ConditionVolumeBound).Reason)
 }
 
 func TestConfigBlocks(t *testing.T) {
@@ -531,10 +532,10 @@ func TestConfigBlocks(t *testing.T) {
 		cm     *corev1.ConfigMap
 		reason string
 	}{
-		{"the ConfigMap is missing", nil, kit.ReasonConfigMissing},
+		{"the ConfigMap is missing", nil, reasons.ConfigMissing},
 		{"the key is missing", &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: testOptions.JWTConfigMap},
-			Data: map[string]string{"OTHER": "x"}}, kit.ReasonConfigMissing},
-		{"the value is not a PEM public key", jwtConfigMap("not a key"), kit.ReasonConfigInvalid},
+			Data: map[string]string{"OTHER": "x"}}, reasons.ConfigMissing},
+		{"the value is not a PEM public key", jwtConfigMap("not a key"), reasons.ConfigInvalid},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -632,9 +633,9 @@ func TestUnmanagedObjectsAreNotAdopted(t *testing.T) {
 	}, f.writes())
 	assert.Empty(t, f.claim("wfc-team-data").Labels, "not adopted")
 	assert.Equal(t, clerumv1alpha1.FileSystemDegraded, f.status("team").Phase)
-	assert.Equal(t, kit.ReasonNotOwned, f.condition("team", clerumv1alpha1.ConditionReady).Reason)
-	assert.Equal(t, kit.ReasonNotOwned, f.condition("team", clerumv1alpha1.ConditionVolumeBound).Reason)
-	assert.Equal(t, kit.ReasonNotOwned, f.condition("team", clerumv1alpha1.ConditionWorkloadReady).Reason)
+	assert.Equal(t, reasons.NotOwned, f.condition("team", clerumv1alpha1.ConditionReady).Reason)
+	assert.Equal(t, reasons.NotOwned, f.condition("team", clerumv1alpha1.ConditionVolumeBound).Reason)
+	assert.Equal(t, reasons.NotOwned, f.condition("team", clerumv1alpha1.ConditionWorkloadReady).Reason)
 	assert.Equal(t, refusedRetry, r.RequeueAfter)
 	assert.Equal(t, 1.0, value(t, f.c.metrics.Refused.WithLabelValues("PersistentVolumeClaim", "Unmanaged")))
 	var conflict bool
@@ -648,7 +649,7 @@ func TestUnmanagedObjectsAreNotAdopted(t *testing.T) {
 		f := newFixture(t, newFS("team"), jwtConfigMap(rsaKey(t)), svc)
 		f.mustSync("team")
 		assert.Contains(t, f.writes(), "create deployments/wfc-team")
-		assert.Equal(t, kit.ReasonNotOwned, f.condition("team", clerumv1alpha1.ConditionReady).Reason)
+		assert.Equal(t, reasons.NotOwned, f.condition("team", clerumv1alpha1.ConditionReady).Reason)
 		assert.Equal(t, clerumv1alpha1.FileSystemDegraded, f.status("team").Phase)
 	})
 }
@@ -683,9 +684,9 @@ func TestPlan(t *testing.T) {
 	}
 
 	blocked := Admit(lookup(nil), testOptions)
-	assert.Equal(t, kit.ReasonConfigMissing, blocked.Block)
+	assert.Equal(t, reasons.ConfigMissing, blocked.Block)
 	assert.Nil(t, Plan(fs, blocked, testOptions))
-	assert.Equal(t, kit.ReasonConfigInvalid, Admit(lookup(jwtConfigMap("x")), testOptions).Block)
+	assert.Equal(t, reasons.ConfigInvalid, Admit(lookup(jwtConfigMap("x")), testOptions).Block)
 }
 
 // value reads one gauge or counter.
@@ -737,8 +738,8 @@ func TestAForgedClaimWithHCCsLabelsIsNotTakenOver(t *testing.T) {
 			assert.NotContains(t, f.writes(), "create deployments/wfc-team", "no WFC mounts it")
 			assert.Equal(t, forged.Spec, f.claim("wfc-team-data").Spec, "not taken over")
 			assert.Equal(t, clerumv1alpha1.FileSystemDegraded, f.status("team").Phase)
-			assert.Equal(t, kit.ReasonNotOwned, f.condition("team", clerumv1alpha1.ConditionReady).Reason)
-			assert.Equal(t, kit.ReasonNotOwned, f.condition("team", clerumv1alpha1.ConditionVolumeBound).Reason)
+			assert.Equal(t, reasons.NotOwned, f.condition("team", clerumv1alpha1.ConditionReady).Reason)
+			assert.Equal(t, reasons.NotOwned, f.condition("team", clerumv1alpha1.ConditionVolumeBound).Reason)
 			assert.Equal(t, refusedRetry, r.RequeueAfter)
 			assert.Equal(t, 1.0, value(t, f.c.metrics.Refused.WithLabelValues("PersistentVolumeClaim", string(kit.CauseForeignVolume))))
 			assert.Contains(t, strings.Join(f.events(), "\n"), "Warning UnmanagedConflict PersistentVolumeClaim mcp-host/wfc-team-data is not written")
@@ -754,10 +755,10 @@ func TestASizeAboveTheBoundIsNeverAskedOfTheCluster(t *testing.T) {
 		assert.NotContains(t, writes, "create persistentvolumeclaims/wfc-team-data")
 		assert.NotContains(t, writes, "create deployments/wfc-team")
 		vb := f.condition("team", clerumv1alpha1.ConditionVolumeBound)
-		assert.Equal(t, kit.ReasonInvalidSpec, vb.Reason)
+		assert.Equal(t, reasons.InvalidSpec, vb.Reason)
 		assert.Equal(t, "spec.size 101Gi is above HCC_SFS_MAX_SIZE (100Gi); the data claim is not created", vb.Message)
-		assert.Equal(t, kit.ReasonInvalidSpec, f.condition("team", clerumv1alpha1.ConditionReady).Reason)
-		assert.Equal(t, kit.ReasonInvalidSpec, f.condition("team", clerumv1alpha1.ConditionWorkloadReady).Reason)
+		assert.Equal(t, reasons.InvalidSpec, f.condition("team", clerumv1alpha1.ConditionReady).Reason)
+		assert.Equal(t, reasons.InvalidSpec, f.condition("team", clerumv1alpha1.ConditionWorkloadReady).Reason)
 		assert.Equal(t, clerumv1alpha1.FileSystemDegraded, f.status("team").Phase)
 	})
 	t.Run("the bound itself is allowed", func(t *testing.T) {
@@ -779,7 +780,7 @@ func TestASizeAboveTheBoundIsNeverAskedOfTheCluster(t *testing.T) {
 		size := f.claim("wfc-team-data").Spec.Resources.Requests[corev1.ResourceStorage]
 		assert.Equal(t, "20Gi", size.String())
 		vb := f.condition("team", clerumv1alpha1.ConditionVolumeBound)
-		assert.Equal(t, kit.ReasonInvalidSpec, vb.Reason)
+		assert.Equal(t, reasons.InvalidSpec, vb.Reason)
 		assert.Contains(t, vb.Message, "spec.size 1Ti is above HCC_SFS_MAX_SIZE (100Gi); the claim is left as it is (20Gi, Bound)")
 		assert.Equal(t, clerumv1alpha1.FileSystemDegraded, f.status("team").Phase)
 	})

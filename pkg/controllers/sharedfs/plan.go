@@ -14,14 +14,14 @@ import (
 	"k8s.io/utils/ptr"
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
-	"github.com/clerum/hcc/pkg/controllers/kit"
+	"github.com/clerum/hcc/pkg/reasons"
 )
 
 // Admission is whether a SharedFileSystem may be deployed, decided from the
 // JWT public key ConfigMap before anything is written. The controller and
 // render share it.
 type Admission struct {
-	// Block is kit.ReasonConfigMissing or kit.ReasonConfigInvalid, empty
+	// Block is reasons.ConfigMissing or reasons.ConfigInvalid, empty
 	// when the file system may be deployed.
 	Block string
 	// Message says what was found.
@@ -38,16 +38,16 @@ type Admission struct {
 func Admit(configMap func(name string) *corev1.ConfigMap, opts Options) Admission {
 	cm := configMap(opts.JWTConfigMap)
 	if cm == nil {
-		return Admission{Block: kit.ReasonConfigMissing,
+		return Admission{Block: reasons.ConfigMissing,
 			Message: fmt.Sprintf("ConfigMap %s/%s (the JWT public key) does not exist", opts.HostNamespace, opts.JWTConfigMap)}
 	}
 	value, ok := cm.Data[opts.JWTConfigMapKey]
 	if !ok {
-		return Admission{Block: kit.ReasonConfigMissing,
+		return Admission{Block: reasons.ConfigMissing,
 			Message: fmt.Sprintf("ConfigMap %s/%s has no key %s (the JWT public key)", opts.HostNamespace, opts.JWTConfigMap, opts.JWTConfigMapKey)}
 	}
 	if err := ValidatePublicKey(value); err != nil {
-		return Admission{Block: kit.ReasonConfigInvalid,
+		return Admission{Block: reasons.ConfigInvalid,
 			Message: fmt.Sprintf("key %s of ConfigMap %s/%s is not a usable JWT public key: %v", opts.JWTConfigMapKey, opts.HostNamespace, opts.JWTConfigMap, err)}
 	}
 	return Admission{KeyDigest: KeyDigest(value),

@@ -13,6 +13,7 @@ import (
 	"github.com/clerum/hcc/pkg/controllers/kit"
 	applyv1alpha1 "github.com/clerum/hcc/pkg/generated/applyconfiguration/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/names"
+	"github.com/clerum/hcc/pkg/reasons"
 )
 
 // status is what one sync found, as the status hcc-sharedfilesystem owns:
@@ -42,9 +43,9 @@ func newStatus(fs *clerumv1alpha1.SharedFileSystem, opts Options, wasAvailable b
 		fs:           fs,
 		endpoint:     Endpoint(fs, opts),
 		wasAvailable: wasAvailable,
-		volumeBound: kit.Condition{Type: clerumv1alpha1.ConditionVolumeBound, Status: metav1.ConditionFalse, Reason: kit.ReasonClaimPending,
+		volumeBound: kit.Condition{Type: clerumv1alpha1.ConditionVolumeBound, Status: metav1.ConditionFalse, Reason: reasons.ClaimPending,
 			Message: "the data claim does not exist yet"},
-		workloadReady: kit.Condition{Type: clerumv1alpha1.ConditionWorkloadReady, Status: metav1.ConditionFalse, Reason: kit.ReasonProgressing,
+		workloadReady: kit.Condition{Type: clerumv1alpha1.ConditionWorkloadReady, Status: metav1.ConditionFalse, Reason: reasons.Progressing,
 			Message: "the WFC Deployment does not exist yet"},
 	}
 }
@@ -52,7 +53,7 @@ func newStatus(fs *clerumv1alpha1.SharedFileSystem, opts Options, wasAvailable b
 // config records the JWT key's validation.
 func (st *status) config(a Admission) {
 	st.block, st.blockMessage = a.Block, a.Message
-	st.configResolved = kit.Condition{Type: clerumv1alpha1.ConditionConfigResolved, Status: metav1.ConditionTrue, Reason: kit.ReasonConfigFound, Message: a.Message}
+	st.configResolved = kit.Condition{Type: clerumv1alpha1.ConditionConfigResolved, Status: metav1.ConditionTrue, Reason: reasons.ConfigFound, Message: a.Message}
 	if a.Block != "" {
 		st.configResolved.Status, st.configResolved.Reason = metav1.ConditionFalse, a.Block
 	}
@@ -62,9 +63,9 @@ func (st *status) config(a Admission) {
 // builder asks a change claims do not take: a shrink (ShrinkRefused), or a
 // storage class or other fixed field changed (InvalidSpec).
 func (st *status) claimChangeRefused(r *kit.RefusedError, live *corev1.PersistentVolumeClaim) {
-	st.claimRefusal = kit.ReasonInvalidSpec
+	st.claimRefusal = reasons.InvalidSpec
 	if r.Cause == kit.CauseShrink {
-		st.claimRefusal = kit.ReasonShrinkRefused
+		st.claimRefusal = reasons.ShrinkRefused
 	}
 	st.claimMessage = fmt.Sprintf("%s; the claim is left as it is", r.Error())
 	if live != nil {
@@ -76,7 +77,7 @@ func (st *status) claimChangeRefused(r *kit.RefusedError, live *corev1.Persisten
 // claimSizeRefused records a spec.size above HCC_SFS_MAX_SIZE: the claim
 // is neither created nor grown (InvalidSpec).
 func (st *status) claimSizeRefused(err error, live *corev1.PersistentVolumeClaim) {
-	st.claimRefusal = kit.ReasonInvalidSpec
+	st.claimRefusal = reasons.InvalidSpec
 	if live == nil {
 		st.claimMessage = fmt.Sprintf("%v; the data claim is not created", err)
 		return
@@ -95,11 +96,11 @@ func (st *status) observe(claim *corev1.PersistentVolumeClaim, d *appsv1.Deploym
 	case st.claimRefusal != "":
 		vb.Status, vb.Reason, vb.Message = metav1.ConditionFalse, st.claimRefusal, st.claimMessage
 	case st.claimNotOwned:
-		vb.Status, vb.Reason = metav1.ConditionFalse, kit.ReasonNotOwned
+		vb.Status, vb.Reason = metav1.ConditionFalse, reasons.NotOwned
 		vb.Message = fmt.Sprintf("PersistentVolumeClaim %s is held by an object HCC does not own", names.WFCData(st.fs.Name))
 	case claim == nil:
 	case claim.Status.Phase == corev1.ClaimBound:
-		vb.Status, vb.Reason = metav1.ConditionTrue, kit.ReasonClaimBound
+		vb.Status, vb.Reason = metav1.ConditionTrue, reasons.ClaimBound
 		vb.Message = fmt.Sprintf("PersistentVolumeClaim %s is bound to %s", claim.Name, claim.Spec.VolumeName)
 	default:
 		vb.Message = fmt.Sprintf("PersistentVolumeClaim %s is %s", claim.Name, claimPhase(claim))
@@ -109,7 +110,7 @@ func (st *status) observe(claim *corev1.PersistentVolumeClaim, d *appsv1.Deploym
 	st.available = d != nil && kit.DeploymentAvailable(d)
 	switch {
 	case st.available:
-		wr.Status, wr.Reason, wr.Message = metav1.ConditionTrue, kit.ReasonAvailable, "the WFC pod is available"
+		wr.Status, wr.Reason, wr.Message = metav1.ConditionTrue, reasons.Available, "the WFC pod is available"
 	case d != nil:
 		wr.Message = "waiting for the WFC pod to be available"
 	case st.block != "":
@@ -117,7 +118,7 @@ func (st *status) observe(claim *corev1.PersistentVolumeClaim, d *appsv1.Deploym
 	case st.deployBlocked && claim == nil && st.claimRefusal != "":
 		wr.Reason, wr.Message = st.claimRefusal, "the WFC is not deployed: its data claim is not created (VolumeBound)"
 	case st.deployBlocked:
-		wr.Reason, wr.Message = kit.ReasonNotOwned, "the WFC is not deployed: its data claim or ingress policy is not HCC's"
+		wr.Reason, wr.Message = reasons.NotOwned, "the WFC is not deployed: its data claim or ingress policy is not HCC's"
 	}
 }
 
@@ -153,19 +154,19 @@ func (st *status) ready() kit.Condition {
 	r := kit.Condition{Type: clerumv1alpha1.ConditionReady, Status: metav1.ConditionFalse}
 	switch {
 	case st.phase() == clerumv1alpha1.FileSystemReady:
-		r.Status, r.Reason, r.Message = metav1.ConditionTrue, kit.ReasonAvailable, "the data claim is bound and the WFC is available at "+st.endpoint
+		r.Status, r.Reason, r.Message = metav1.ConditionTrue, reasons.Available, "the data claim is bound and the WFC is available at "+st.endpoint
 	case st.block != "":
 		r.Reason, r.Message = st.block, st.blockMessage+"; nothing is created or rolled"
 	case st.notOwnedMessage != "":
-		r.Reason, r.Message = kit.ReasonNotOwned, st.notOwnedMessage
+		r.Reason, r.Message = reasons.NotOwned, st.notOwnedMessage
 	case st.claimRefusal != "":
 		r.Reason, r.Message = st.claimRefusal, st.claimMessage
 	case !st.available && st.wasAvailable:
-		r.Reason, r.Message = kit.ReasonProgressing, "the WFC was available and is no longer: "+st.workloadReady.Message
+		r.Reason, r.Message = reasons.Progressing, "the WFC was available and is no longer: "+st.workloadReady.Message
 	case st.volumeBound.Status != metav1.ConditionTrue:
-		r.Reason, r.Message = kit.ReasonClaimPending, st.volumeBound.Message
+		r.Reason, r.Message = reasons.ClaimPending, st.volumeBound.Message
 	default:
-		r.Reason, r.Message = kit.ReasonProgressing, st.workloadReady.Message
+		r.Reason, r.Message = reasons.Progressing, st.workloadReady.Message
 	}
 	return r
 }

@@ -15,6 +15,7 @@ import (
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/controllers/kit"
 	"github.com/clerum/hcc/pkg/names"
+	"github.com/clerum/hcc/pkg/reasons"
 )
 
 // syncSharedFileSystem brings one SharedFileSystem's children and status
@@ -83,10 +84,10 @@ func (c *Controller) reportBlock(fs *clerumv1alpha1.SharedFileSystem, a Admissio
 	switch {
 	case a.Block != "" && a.Block != previous:
 		c.log.Info().Str("sharedfilesystem", fs.Name).Str("reason", a.Block).Msg("shared file system blocked")
-		c.recorder.Eventf(fs, corev1.EventTypeWarning, kit.EventBlocked, "%s: %s; nothing is created or rolled", a.Block, a.Message)
+		c.recorder.Eventf(fs, corev1.EventTypeWarning, reasons.EventBlocked, "%s: %s; nothing is created or rolled", a.Block, a.Message)
 	case a.Block == "" && previous != "":
 		c.log.Info().Str("sharedfilesystem", fs.Name).Str("was", previous).Msg("shared file system released")
-		c.recorder.Eventf(fs, corev1.EventTypeNormal, kit.EventReleased, "no longer blocked (was %s)", previous)
+		c.recorder.Eventf(fs, corev1.EventTypeNormal, reasons.EventReleased, "no longer blocked (was %s)", previous)
 	}
 }
 

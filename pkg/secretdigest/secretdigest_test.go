@@ -1,4 +1,4 @@
-package kit
+package secretdigest
 
 import (
 	"testing"
@@ -20,8 +20,8 @@ func rawSecret() *corev1.Secret {
 }
 
 // The cache holds digests, never values, and no annotation but HCC's own.
-func TestDigestSecretKeepsNoValue(t *testing.T) {
-	out, err := DigestSecret(rawSecret())
+func TestDigestKeepsNoValue(t *testing.T) {
+	out, err := Digest(rawSecret())
 	require.NoError(t, err)
 	s := out.(*corev1.Secret)
 	assert.Equal(t, ValueDigest([]byte("plain")), s.Data["token"])
@@ -31,20 +31,20 @@ func TestDigestSecretKeepsNoValue(t *testing.T) {
 // client-go may transform one object twice (watch-list, then Replace): the
 // second pass must not digest the digests, or a cold start and a watch
 // event would disagree about the same Secret.
-func TestDigestSecretIsIdempotent(t *testing.T) {
-	once, err := DigestSecret(rawSecret())
+func TestDigestIsIdempotent(t *testing.T) {
+	once, err := Digest(rawSecret())
 	require.NoError(t, err)
-	twice, err := DigestSecret(once.(*corev1.Secret).DeepCopy())
+	twice, err := Digest(once.(*corev1.Secret).DeepCopy())
 	require.NoError(t, err)
 	assert.Equal(t, once, twice)
 }
 
 // A Secret as the API server returns it never carries the marker, so
 // every Secret read from the cluster is digested.
-func TestDigestSecretDigestsEverySecretFromTheServer(t *testing.T) {
+func TestDigestDigestsEverySecretFromTheServer(t *testing.T) {
 	raw := rawSecret()
 	raw.Data["clerum.io-values-digested"] = []byte("sha256") // a look-alike key
-	out, err := DigestSecret(raw)
+	out, err := Digest(raw)
 	require.NoError(t, err)
 	assert.Equal(t, ValueDigest([]byte("plain")), out.(*corev1.Secret).Data["token"])
 }
