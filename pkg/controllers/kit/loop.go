@@ -104,7 +104,7 @@ func (l *Loop[K]) sync(ctx context.Context, key K) (res Result, err error) {
 }
 
 func (l *Loop[K]) handle(key K, res Result, err error) {
-	log := l.Log.With().Str("controller", l.Name).Str("key", keyString(key)).Logger()
+	log := l.Log.With().Str(LogController, l.Name).Str(LogObject, keyString(key)).Logger()
 	switch {
 	case err == nil:
 		l.Queue.Forget(key)

@@ -152,7 +152,8 @@ func TestLoopErrorPolicy(t *testing.T) {
 			}
 			assert.Equal(t, 1, strings.Count(logs, "\n"), "one log line: %s", logs)
 			assert.Contains(t, logs, `"level":"`+tc.wantLevel+`"`)
-			assert.Contains(t, logs, `"key":"mcp-server/s1"`)
+			assert.Contains(t, logs, `"object":"mcp-server/s1"`)
+			assert.Contains(t, logs, `"controller":"test"`)
 		})
 	}
 }
