@@ -92,7 +92,7 @@ func TestForQueuesTheObjectAndOwnsQueuesItsOwner(t *testing.T) {
 	ctx := context.Background()
 	require.NoError(t, f.hcc.Tracker().Add(&clerumv1alpha1.McpServer{ObjectMeta: metav1.ObjectMeta{Namespace: "mcp-server", Name: "s1"}}))
 	_, err := f.kube.AppsV1().Deployments("mcp-server").Create(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "mcp-server", Name: "mcp-s2",
-		Labels: map[string]string{names.LabelManagedBy: names.ManagedByValue},
+		Labels:          map[string]string{names.LabelManagedBy: names.ManagedByValue},
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: "clerum.io/v1alpha1", Kind: "McpServer", Name: "s2", UID: "u2", Controller: ptr.To(true)}}}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return len(f.keys()) == 2 }, 5*time.Second, time.Millisecond)
