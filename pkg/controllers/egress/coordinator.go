@@ -109,8 +109,8 @@ type Coordinator struct {
 	synced   cache.InformerSynced
 	resolver Resolver
 	opts     Options
-	queue    workqueue.TypedRateLimitingInterface[string]
-	loop     *kit.Loop[string]
+	base     *kit.Controller[string]
+	queue    workqueue.TypedRateLimitingInterface[string] // base's
 	// dnsBackoff spaces the retries of a failing lookup: 2 s doubling to 5
 	// min, so a DNS outage is not hammered but recovery is noticed quickly.
 	// It is apart from the queue's limiter, which spaces API errors: events
@@ -176,19 +176,16 @@ func New(d kit.Deps, resolver Resolver, opts Options) *Coordinator {
 	}
 	servers := d.Informers.HCC(opts.Namespace).Clerum().V1alpha1().McpServers()
 	c := &Coordinator{
-		hcc:      d.HCC,
-		lister:   servers.Lister(),
-		synced:   servers.Informer().HasSynced,
-		resolver: resolver,
-		opts:     opts,
-		// Status writes that fail retry after 1 s, doubling to 2 min.
-		queue:        kit.New(d.Queues, "external-egress", kit.Backoff[string](time.Second, 2*time.Minute)),
+		hcc:          d.HCC,
+		lister:       servers.Lister(),
+		synced:       servers.Informer().HasSynced,
+		resolver:     resolver,
+		opts:         opts,
 		dnsBackoff:   kit.Backoff[string](2*time.Second, 5*time.Minute),
 		recorder:     d.Recorder,
 		metrics:      NewMetrics(d.Registry),
 		clock:        clk,
 		statusWrites: kit.NewStatusWrites(clk),
-		log:          d.Log.With().Str("controller", "external-egress").Logger(),
 		primed:       make(chan struct{}),
 		settled:      make(chan struct{}),
 		onChange:     func() {},
@@ -196,13 +193,19 @@ func New(d kit.Deps, resolver Resolver, opts Options) *Coordinator {
 		states:       map[string]*serverState{},
 		revoking:     map[string]uint64{},
 	}
-	c.loop = &kit.Loop[string]{Name: "external-egress", Queue: c.queue, Sync: c.sync, Log: d.Log,
-		Resource: clerumv1alpha1.Resource("mcpservers")}
+	// Status writes that fail retry after 1 s, doubling to 2 min.
+	c.base = kit.NewController(d, kit.Spec[string]{Name: "external-egress", Sync: c.sync,
+		Resource: clerumv1alpha1.Resource("mcpservers"), BaseDelay: time.Second, MaxDelay: 2 * time.Minute,
+		Workers: Workers, ErrorsMetric: "clerum_hcc_netpol_reconcile_errors_total",
+		Key: func(n cache.ObjectName) string { return n.Name }})
+	c.queue, c.log = c.base.Queue(), c.base.Log()
 	// Status-only updates (this coordinator's own writes among them) queue
 	// nothing: they change nothing it reads, and would re-run a failing
 	// server's lookups.
 	c.handlers = kit.OwnHandlers(func(key cache.ObjectName) { c.queue.Add(key.Name) })
-	_, _ = servers.Informer().AddEventHandler(c.handlers)
+	c.base.Watches(servers.Informer(), c.handlers)
+	c.base.OnStart(c.prime)
+	c.base.Beside(func(ctx context.Context) { c.settleAfter(ctx, c.opts.SettleDeadline) })
 	return c
 }
 
@@ -253,6 +256,11 @@ func (c *Coordinator) Prime(ctx context.Context) error {
 	if err := kit.WaitForSync("external-egress", ctx.Done(), c.synced); err != nil {
 		return err
 	}
+	return c.prime(ctx)
+}
+
+// prime is Prime once the cache has synced.
+func (c *Coordinator) prime(ctx context.Context) error {
 	servers, err := c.lister.McpServers(c.opts.Namespace).List(labels.Everything())
 	if err != nil {
 		return err
@@ -293,17 +301,7 @@ func (c *Coordinator) Prime(ctx context.Context) error {
 // Run waits for the cache, resolves every server once (Prime) and then
 // processes servers with Workers goroutines until ctx is done; it returns
 // once they have stopped.
-func (c *Coordinator) Run(ctx context.Context) error {
-	if err := c.Prime(ctx); err != nil {
-		c.queue.ShutDown()
-		return err
-	}
-	var wg sync.WaitGroup
-	wg.Go(func() { c.settleAfter(ctx, c.opts.SettleDeadline) })
-	c.loop.Run(ctx, Workers)
-	wg.Wait()
-	return nil
-}
+func (c *Coordinator) Run(ctx context.Context) error { return c.base.Run(ctx) }
 
 // settleAfter settles the coordinator after d unless a pass did first.
 func (c *Coordinator) settleAfter(ctx context.Context, d time.Duration) {

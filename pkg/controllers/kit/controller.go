@@ -37,6 +37,7 @@ type Spec[K comparable] struct {
 	Workers int
 	// ErrorsMetric names the reconciler's one error counter, a CounterVec
 	// labelled controller: failed syncs and failed wiring both count there.
+	// Reconcilers that name one metric share it.
 	ErrorsMetric string
 	// Key turns a namespace/name into a queue key, for For and Owns. Nil
 	// for a reconciler keyed by cache.ObjectName.
@@ -69,7 +70,7 @@ type Controller[K comparable] struct {
 	synced  []cache.InformerSynced
 	wiring  []error
 	waits   []<-chan struct{}
-	started []func()
+	started []func(ctx context.Context) error
 	beside  []func(ctx context.Context)
 }
 
@@ -97,9 +98,15 @@ func NewController[K comparable](d Deps, spec Spec[K]) *Controller[K] {
 	if spec.ErrorsMetric != "" {
 		c.errors = prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: spec.ErrorsMetric,
-			Help: "Failed syncs and wiring errors of the " + spec.Name + " reconciler.",
+			Help: "Failed syncs and wiring errors, by reconciler.",
 		}, []string{"controller"})
-		if err := d.Registry.Register(c.errors); err != nil {
+		// Two reconcilers may share a counter (their label tells them
+		// apart): the second takes the first's.
+		var shared prometheus.AlreadyRegisteredError
+		switch err := d.Registry.Register(c.errors); {
+		case errors.As(err, &shared):
+			c.errors = shared.ExistingCollector.(*prometheus.CounterVec)
+		case err != nil:
 			c.fail(fmt.Errorf("registering %s: %w", spec.ErrorsMetric, err))
 		}
 	}
@@ -187,9 +194,10 @@ func (c *Controller[K]) Fail(err error) { c.fail(err) }
 // before the first sync (another reconciler's startup round).
 func (c *Controller[K]) WaitFor(ready <-chan struct{}) { c.waits = append(c.waits, ready) }
 
-// OnStart registers f, called once the caches synced and every WaitFor
-// channel closed, before the workers start (a first full pass).
-func (c *Controller[K]) OnStart(f func()) { c.started = append(c.started, f) }
+// OnStart registers f, called in order once the caches synced and every
+// WaitFor channel closed, before the workers start (a startup round, a
+// first full pass). An error from f fails Run.
+func (c *Controller[K]) OnStart(f func(ctx context.Context) error) { c.started = append(c.started, f) }
 
 // Resync calls all every d while Run runs (the periodic full reconcile);
 // d zero or less: never.
@@ -220,7 +228,7 @@ func (c *Controller[K]) fail(err error) {
 }
 
 // Run implements Reconciler: it fails on a wiring error, waits for every
-// declared cache and WaitFor channel, calls the OnStart functions, then
+// declared cache and WaitFor channel, calls the OnStart functions (failing on their error), then
 // runs the workers and the Beside functions until ctx is done, and returns
 // once all of them have returned. The queue is shut down on every way out.
 func (c *Controller[K]) Run(ctx context.Context) error {
@@ -242,7 +250,10 @@ func (c *Controller[K]) Run(ctx context.Context) error {
 	}
 	c.log.Info().Msg("caches synced; starting")
 	for _, f := range c.started {
-		f()
+		if err := f(ctx); err != nil {
+			c.queue.ShutDown()
+			return fmt.Errorf("%s: starting: %w", c.name, err)
+		}
 	}
 	var wg sync.WaitGroup
 	for _, f := range c.beside {

@@ -2,6 +2,7 @@ package kit
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -147,7 +148,7 @@ func TestRunWaitsForItsCachesAndWaitFor(t *testing.T) {
 	ready := make(chan struct{})
 	c.WaitFor(ready)
 	var startedSynced bool
-	c.OnStart(func() { startedSynced = servers.HasSynced() })
+	c.OnStart(func(context.Context) error { startedSynced = servers.HasSynced(); return nil })
 	stop := f.run(t, c)
 	require.Eventually(t, servers.HasSynced, 5*time.Second, time.Millisecond)
 	time.Sleep(50 * time.Millisecond) // the add event is queued; no worker may run yet
@@ -212,7 +213,7 @@ func TestRunWaitsForEveryDeclaredCache(t *testing.T) {
 				c.Reads(never)
 			}
 			started := false
-			c.OnStart(func() { started = true })
+			c.OnStart(func(context.Context) error { started = true; return nil })
 			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 			defer cancel()
 			err := c.Run(ctx)
@@ -220,4 +221,34 @@ func TestRunWaitsForEveryDeclaredCache(t *testing.T) {
 			assert.False(t, started)
 		})
 	}
+}
+
+// An OnStart function that fails fails Run, and no sync runs.
+func TestAFailingStartFailsRun(t *testing.T) {
+	f := newControllerFixture(t)
+	require.NoError(t, f.hcc.Tracker().Add(&clerumv1alpha1.McpServer{ObjectMeta: metav1.ObjectMeta{Namespace: "mcp-server", Name: "s1"}}))
+	c := NewController(f.deps, f.spec())
+	c.For(f.deps.Informers.HCC("mcp-server").Clerum().V1alpha1().McpServers().Informer())
+	c.OnStart(func(context.Context) error { return errors.New("no startup round") })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	f.deps.Informers.Start(ctx.Done())
+	defer f.deps.Informers.Shutdown()
+	err := c.Run(ctx)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "no startup round")
+	time.Sleep(20 * time.Millisecond)
+	assert.Empty(t, f.keys())
+}
+
+// Two reconcilers naming one error counter share it, each under its label.
+func TestReconcilersShareANamedErrorCounter(t *testing.T) {
+	f := newControllerFixture(t)
+	a := NewController(f.deps, f.spec())
+	spec := f.spec()
+	spec.Name = "other"
+	b := NewController(f.deps, spec)
+	require.NoError(t, a.Err())
+	require.NoError(t, b.Err())
+	assert.Same(t, a.Errors(), b.Errors())
 }

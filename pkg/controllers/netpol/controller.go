@@ -7,7 +7,6 @@ package netpol
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -25,7 +24,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	networkinglisters "k8s.io/client-go/listers/networking/v1"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
@@ -119,13 +117,9 @@ type Controller struct {
 	// Host's Context holding it gets no new allow (withhold.go).
 	podLister  corelisters.PodNamespaceLister
 	hostLister clerumlisters.HostNamespaceLister
-	// wiringErr is why the informers could not be wired; Run returns it,
-	// so the process fails to start rather than run without a handler.
-	wiringErr error
 	// policyListers has one lister per namespace policies may live in; each
 	// informer lists only policies labelled managed-by HCC.
 	policyListers []networkinglisters.NetworkPolicyLister
-	synced        []cache.InformerSynced
 	// cacheVersions are the informers' last synced resourceVersions, in
 	// the order readConsistently lists: McpServers, Contexts, then the
 	// policies of each of PolicyNamespaces.
@@ -137,8 +131,8 @@ type Controller struct {
 	caughtUp       atomic.Bool
 
 	egress    EgressSource
-	queue     workqueue.TypedRateLimitingInterface[passKind]
-	loop      *kit.Loop[passKind]
+	base      *kit.Controller[passKind]
+	queue     workqueue.TypedRateLimitingInterface[passKind] // base's
 	readiness *health.Readiness
 	recorder  record.EventRecorder
 	metrics   *Metrics
@@ -208,35 +202,32 @@ func New(d kit.Deps, egress EgressSource, opts Options) *Controller {
 		serverLister:  servers.Lister(),
 		contextLister: contexts.Lister(),
 		egress:        egress,
-		// A failed pass retries after 1 s, doubling to at most 2 min: fast
-		// enough to converge after a blip, slow enough not to hammer an
-		// API server that is refusing writes. The queue also coalesces:
-		// signals while a pass is queued or running make one more pass.
-		queue:        kit.New(d.Queues, "netpol", kit.Backoff[passKind](time.Second, 2*time.Minute)),
-		readiness:    d.Readiness,
-		recorder:     d.Recorder,
-		metrics:      NewMetrics(d.Registry),
-		clock:        clk,
-		statusWrites: kit.NewStatusWrites(clk),
-		log:          d.Log.With().Str("controller", "netpol").Logger(),
-		plan:         netpol.Compute,
-		observed:     newObservations(),
-		created:      newCreatedPolicies(),
-		conflicted:   sets.New[string](),
-		rejected:     sets.New[string](),
-		unmanaged:    sets.New[policyKey](),
-		grantsWarned: sets.New[string](),
+		readiness:     d.Readiness,
+		recorder:      d.Recorder,
+		metrics:       NewMetrics(d.Registry),
+		clock:         clk,
+		statusWrites:  kit.NewStatusWrites(clk),
+		plan:          netpol.Compute,
+		observed:      newObservations(),
+		created:       newCreatedPolicies(),
+		conflicted:    sets.New[string](),
+		rejected:      sets.New[string](),
+		unmanaged:     sets.New[policyKey](),
+		grantsWarned:  sets.New[string](),
 	}
-	c.loop = &kit.Loop[passKind]{Name: "netpol", Queue: c.queue, Sync: c.sync, Log: d.Log}
+	// A failed pass retries after 1 s, doubling to at most 2 min: fast
+	// enough to converge after a blip, slow enough not to hammer an API
+	// server that is refusing writes. The queue also coalesces: signals
+	// while a pass is queued or running make one more pass. Two workers: a
+	// full pass and a defaults-only pass may overlap (their write sets are
+	// L0/L1 ensures at worst, which the API server serialises), but the
+	// queue never runs two passes of one kind.
+	c.base = kit.NewController(d, kit.Spec[passKind]{Name: "netpol", Sync: c.sync,
+		BaseDelay: time.Second, MaxDelay: 2 * time.Minute, Workers: 2,
+		ErrorsMetric: "clerum_hcc_netpol_reconcile_errors_total"})
+	c.queue, c.log = c.base.Queue(), c.base.Log()
 	c.readiness.Set(ReadinessCheck, false)
-
-	var wiring []error
-	handle := func(inf cache.SharedIndexInformer, h cache.ResourceEventHandler) {
-		if _, err := inf.AddEventHandler(h); err != nil {
-			wiring = append(wiring, err)
-		}
-		c.synced = append(c.synced, inf.HasSynced)
-	}
+	handle := c.base.Watches
 	handle(servers.Informer(), c.serverHandlers())
 	handle(contexts.Informer(), c.contextHandlers())
 	c.cacheVersions = append(c.cacheVersions, servers.Informer().LastSyncResourceVersion, contexts.Informer().LastSyncResourceVersion)
@@ -254,16 +245,18 @@ func New(d kit.Deps, egress EgressSource, opts Options) *Controller {
 	hostNS := opts.Plan.HostNamespace
 	pods := d.Informers.Kube(hostNS, kit.ManagedObjects, "pods").Core().V1().Pods()
 	if err := pods.Informer().SetTransform(podMetadata); err != nil {
-		wiring = append(wiring, fmt.Errorf("the Host pod informer's transform: %w", err))
+		c.base.Fail(fmt.Errorf("the Host pod informer's transform: %w", err))
 	}
 	hosts := d.Informers.HCC(hostNS).Clerum().V1alpha1().Hosts()
 	handle(pods.Informer(), c.podHandlers())
 	handle(hosts.Informer(), c.hostHandlers())
 	c.podLister = pods.Lister().Pods(hostNS)
 	c.hostLister = hosts.Lister().Hosts(hostNS)
-	if err := errors.Join(wiring...); err != nil {
-		c.wiringErr = fmt.Errorf("netpol: wiring the informers: %w", err)
-	}
+	// The first pass must start from proven DNS answers, or it would
+	// revoke every hostname allow a restart finds.
+	c.base.WaitFor(egress.Primed())
+	c.base.OnStart(func(context.Context) error { c.Signal(); return nil })
+	c.base.Beside(c.resyncTimers)
 	return c
 }
 
@@ -280,37 +273,9 @@ func (c *Controller) Signal() {
 
 // Run waits for the caches and the coordinator's startup resolution round,
 // runs the startup pass and then serves signals and timers until ctx is
-// done; it returns once the pass under way and the timers have stopped.
-func (c *Controller) Run(ctx context.Context) error {
-	if c.wiringErr != nil {
-		c.queue.ShutDown()
-		return c.wiringErr
-	}
-	if err := kit.WaitForSync("netpol", ctx.Done(), c.synced...); err != nil {
-		c.queue.ShutDown()
-		return err
-	}
-	// The first pass must start from proven DNS answers, or it would revoke
-	// every hostname allow a restart finds.
-	select {
-	case <-c.egress.Primed():
-	case <-ctx.Done():
-		c.queue.ShutDown()
-		return nil
-	}
-	c.log.Info().Msg("caches synced; starting")
-	c.Signal()
-
-	var timers sync.WaitGroup
-	c.startTimers(ctx, &timers)
-	// Two workers: a full pass and a defaults-only pass may overlap (their
-	// write sets are L0/L1 ensures at worst, which the API server
-	// serialises), but the queue never runs two passes of one kind.
-	c.loop.Run(ctx, 2)
-	timers.Wait()
-	c.log.Info().Msg("stopped")
-	return nil
-}
+// done; it returns once the pass under way and the timers have stopped. An
+// informer that could not be wired makes it fail at once.
+func (c *Controller) Run(ctx context.Context) error { return c.base.Run(ctx) }
 
 func (c *Controller) sync(ctx context.Context, kind passKind) (kit.Result, error) {
 	start := c.clock.Now()
@@ -340,23 +305,23 @@ func (c *Controller) sync(ctx context.Context, kind passKind) (kit.Result, error
 
 // startTimers starts the periodic passes. A tick that finds a pass of its
 // kind running is skipped and counted, not queued: a period shorter than a
-// pass would otherwise run passes back to back forever.
-func (c *Controller) startTimers(ctx context.Context, wg *sync.WaitGroup) {
-	tick := func(period time.Duration, inFlight *atomic.Bool, kind passKind, reason string) {
-		if period <= 0 {
-			return
-		}
-		wg.Go(func() {
-			c.tickEvery(ctx, period, inFlight, kind, reason)
-		})
-	}
-	tick(c.opts.Resync, &c.fullInFlight, passFull, "pass-in-flight")
-	tick(c.opts.DefaultsResync, &c.defaultsInFlight, passDefaults, "defaults-only-in-flight")
+// resyncTimers queues the periodic full and defaults-only passes until ctx
+// is done, and returns once both timers have stopped.
+func (c *Controller) resyncTimers(ctx context.Context) {
+	var wg sync.WaitGroup
+	wg.Go(func() { c.tickEvery(ctx, c.opts.Resync, &c.fullInFlight, passFull, "pass-in-flight") })
+	wg.Go(func() {
+		c.tickEvery(ctx, c.opts.DefaultsResync, &c.defaultsInFlight, passDefaults, "defaults-only-in-flight")
+	})
+	wg.Wait()
 }
 
 // tickEvery queues kind every period until ctx is done, unless a pass of
-// that kind is running.
+// that kind is running; with period zero or less it never does.
 func (c *Controller) tickEvery(ctx context.Context, period time.Duration, inFlight *atomic.Bool, kind passKind, reason string) {
+	if period <= 0 {
+		return
+	}
 	wait.UntilWithContext(ctx, func(context.Context) {
 		if inFlight.Load() {
 			c.metrics.TicksSkipped.WithLabelValues(reason).Inc()

@@ -422,7 +422,7 @@ func TestResyncTickIsSkippedWhileAPassRuns(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	c.startTimers(ctx, &wg)
+	wg.Go(func() { c.resyncTimers(ctx) })
 	require.Eventually(t, func() bool {
 		return counterValue(t, c.metrics.TicksSkipped.WithLabelValues("pass-in-flight")) >= 2
 	}, 5*time.Second, 5*time.Millisecond)
