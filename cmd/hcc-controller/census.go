@@ -16,6 +16,7 @@ import (
 	"github.com/clerum/hcc/internal/startup"
 	"github.com/clerum/hcc/pkg/config"
 	netpolcontroller "github.com/clerum/hcc/pkg/controllers/netpol"
+	"github.com/clerum/hcc/pkg/controllers/netpol/planopts"
 	clientset "github.com/clerum/hcc/pkg/generated/clientset/versioned"
 	"github.com/clerum/hcc/pkg/imagepolicy"
 	"github.com/clerum/hcc/pkg/names"
@@ -67,7 +68,7 @@ func runCensus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return fail(err)
 	}
 
-	opts := netpolcontroller.PlanOptions(cfg)
+	opts := planopts.FromConfig(cfg)
 	live, inv, err := readCluster(ctx, kube, hcc, opts)
 	if err != nil {
 		return fail(err)

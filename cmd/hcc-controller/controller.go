@@ -28,11 +28,13 @@ import (
 	"github.com/clerum/hcc/pkg/config"
 	"github.com/clerum/hcc/pkg/controlapi"
 	"github.com/clerum/hcc/pkg/controllers/egress"
+	"github.com/clerum/hcc/pkg/controllers/egress/resolve"
 	"github.com/clerum/hcc/pkg/controllers/globalfs"
 	"github.com/clerum/hcc/pkg/controllers/host"
 	"github.com/clerum/hcc/pkg/controllers/kit"
 	"github.com/clerum/hcc/pkg/controllers/mcpserver"
 	netpolcontroller "github.com/clerum/hcc/pkg/controllers/netpol"
+	"github.com/clerum/hcc/pkg/controllers/netpol/planopts"
 	"github.com/clerum/hcc/pkg/controllers/sharedfs"
 	clientset "github.com/clerum/hcc/pkg/generated/clientset/versioned"
 	clerumscheme "github.com/clerum/hcc/pkg/generated/clientset/versioned/scheme"
@@ -155,13 +157,13 @@ func reconcile(ctx context.Context, log zerolog.Logger, cfg *config.Config, clie
 
 // newReconcilers builds every reconciler hcc-controller runs, wired to each
 // other, from deps.
-func newReconcilers(deps kit.Deps, resolver egress.Resolver) ([]kit.Reconciler, error) {
+func newReconcilers(deps kit.Deps, resolver resolve.Resolver) ([]kit.Reconciler, error) {
 	cfg := deps.Config
 	images, err := imagepolicy.Parse(cfg.ImagePolicy.AllowedPrefixes)
 	if err != nil {
 		return nil, fmt.Errorf("CONTEXT_MAPPER_ALLOWED_IMAGE_PREFIXES: %w", err)
 	}
-	planOpts := netpolcontroller.PlanOptions(cfg)
+	planOpts := planopts.FromConfig(cfg)
 	coordinator := egress.New(deps, resolver, egress.Options{
 		Namespace:  cfg.Namespaces.McpServer,
 		DNSTimeout: cfg.McpServer.ExternalEgressDNSTimeout,

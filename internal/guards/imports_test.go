@@ -141,6 +141,54 @@ func layeringRules(mod string) []importRule {
 	}
 }
 
+// renderRules are the rules of issue 18 for module mod: `hcc-controller
+// render` links no informer or clientset, so pkg/render reaches the
+// controllers only through their pure subpackages, and those stay pure.
+func renderRules(mod string) []importRule {
+	var (
+		render      = mod + "/pkg/render"
+		controllers = mod + "/pkg/controllers"
+		generated   = mod + "/pkg/generated"
+		clientGo    = "k8s.io/client-go"
+	)
+	// pure reports whether p is a pure subpackage of a controller: the
+	// builders of pkg/controllers/<r>/resources, or a piece of a controller
+	// that render shares. Nothing below them is: a package earns the name
+	// by being listed here, not by sitting under one that is.
+	pure := func(p string) bool {
+		if ok, _ := path.Match(controllers+"/*/resources", p); ok {
+			return true
+		}
+		return p == controllers+"/egress/resolve" || p == controllers+"/netpol/planopts"
+	}
+	// controller reports a package of pkg/controllers that is not pure: a
+	// reconciler, the kit, or anything below them.
+	controller := func(imp string) bool { return pathIn(imp, controllers) && !pure(imp) }
+	return []importRule{
+		{
+			name:        "pkg/render imports no controller package, only their pure subpackages and pkg/netpol",
+			fromPackage: func(p string) bool { return pathIn(p, render) },
+			forbidden:   controller,
+			transitive:  true,
+		},
+		{
+			name:        "pkg/render (the offline plan) must not import client-go",
+			fromPackage: func(p string) bool { return pathIn(p, render) },
+			forbidden:   func(imp string) bool { return pathIn(imp, clientGo) },
+			transitive:  true,
+		},
+		{
+			// A pure subpackage importing its parent would be an import
+			// cycle once the parent uses it; the rule says so before the
+			// compiler does, and covers every other controller and the kit.
+			name:        "the controllers' pure subpackages (pkg/controllers/*/resources, egress/resolve, netpol/planopts) must not import client-go, pkg/generated or a controller package (their parent, another, the kit)",
+			fromPackage: pure,
+			forbidden:   func(imp string) bool { return pathIn(imp, clientGo, generated) || controller(imp) },
+			transitive:  true,
+		},
+	}
+}
+
 // check returns every violation of rules in g, in a stable order: per rule,
 // per package or file, each forbidden import once, by its shortest chain.
 func check(g *importGraph, rules []importRule) []violation {
@@ -307,7 +355,7 @@ func TestModuleImports(t *testing.T) {
 	g, err := loadGraph(root, mod)
 	require.NoError(t, err)
 
-	rules := layeringRules(mod)
+	rules := append(layeringRules(mod), renderRules(mod)...)
 	// A rule whose packages moved away would pass forever; the package
 	// rules must each hold for something. (resources.go files arrive with
 	// the reconcilers; that rule may select none yet.)
@@ -390,6 +438,68 @@ func TestCheckCatchesViolations(t *testing.T) {
 		m + "/pkg/netpol": pkg("pkg/netpol", file("pkg/netpol/plan.go", m+"/pkg/names", m+"/pkg/apis/g/v1")),
 	}}
 	assert.Empty(t, check(clean, layeringRules(m)), "allowed imports are not violations")
+}
+
+// TestCheckCatchesRenderViolations proves the rules of issue 18 on a
+// synthetic graph: pkg/render may import the pure subpackages but no other
+// controller package, directly or through one of them; nothing it reaches
+// may import client-go; a pure subpackage imports neither client-go,
+// pkg/generated, the kit nor its parent; and only the listed packages are
+// pure (not pkg/controllers/x/sub/resources, not resourcesx).
+func TestCheckCatchesRenderViolations(t *testing.T) {
+	const m = "example.com/m"
+	c := m + "/pkg/controllers"
+	pkg := func(p string, files ...goFile) *goPackage { return &goPackage{path: m + "/" + p, files: files} }
+	file := func(name string, imports ...string) goFile { return goFile{name: name, imports: imports} }
+	g := &importGraph{packages: map[string]*goPackage{}}
+	for _, p := range []*goPackage{
+		pkg("pkg/render",
+			file("pkg/render/load.go", c+"/sharedfs/resourcesx", c+"/sharedfs/sub/resources", m+"/pkg/kube"),
+			file("pkg/render/render.go", c+"/egress/resolve", c+"/netpol/planopts", c+"/mcpserver/resources", m+"/pkg/netpol", c+"/host")),
+		pkg("pkg/controllers/egress/resolve", file("pkg/controllers/egress/resolve/resolve.go", c+"/egress", m+"/pkg/netpol")),
+		pkg("pkg/controllers/netpol/planopts", file("pkg/controllers/netpol/planopts/planopts.go", m+"/pkg/config", m+"/pkg/generated/listers/x")),
+		pkg("pkg/controllers/mcpserver/resources", file("pkg/controllers/mcpserver/resources/build.go", c+"/host/resources", c+"/kit")),
+		pkg("pkg/controllers/host/resources", file("pkg/controllers/host/resources/build.go", m+"/pkg/kube")),
+		pkg("pkg/controllers/egress", file("pkg/controllers/egress/coordinator.go", "k8s.io/client-go/tools/cache")),
+		pkg("pkg/renderer", file("pkg/renderer/x.go", c+"/egress", "k8s.io/client-go/kubernetes")),
+		pkg("pkg/netpol", file("pkg/netpol/plan.go", m+"/pkg/names")),
+		pkg("pkg/kube", file("pkg/kube/kube.go", "k8s.io/client-go/kubernetes")),
+	} {
+		g.packages[p.path] = p
+	}
+
+	var got []string
+	for _, v := range check(g, renderRules(m)) {
+		got = append(got, fmt.Sprintf("%s | %s | %s", v.file, v.from, strings.Join(v.chain, " -> ")))
+	}
+	assert.Equal(t, []string{
+		// pkg/render and controllers: a parent directly, packages that only
+		// look pure, and the kit and a parent through pure subpackages.
+		"pkg/render/load.go | example.com/m/pkg/render | example.com/m/pkg/controllers/sharedfs/resourcesx",
+		"pkg/render/load.go | example.com/m/pkg/render | example.com/m/pkg/controllers/sharedfs/sub/resources",
+		"pkg/render/render.go | example.com/m/pkg/render | example.com/m/pkg/controllers/host",
+		"pkg/render/render.go | example.com/m/pkg/render | example.com/m/pkg/controllers/egress/resolve -> example.com/m/pkg/controllers/egress",
+		"pkg/render/render.go | example.com/m/pkg/render | example.com/m/pkg/controllers/mcpserver/resources -> example.com/m/pkg/controllers/kit",
+		// pkg/render and client-go: through this module's packages, pure
+		// ones included.
+		"pkg/render/load.go | example.com/m/pkg/render | example.com/m/pkg/kube -> k8s.io/client-go/kubernetes",
+		"pkg/render/render.go | example.com/m/pkg/render | example.com/m/pkg/controllers/egress/resolve -> example.com/m/pkg/controllers/egress -> k8s.io/client-go/tools/cache",
+		// The pure subpackages: the parent, pkg/generated, the kit, and
+		// client-go through another package of the module.
+		"pkg/controllers/egress/resolve/resolve.go | example.com/m/pkg/controllers/egress/resolve | example.com/m/pkg/controllers/egress",
+		"pkg/controllers/host/resources/build.go | example.com/m/pkg/controllers/host/resources | example.com/m/pkg/kube -> k8s.io/client-go/kubernetes",
+		"pkg/controllers/mcpserver/resources/build.go | example.com/m/pkg/controllers/mcpserver/resources | example.com/m/pkg/controllers/kit",
+		"pkg/controllers/mcpserver/resources/build.go | example.com/m/pkg/controllers/mcpserver/resources | example.com/m/pkg/controllers/host/resources -> example.com/m/pkg/kube -> k8s.io/client-go/kubernetes",
+		"pkg/controllers/netpol/planopts/planopts.go | example.com/m/pkg/controllers/netpol/planopts | example.com/m/pkg/generated/listers/x",
+	}, got)
+
+	clean := &importGraph{packages: map[string]*goPackage{
+		m + "/pkg/render": pkg("pkg/render", file("pkg/render/render.go",
+			c+"/egress/resolve", c+"/netpol/planopts", c+"/mcpserver/resources", m+"/pkg/netpol", m+"/pkg/config", "k8s.io/apimachinery/pkg/runtime")),
+		c + "/mcpserver/resources": pkg("pkg/controllers/mcpserver/resources", file("pkg/controllers/mcpserver/resources/build.go",
+			c+"/host/resources", m+"/pkg/reasons", "k8s.io/api/core/v1")),
+	}}
+	assert.Empty(t, check(clean, renderRules(m)), "allowed imports are not violations")
 }
 
 // TestLoadGraph proves the loader on a scratch tree: test files, testdata,

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"encoding/base64"
 	"encoding/json"
 	"math"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
+	"github.com/clerum/hcc/pkg/base64url"
 	"github.com/clerum/hcc/pkg/config"
 	"github.com/clerum/hcc/pkg/strictjson"
 )
@@ -169,7 +169,10 @@ func compactHeader(raw string) ([]byte, bool) {
 	}
 	var header []byte
 	for i, s := range segments {
-		decoded, ok := decodeCanonicalBase64URL(s)
+		// One spelling per token: jwx signs over its own re-encoding, so
+		// each lenient spelling would cost an RSA verification and a
+		// token-cache slot.
+		decoded, ok := base64url.DecodeCanonical(s)
 		if !ok {
 			return nil, false
 		}
@@ -178,24 +181,6 @@ func compactHeader(raw string) ([]byte, bool) {
 		}
 	}
 	return header, true
-}
-
-// decodeCanonicalBase64URL decodes s if s is the one unpadded base64url
-// spelling of its bytes. The last character of most segments also carries
-// 2 or 4 unused bits; a lenient decoder ignores them, and jwx signs over
-// its own re-encoding, so up to 256 spellings of one token would verify,
-// each costing an RSA verification and a token-cache slot. Strict decoding
-// refuses padding and non-zero unused bits; re-encoding also refuses the
-// CR and LF that the decoder skips even in strict mode.
-func decodeCanonicalBase64URL(s string) ([]byte, bool) {
-	if s == "" {
-		return nil, false
-	}
-	decoded, err := base64.RawURLEncoding.Strict().DecodeString(s)
-	if err != nil || base64.RawURLEncoding.EncodeToString(decoded) != s {
-		return nil, false
-	}
-	return decoded, true
 }
 
 // checkHeader requires alg RS256 before any signature work, refuses the

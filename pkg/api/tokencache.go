@@ -19,7 +19,7 @@ import (
 // than next would accept it (next allows clockSkew past exp). Failures are
 // not cached, so a flood of garbage cannot evict good entries through
 // this path; a flood of distinct valid tokens needs the issuer's key, since
-// each token has one accepted spelling (decodeCanonicalBase64URL).
+// each token has one accepted spelling (base64url.DecodeCanonical).
 type cachingVerifier struct {
 	next   TokenVerifier
 	cache  *tokenCache

@@ -8,10 +8,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/clerum/hcc/pkg/strictjson"
 	"math"
 	"strings"
 	"time"
+
+	"github.com/clerum/hcc/pkg/base64url"
+	"github.com/clerum/hcc/pkg/strictjson"
 )
 
 // The InternalControl token of docs/control-api.md.
@@ -116,7 +118,7 @@ func VerifyInternalToken(raw string, secret []byte, now time.Time) (InternalClai
 	}
 	decoded := make([][]byte, 3)
 	for i, s := range segments {
-		b, ok := decodeCanonicalBase64URL(s)
+		b, ok := base64url.DecodeCanonical(s)
 		if !ok {
 			return InternalClaims{}, invalidToken("segment not canonical base64url")
 		}
@@ -218,19 +220,6 @@ func audienceIs(raw json.RawMessage, want string) bool {
 	}
 	s, ok := strictjson.String(set[0])
 	return ok && s == want
-}
-
-// decodeCanonicalBase64URL decodes s if s is the one unpadded base64url
-// spelling of its bytes, so a token has exactly one accepted form.
-func decodeCanonicalBase64URL(s string) ([]byte, bool) {
-	if s == "" {
-		return nil, false
-	}
-	decoded, err := base64.RawURLEncoding.Strict().DecodeString(s)
-	if err != nil || base64.RawURLEncoding.EncodeToString(decoded) != s {
-		return nil, false
-	}
-	return decoded, true
 }
 
 // numericDate decodes a present JSON number of seconds since the epoch.

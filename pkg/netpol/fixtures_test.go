@@ -19,8 +19,8 @@ import (
 // defaultOptions are the planner options of an environment that sets no
 // variable: the compiled defaults.
 // defaultOptions are the planner options of the default configuration
-// (pkg/controllers/netpol TestPlanOptionsOfTheDefaultConfiguration pins the
-// same values).
+// (pkg/controllers/netpol/planopts TestPlanOptionsOfTheDefaultConfiguration
+// pins the same values).
 func defaultOptions(testing.TB) Options {
 	return Options{
 		McpServerNamespace:    "mcp-server",

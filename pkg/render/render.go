@@ -22,11 +22,11 @@ import (
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/config"
-	"github.com/clerum/hcc/pkg/controllers/egress"
+	"github.com/clerum/hcc/pkg/controllers/egress/resolve"
 	"github.com/clerum/hcc/pkg/controllers/globalfs"
 	"github.com/clerum/hcc/pkg/controllers/host"
 	"github.com/clerum/hcc/pkg/controllers/mcpserver"
-	netpolcontroller "github.com/clerum/hcc/pkg/controllers/netpol"
+	"github.com/clerum/hcc/pkg/controllers/netpol/planopts"
 	"github.com/clerum/hcc/pkg/controllers/sharedfs"
 	"github.com/clerum/hcc/pkg/imagepolicy"
 	"github.com/clerum/hcc/pkg/names"
@@ -43,7 +43,7 @@ type Options struct {
 	// Overrides answer lookups of the named hosts (--resolve); other hosts
 	// go to Resolver.
 	Overrides map[string][]netip.Addr
-	Resolver  egress.Resolver
+	Resolver  resolve.Resolver
 	Config    *config.Config
 	// Warn receives notes and warnings, one line each (stderr).
 	Warn func(format string, args ...any)
@@ -67,7 +67,7 @@ func Render(ctx context.Context, opts Options) ([]byte, error) {
 	resolver := overrideResolver{overrides: opts.Overrides, fallback: opts.Resolver}
 	warnings := map[string]string{} // server/binding → warning, first reason wins
 	resolved := map[string]map[string]netpol.Resolution{}
-	planOpts := netpolcontroller.PlanOptions(cfg)
+	planOpts := planopts.FromConfig(cfg)
 	rules := netpol.NewEgressRules(planOpts)
 	gated := map[string]bool{} // servers whose egress gate would stay closed
 	for _, s := range servers {
@@ -76,7 +76,7 @@ func Render(ctx context.Context, opts Options) ([]byte, error) {
 		if !planOpts.ServerActive(s) || len(s.Spec.EgressBindings) == 0 {
 			continue
 		}
-		answer := egress.Resolve(ctx, resolver, cfg.McpServer.ExternalEgressDNSTimeout, rules, s)
+		answer := resolve.Resolve(ctx, resolver, cfg.McpServer.ExternalEgressDNSTimeout, rules, s)
 		if len(answer.Rejected)+len(answer.Failed) > 0 {
 			gated[s.Name] = true
 		}
@@ -426,10 +426,10 @@ func warnUnread(in *inputs, cfg *config.Config, warn func(string, ...any)) {
 // rest.
 type overrideResolver struct {
 	overrides map[string][]netip.Addr
-	fallback  egress.Resolver
+	fallback  resolve.Resolver
 }
 
-var _ egress.Resolver = overrideResolver{}
+var _ resolve.Resolver = overrideResolver{}
 
 func (r overrideResolver) LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error) {
 	if addrs, ok := r.overrides[strings.ToLower(strings.TrimSuffix(host, "."))]; ok {

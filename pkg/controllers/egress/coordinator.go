@@ -15,13 +15,12 @@
 // round-robin DNS that rotates through a pool does not cut live connections.
 //
 // Files: coordinator.go (the loop), state.go (what is known of each server,
-// the gate), resolve.go (lookups), status.go (conditions and events).
+// the gate), status.go (conditions and events). The lookups themselves are
+// in the resolve subpackage, which `hcc-controller render` shares.
 package egress
 
 import (
 	"context"
-	"net"
-	"net/netip"
 	"sync"
 	"time"
 
@@ -35,23 +34,17 @@ import (
 	"k8s.io/utils/clock"
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
+	"github.com/clerum/hcc/pkg/controllers/egress/resolve"
 	"github.com/clerum/hcc/pkg/controllers/kit"
 	clientset "github.com/clerum/hcc/pkg/generated/clientset/versioned"
 	clerumlisters "github.com/clerum/hcc/pkg/generated/listers/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/netpol"
 )
 
-// Resolver looks up the addresses of a hostname. *net.Resolver satisfies
-// it; tests inject fakes.
-type Resolver interface {
-	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
-}
-
-var _ Resolver = (*net.Resolver)(nil)
-
 const (
 	// primeConcurrency bounds the servers resolved in parallel during the
-	// startup round (each resolves up to lookupConcurrency names at once).
+	// startup round (each resolves a bounded number of names at once, see
+	// resolve.Resolve).
 	primeConcurrency = 16
 	// DefaultPrimeDeadline bounds the whole startup round: a server not
 	// resolved by then starts unproven (no allow, runtime blocked) and is
@@ -107,7 +100,7 @@ type Coordinator struct {
 	hcc      clientset.Interface
 	lister   clerumlisters.McpServerLister
 	synced   cache.InformerSynced
-	resolver Resolver
+	resolver resolve.Resolver
 	opts     Options
 	base     *kit.Controller[string]
 	queue    workqueue.TypedRateLimitingInterface[string] // base's
@@ -154,7 +147,7 @@ type Coordinator struct {
 
 // New returns a coordinator over the McpServers of opts.Namespace, taken
 // from d.Informers.
-func New(d kit.Deps, resolver Resolver, opts Options) *Coordinator {
+func New(d kit.Deps, resolver resolve.Resolver, opts Options) *Coordinator {
 	if opts.PrimeDeadline <= 0 {
 		opts.PrimeDeadline = DefaultPrimeDeadline
 	}

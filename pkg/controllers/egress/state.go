@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
+	"github.com/clerum/hcc/pkg/controllers/egress/resolve"
 	netpolcontroller "github.com/clerum/hcc/pkg/controllers/netpol"
 	"github.com/clerum/hcc/pkg/netpol"
 )
@@ -109,7 +110,7 @@ func (c *Coordinator) due(server *clerumv1alpha1.McpServer) bool {
 // result, signalling a pass when what the pass must program changed.
 func (c *Coordinator) refresh(ctx context.Context, server *clerumv1alpha1.McpServer) {
 	now := c.clock.Now()
-	answer := Resolve(ctx, c.resolver, c.opts.DNSTimeout, c.opts.Rules, server)
+	answer := resolve.Resolve(ctx, c.resolver, c.opts.DNSTimeout, c.opts.Rules, server)
 	next := &serverState{
 		uid:        server.UID,
 		generation: server.Generation,

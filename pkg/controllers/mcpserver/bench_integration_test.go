@@ -31,6 +31,7 @@ import (
 	"github.com/clerum/hcc/pkg/controllers/kit"
 	"github.com/clerum/hcc/pkg/controllers/kit/kittest"
 	netpolcontroller "github.com/clerum/hcc/pkg/controllers/netpol"
+	"github.com/clerum/hcc/pkg/controllers/netpol/planopts"
 	clientset "github.com/clerum/hcc/pkg/generated/clientset/versioned"
 	"github.com/clerum/hcc/pkg/health"
 	"github.com/clerum/hcc/pkg/imagepolicy"
@@ -106,7 +107,7 @@ func runConvergence(b *testing.B, n int) {
 		Log: zerolog.New(os.Stderr).Level(zerolog.WarnLevel), Config: cfg, Readiness: health.NewReadiness()}
 	images, err := imagepolicy.Parse(cfg.ImagePolicy.AllowedPrefixes)
 	require.NoError(b, err)
-	planOpts := netpolcontroller.PlanOptions(cfg)
+	planOpts := planopts.FromConfig(cfg)
 	coordinator := egress.New(d, net.DefaultResolver, egress.Options{Namespace: ns, DNSTimeout: time.Second,
 		Rules: netpol.NewEgressRules(planOpts)})
 	policies := netpolcontroller.New(d, coordinator, netpolcontroller.Options{Plan: planOpts,

@@ -1,4 +1,9 @@
-package netpol
+// Package planopts turns a loaded configuration into the NetworkPolicy
+// planner's options. It is apart from pkg/netpol, so the planner itself
+// depends on no configuration code, and apart from the applier in
+// pkg/controllers/netpol, so `hcc-controller render` and census can use it
+// without linking informers or clientsets.
+package planopts
 
 import (
 	"github.com/clerum/hcc/pkg/config"
@@ -6,9 +11,7 @@ import (
 	"github.com/clerum/hcc/pkg/netpol"
 )
 
-// PlanOptions extracts the planner's options from a loaded configuration.
-// It lives here, with the planner's callers, so the planner itself depends
-// on no configuration code.
+// FromConfig extracts the planner's options from a loaded configuration.
 //
 // In enforce mode ImageRefused is the allowlist's refusal (one function,
 // imagepolicy.Enforced, shared with the McpServer operator and hcc-api): a
@@ -16,7 +19,7 @@ import (
 // render and census) and hcc-api parse the allowlist at startup and exit
 // on a bad one before anything plans; should a list fail to parse here all
 // the same, the nil Policy refuses every image, which fails closed.
-func PlanOptions(cfg *config.Config) netpol.Options {
+func FromConfig(cfg *config.Config) netpol.Options {
 	images, _ := imagepolicy.Parse(cfg.ImagePolicy.AllowedPrefixes)
 	return netpol.Options{
 		ImageRefused:           imagepolicy.Enforced(images, cfg.ImagePolicy.Enforce),

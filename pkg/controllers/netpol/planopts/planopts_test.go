@@ -1,4 +1,4 @@
-package netpol
+package planopts
 
 import (
 	"net/netip"
@@ -25,7 +25,7 @@ func TestPlanOptionsOfTheDefaultConfiguration(t *testing.T) {
 		K8sAPICIDRs:           []netip.Prefix{netip.MustParsePrefix("10.96.0.1/32")},
 		APIPort:               8081,
 		ClusterDomain:         "cluster.local",
-	}, PlanOptions(cfg), "pkg/netpol's defaultOptions test fixture holds the same values")
+	}, FromConfig(cfg), "pkg/netpol's defaultOptions test fixture holds the same values")
 }
 
 func TestPlanOptionsCarryEveryPlannerSetting(t *testing.T) {
@@ -37,7 +37,7 @@ func TestPlanOptionsCarryEveryPlannerSetting(t *testing.T) {
 	}
 	cfg, err := config.LoadFrom(config.Render, func(k string) (string, bool) { v, ok := env[k]; return v, ok })
 	require.NoError(t, err)
-	o := PlanOptions(cfg)
+	o := FromConfig(cfg)
 	assert.Equal(t, []netip.Prefix{netip.MustParsePrefix("35.192.0.0/14")}, o.EgressDenyCIDRs)
 	assert.Equal(t, "corp.example", o.ClusterDomain)
 	assert.Equal(t, []string{"rpc-proxy"}, o.MinimalInfraNamespaces)
@@ -51,7 +51,7 @@ func TestPlanOptionsRefuseImagesInEnforceModeOnly(t *testing.T) {
 		env := map[string]string{"CONTEXT_MAPPER_ENFORCE_IMAGE_ALLOWLIST": enforce, "CONTEXT_MAPPER_ALLOWED_IMAGE_PREFIXES": "mongodb/"}
 		cfg, err := config.LoadFrom(config.Render, func(k string) (string, bool) { v, ok := env[k]; return v, ok })
 		require.NoError(t, err)
-		return PlanOptions(cfg)
+		return FromConfig(cfg)
 	}
 	server := func(image string) *clerumv1alpha1.McpServer {
 		return &clerumv1alpha1.McpServer{Spec: clerumv1alpha1.McpServerSpec{Image: image}}

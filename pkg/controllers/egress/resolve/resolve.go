@@ -1,4 +1,9 @@
-package egress
+// Package resolve validates an McpServer's egress bindings and looks up its
+// hostname bindings through DNS: the judgement the egress coordinator
+// (pkg/controllers/egress) and `hcc-controller render` share. It is pure of
+// the controller machinery (no client-go, no kit, no generated clients), so
+// render links none of it.
+package resolve
 
 import (
 	"context"
@@ -14,6 +19,14 @@ import (
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/netpol"
 )
+
+// Resolver looks up the addresses of a hostname. *net.Resolver satisfies
+// it; tests inject fakes.
+type Resolver interface {
+	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
+}
+
+var _ Resolver = (*net.Resolver)(nil)
 
 // Failure classes of a hostname lookup. Status carries the class, never the
 // resolver's text, which can hold an ephemeral port or a server address: a
