@@ -33,6 +33,7 @@ import (
 	"github.com/clerum/hcc/pkg/controllers/host"
 	"github.com/clerum/hcc/pkg/controllers/kit"
 	"github.com/clerum/hcc/pkg/controllers/mcpserver"
+	mcpserverresources "github.com/clerum/hcc/pkg/controllers/mcpserver/resources"
 	netpolcontroller "github.com/clerum/hcc/pkg/controllers/netpol"
 	"github.com/clerum/hcc/pkg/controllers/netpol/planopts"
 	"github.com/clerum/hcc/pkg/controllers/sharedfs"
@@ -180,12 +181,12 @@ func newReconcilers(deps kit.Deps, resolver resolve.Resolver) ([]kit.Reconciler,
 	coordinator.OnChange(policies.Signal)
 	servers := mcpserver.New(deps, coordinator, mcpserver.Config{
 		Namespace: cfg.Namespaces.McpServer,
-		Build: mcpserver.Options{
+		Build: mcpserverresources.Options{
 			PullPolicy:           cfg.McpServer.ImagePullPolicy,
 			StdioBridgeImage:     cfg.McpServer.StdioBridgeImage,
 			StdioBridgeResources: cfg.McpServer.StdioBridgeResources,
 			EgressProxyImage:     cfg.McpServer.EgressProxyImage,
-			DigestKey:            mcpserver.DigestKey(cfg.ControlAPI.HMACSecret),
+			DigestKey:            mcpserverresources.DigestKey(cfg.ControlAPI.HMACSecret),
 		},
 		Images:  images,
 		Enforce: cfg.ImagePolicy.Enforce,

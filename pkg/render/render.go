@@ -25,7 +25,7 @@ import (
 	"github.com/clerum/hcc/pkg/controllers/egress/resolve"
 	"github.com/clerum/hcc/pkg/controllers/globalfs"
 	"github.com/clerum/hcc/pkg/controllers/host"
-	"github.com/clerum/hcc/pkg/controllers/mcpserver"
+	mcpserverresources "github.com/clerum/hcc/pkg/controllers/mcpserver/resources"
 	"github.com/clerum/hcc/pkg/controllers/netpol/planopts"
 	"github.com/clerum/hcc/pkg/controllers/sharedfs"
 	"github.com/clerum/hcc/pkg/imagepolicy"
@@ -307,7 +307,7 @@ func planServers(servers []*clerumv1alpha1.McpServer, secrets []*corev1.Secret, 
 		}
 		return nil, apierrors.NewNotFound(corev1.Resource("secrets"), name)
 	}
-	opts := mcpserver.Options{
+	opts := mcpserverresources.Options{
 		PullPolicy:           cfg.McpServer.ImagePullPolicy,
 		StdioBridgeImage:     cfg.McpServer.StdioBridgeImage,
 		StdioBridgeResources: cfg.McpServer.StdioBridgeResources,
@@ -315,7 +315,7 @@ func planServers(servers []*clerumv1alpha1.McpServer, secrets []*corev1.Secret, 
 	}
 	var out []runtime.Object
 	for _, s := range servers {
-		children, block, why, err := mcpserver.Plan(s, opts, images, cfg.ImagePolicy.Enforce, lookup, !gated[s.Name])
+		children, block, why, err := mcpserverresources.Plan(s, opts, images, cfg.ImagePolicy.Enforce, lookup, !gated[s.Name])
 		if err != nil {
 			return nil, err
 		}

@@ -30,6 +30,7 @@ import (
 	"github.com/clerum/hcc/pkg/controllers/egress"
 	"github.com/clerum/hcc/pkg/controllers/kit"
 	"github.com/clerum/hcc/pkg/controllers/kit/kittest"
+	"github.com/clerum/hcc/pkg/controllers/mcpserver/resources"
 	netpolcontroller "github.com/clerum/hcc/pkg/controllers/netpol"
 	"github.com/clerum/hcc/pkg/controllers/netpol/planopts"
 	clientset "github.com/clerum/hcc/pkg/generated/clientset/versioned"
@@ -168,14 +169,14 @@ func runConvergence(b *testing.B, n int) {
 	kittest.Parallel(b, n, func(i int) error {
 		s := servers[i].DeepCopy()
 		s.Namespace = plainNS
-		dep, err := BuildDeployment(s, plainNS, testOptions, "hmac-sha256:0")
+		dep, err := resources.BuildDeployment(s, plainNS, testOptions, "hmac-sha256:0")
 		if err != nil {
 			return err
 		}
 		if _, err := plain.AppsV1().Deployments(plainNS).Create(ctx, dep, metav1.CreateOptions{}); err != nil {
 			return err
 		}
-		_, err = plain.CoreV1().Services(plainNS).Create(ctx, BuildService(s, plainNS), metav1.CreateOptions{})
+		_, err = plain.CoreV1().Services(plainNS).Create(ctx, resources.BuildService(s, plainNS), metav1.CreateOptions{})
 		return err
 	})
 	plainDur := time.Since(plainStart)

@@ -1,3 +1,8 @@
+// Package mcpserver is the McpServer operator: each McpServer becomes a
+// Deployment and a Service (stdio servers with the stdio bridge, remote
+// servers behind the platform's egress proxy and its ConfigMap). What a
+// server gets is planned by package resources, which render shares; this
+// package holds the I/O around it: caches, writes through the kit, status.
 package mcpserver
 
 import (
@@ -8,7 +13,6 @@ import (
 	"github.com/rs/zerolog"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -19,6 +23,7 @@ import (
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/controllers/kit"
+	"github.com/clerum/hcc/pkg/controllers/mcpserver/resources"
 	clientset "github.com/clerum/hcc/pkg/generated/clientset/versioned"
 	clerumlisters "github.com/clerum/hcc/pkg/generated/listers/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/imagepolicy"
@@ -44,7 +49,7 @@ type Gate interface {
 // Config is what the operator reads of the configuration.
 type Config struct {
 	Namespace string // CONTEXT_MAPPER_NAMESPACE
-	Build     Options
+	Build     resources.Options
 	Images    *imagepolicy.Policy
 	// Enforce blocks a server whose image the allowlist refuses; otherwise
 	// the refusal is reported (ImageAllowed=False, AuditOnly) and the
@@ -52,9 +57,6 @@ type Config struct {
 	Enforce bool
 	Workers int // HCC_MCPSERVER_WORKERS
 }
-
-// gvk is the owners' kind, for controller references.
-var gvk = schema.GroupVersion(clerumv1alpha1.GroupVersion).WithKind("McpServer")
 
 // Controller is the McpServer operator.
 type Controller struct {
@@ -130,7 +132,7 @@ func New(d kit.Deps, gate Gate, cfg Config) *Controller {
 
 	enqueue := func(k cache.ObjectName) { c.queue.Add(k) }
 	_, _ = servers.Informer().AddEventHandler(kit.OwnHandlers(enqueue))
-	owner := kit.OwnerByRefOrLabel(gvk.GroupVersion().String(), gvk.Kind, ns, names.LabelMcpServer)
+	owner := kit.OwnerByRefOrLabel(resources.GVK.GroupVersion().String(), resources.GVK.Kind, ns, names.LabelMcpServer)
 	for _, inf := range []cache.SharedIndexInformer{deployments.Informer(), services.Informer(), configMaps.Informer()} {
 		_, _ = inf.AddEventHandler(kit.ChildHandlers(owner, enqueue))
 	}

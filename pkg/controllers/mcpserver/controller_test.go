@@ -20,6 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -32,6 +33,7 @@ import (
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/controllers/kit"
+	"github.com/clerum/hcc/pkg/controllers/mcpserver/resources"
 	hccfake "github.com/clerum/hcc/pkg/generated/clientset/versioned/fake"
 	"github.com/clerum/hcc/pkg/imagepolicy"
 	"github.com/clerum/hcc/pkg/reasons"
@@ -51,6 +53,34 @@ func (g *fakeGate) Settled() <-chan struct{} {
 	settled := make(chan struct{})
 	close(settled)
 	return settled
+}
+
+// testOptions and newServer are the builders' test inputs, as in the
+// resources package's tests (a test of package resources cannot import this
+// one, nor this one a test file of that one).
+var testOptions = resources.Options{
+	PullPolicy:       corev1.PullIfNotPresent,
+	StdioBridgeImage: "docker.io/clerum/stdio-bridge:0.9.5",
+	StdioBridgeResources: corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("32Mi"), corev1.ResourceCPU: resource.MustParse("50m")},
+		Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Mi"), corev1.ResourceCPU: resource.MustParse("200m")},
+	},
+	EgressProxyImage: "clerum/nginx-egress-proxy:0.1.0",
+	DigestKey:        resources.DigestKey("test-hmac-secret"),
+}
+
+func newServer(name string, typ clerumv1alpha1.TransportType, opts ...func(*clerumv1alpha1.McpServer)) *clerumv1alpha1.McpServer {
+	s := &clerumv1alpha1.McpServer{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "mcp-server", Name: name, UID: types.UID("uid-" + name), Generation: 1},
+		Spec: clerumv1alpha1.McpServerSpec{
+			Image:     "ghcr.io/evenfire-ai/" + name + ":1.0",
+			Transport: clerumv1alpha1.Transport{Type: typ, Port: ptr.To[int32](3000)},
+		},
+	}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
 }
 
 // fixture is the operator over fake clientsets whose caches are seeded by
@@ -275,7 +305,7 @@ func TestARotatedSecretRollsThePodsAndAnUnrelatedOneDoesNot(t *testing.T) {
 	f := newFixture(t, false, mongodb(), secret("atlas", map[string]string{"uri": "one"}), secret("other", map[string]string{"k": "v"}))
 	f.sync()
 	f.syncCaches()
-	before := f.deployment().Spec.Template.Annotations[AnnotationSecretDigest]
+	before := f.deployment().Spec.Template.Annotations[resources.AnnotationSecretDigest]
 	require.NotEmpty(t, before)
 
 	// An unrelated Secret changes: its event re-queues no server.
@@ -296,7 +326,7 @@ func TestARotatedSecretRollsThePodsAndAnUnrelatedOneDoesNot(t *testing.T) {
 	assert.Len(t, dependents, 1, "exactly its dependents are re-queued")
 	f.sync()
 	assert.Equal(t, []string{"update deployments/mongodb"}, f.writes())
-	assert.NotEqual(t, before, f.deployment().Spec.Template.Annotations[AnnotationSecretDigest])
+	assert.NotEqual(t, before, f.deployment().Spec.Template.Annotations[resources.AnnotationSecretDigest])
 }
 
 func TestTheSecretCacheHoldsNoValue(t *testing.T) {
@@ -317,11 +347,11 @@ func TestTheSecretDigestIsKeyed(t *testing.T) {
 		}
 	}
 	digest := func(key []byte, value string) string {
-		check, err := CheckSecrets(mongodb(), key, lookup(value))
+		check, err := resources.CheckSecrets(mongodb(), key, lookup(value))
 		require.NoError(t, err)
-		return check.digest
+		return check.Digest
 	}
-	a, b := DigestKey("one"), DigestKey("two")
+	a, b := resources.DigestKey("one"), resources.DigestKey("two")
 	assert.NotEqual(t, a, b)
 	assert.Regexp(t, `^hmac-sha256:[0-9a-f]{64}$`, digest(a, "1234"))
 	assert.Equal(t, digest(a, "1234"), digest(a, "1234"), "stable for one key: no roll without a rotation")
@@ -537,7 +567,7 @@ func TestInvalidSpecsAreBlocked(t *testing.T) {
 	assert.Empty(t, f.writes())
 	c := f.condition(clerumv1alpha1.ConditionReady)
 	assert.Equal(t, reasons.InvalidSpec, c.Reason)
-	assert.Equal(t, ErrStdioCommand.Error(), c.Message)
+	assert.Equal(t, resources.ErrStdioCommand.Error(), c.Message)
 }
 
 func toJSON(t *testing.T, obj any) string {

@@ -16,6 +16,7 @@ import (
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/controllers/kit"
+	"github.com/clerum/hcc/pkg/controllers/mcpserver/resources"
 	"github.com/clerum/hcc/pkg/imagepolicy"
 	"github.com/clerum/hcc/pkg/names"
 	"github.com/clerum/hcc/pkg/reasons"
@@ -225,14 +226,14 @@ func TestAReservedNameGetsNoWorkload(t *testing.T) {
 
 	// Children written by an HCC from before the rule are deleted.
 	s := newServer("mcp-proxy", clerumv1alpha1.TransportSSE, func(s *clerumv1alpha1.McpServer) { s.Spec.Image = "ghcr.io/evenfire-ai/x:1" })
-	b, err := build(newServer("mcp-proxyy", clerumv1alpha1.TransportSSE, func(s *clerumv1alpha1.McpServer) { s.Spec.Image = "ghcr.io/evenfire-ai/x:1" }), testOptions, "")
+	b, err := resources.Build(newServer("mcp-proxyy", clerumv1alpha1.TransportSSE, func(s *clerumv1alpha1.McpServer) { s.Spec.Image = "ghcr.io/evenfire-ai/x:1" }), testOptions, "")
 	require.NoError(t, err)
-	for _, o := range []metav1.Object{b.deployment, b.service} {
+	for _, o := range []metav1.Object{b.Deployment, b.Service} {
 		o.SetName("mcp-proxy")
 		o.SetLabels(map[string]string{names.LabelManagedBy: names.ManagedByValue, names.LabelMcpServer: "mcp-proxy", names.LabelApp: "mcp-proxy"})
-		o.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind, Name: "mcp-proxy", UID: s.UID, Controller: ptr.To(true)}})
+		o.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: resources.GVK.GroupVersion().String(), Kind: resources.GVK.Kind, Name: "mcp-proxy", UID: s.UID, Controller: ptr.To(true)}})
 	}
-	f := newFixture(t, false, s, b.deployment, b.service)
+	f := newFixture(t, false, s, b.Deployment, b.Service)
 	f.sync()
 	assert.Equal(t, []string{"delete deployments/mcp-proxy", "delete services/mcp-proxy"}, f.writes())
 }

@@ -11,6 +11,7 @@ import (
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/controllers/kit"
+	"github.com/clerum/hcc/pkg/controllers/mcpserver/resources"
 	applyv1alpha1 "github.com/clerum/hcc/pkg/generated/applyconfiguration/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/reasons"
 )
@@ -36,19 +37,19 @@ type status struct {
 
 func newStatus(s *clerumv1alpha1.McpServer) *status {
 	st := &status{server: s}
-	replicas, capped := Replicas(s)
+	replicas, capped := resources.Replicas(s)
 	st.replicasCapped = kit.Condition{Type: clerumv1alpha1.ConditionReplicasCapped, Status: metav1.ConditionFalse,
 		Reason: reasons.ReplicasAsked, Message: fmt.Sprintf("runs %d replica(s) as asked", replicas)}
 	if capped {
 		st.replicasCapped = kit.Condition{Type: clerumv1alpha1.ConditionReplicasCapped, Status: metav1.ConditionTrue,
-			Reason: reasons.StdioSingleton, Message: fmt.Sprintf("a stdio server runs %d replica, not %d", MaxStdioReplicas, ptr.Deref(s.Spec.Replicas, 1))}
+			Reason: reasons.StdioSingleton, Message: fmt.Sprintf("a stdio server runs %d replica, not %d", resources.MaxStdioReplicas, ptr.Deref(s.Spec.Replicas, 1))}
 	}
 	return st
 }
 
-func (st *status) secrets(sc secretCheck) {
-	st.secretsMessage = sc.message()
-	if len(sc.missing) == 0 {
+func (st *status) secrets(sc resources.SecretCheck) {
+	st.secretsMessage = sc.Message()
+	if len(sc.Missing) == 0 {
 		st.secretsResolved = kit.Condition{Type: clerumv1alpha1.ConditionSecretsResolved, Status: metav1.ConditionTrue,
 			Reason: reasons.SecretsFound, Message: st.secretsMessage}
 		return
@@ -57,16 +58,16 @@ func (st *status) secrets(sc secretCheck) {
 		Reason: reasons.SecretsMissing, Message: st.secretsMessage}
 }
 
-func (st *status) image(v imageVerdict, enforce bool) {
-	st.imageMessage = v.message
+func (st *status) image(v resources.ImageVerdict, enforce bool) {
+	st.imageMessage = v.Message
 	switch {
-	case v.allowed:
-		st.imageAllowed = kit.Condition{Type: clerumv1alpha1.ConditionImageAllowed, Status: metav1.ConditionTrue, Reason: v.reason, Message: v.message}
+	case v.Allowed:
+		st.imageAllowed = kit.Condition{Type: clerumv1alpha1.ConditionImageAllowed, Status: metav1.ConditionTrue, Reason: v.Reason, Message: v.Message}
 	case enforce:
-		st.imageAllowed = kit.Condition{Type: clerumv1alpha1.ConditionImageAllowed, Status: metav1.ConditionFalse, Reason: reasons.ImageNotAllowed, Message: v.message}
+		st.imageAllowed = kit.Condition{Type: clerumv1alpha1.ConditionImageAllowed, Status: metav1.ConditionFalse, Reason: reasons.ImageNotAllowed, Message: v.Message}
 	default:
 		st.imageAllowed = kit.Condition{Type: clerumv1alpha1.ConditionImageAllowed, Status: metav1.ConditionFalse, Reason: reasons.AuditOnly,
-			Message: v.message + "; audit mode: deployed anyway"}
+			Message: v.Message + "; audit mode: deployed anyway"}
 	}
 }
 

@@ -12,12 +12,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/controllers/kit"
+	"github.com/clerum/hcc/pkg/controllers/mcpserver/resources"
 	"github.com/clerum/hcc/pkg/imagepolicy"
 	"github.com/clerum/hcc/pkg/names"
 	"github.com/clerum/hcc/pkg/reasons"
@@ -67,15 +67,15 @@ func (c *Controller) syncMcpServer(ctx context.Context, key cache.ObjectName) (k
 	image := c.judgeImage(s)
 	st.image(image, c.cfg.Enforce)
 
-	built, buildErr := build(s, c.cfg.Build, secrets.digest)
+	built, buildErr := resources.Build(s, c.cfg.Build, secrets.Digest)
 	if buildErr != nil {
 		st.invalid(buildErr)
 	}
-	block := blockReason(s, secrets, c.refused(), buildErr, func() bool { return c.gate.Ready(s) })
+	block := resources.BlockReason(s, secrets, c.refused(), buildErr, func() bool { return c.gate.Ready(s) })
 	c.reportBlock(s, block, st)
 
 	var result kit.Result
-	if errors.Is(buildErr, ErrReservedName) {
+	if errors.Is(buildErr, resources.ErrReservedName) {
 		// Its pods would be selected as a platform workload's; the name is
 		// immutable, so nothing of the server can ever be restored.
 		if err := c.deleteChildren(ctx, cache.ObjectName{Namespace: s.Namespace, Name: s.Name}); err != nil {
@@ -89,7 +89,7 @@ func (c *Controller) syncMcpServer(ctx context.Context, key cache.ObjectName) (k
 			return kit.Result{}, err
 		}
 		st.disabled()
-	} else if block != "" && stops(s, secrets, c.refused()) {
+	} else if block != "" && resources.Stops(s, secrets, c.refused()) {
 		// Enforce mode refuses the image, or a Secret it names is one no
 		// server may read: pods started before (in audit mode, under an
 		// older allowlist, before the Secret rule) stop. The template is
@@ -121,109 +121,18 @@ func (c *Controller) syncMcpServer(ctx context.Context, key cache.ObjectName) (k
 	return result, c.applyStatus(ctx, s, st)
 }
 
-// blockReason is what keeps s from deploying, or "": a reserved name,
-// missing Secrets, an image the allowlist refuses in enforce mode (refused,
-// imagepolicy.Enforced: nil in audit mode), a spec that does not build, or
-// (for an enabled server) a closed egress gate. The controller and render
-// judge alike through it.
-func blockReason(s *clerumv1alpha1.McpServer, secrets secretCheck, refused func(*clerumv1alpha1.McpServer) bool, buildErr error, gateOpen func() bool) string {
-	switch {
-	case errors.Is(buildErr, ErrReservedName):
-		return reasons.InvalidSpec
-	case len(secrets.missing) > 0:
-		return reasons.SecretsMissing
-	case refused != nil && refused(s):
-		return reasons.ImageNotAllowed
-	case buildErr != nil:
-		return reasons.InvalidSpec
-	case s.Spec.IsEnabled() && !gateOpen():
-		return reasons.EgressPending
-	}
-	return ""
-}
-
-// stops reports whether a blocked, enabled server's running Deployment
-// must stop, not merely be kept from being written: enforce mode refuses
-// its image, or a Secret it names is one no server may read. Each is
-// judged on its own, whichever block blockReason reports first: a Secret
-// deleted for a moment must not keep a refused image running. A Secret that
-// is only missing (deleted, not yet created) leaves running pods alone.
-func stops(s *clerumv1alpha1.McpServer, secrets secretCheck, refused func(*clerumv1alpha1.McpServer) bool) bool {
-	return secrets.forbidden || (refused != nil && refused(s))
-}
-
 // refused is the enforce-mode refusal of the controller's allowlist, nil in
 // audit mode.
 func (c *Controller) refused() func(*clerumv1alpha1.McpServer) bool {
 	return imagepolicy.Enforced(c.cfg.Images, c.cfg.Enforce)
 }
 
-// Plan is the pure decision of one sync, for render: the children s gets,
-// or why it gets none. secrets looks up Secrets with digested values.
-func Plan(s *clerumv1alpha1.McpServer, opts Options, images *imagepolicy.Policy, enforce bool,
-	secrets func(name string) (*corev1.Secret, error), gateOpen bool) (children []runtime.Object, block, why string, err error) {
-	check, err := CheckSecrets(s, opts.DigestKey, secrets)
-	if err != nil {
-		return nil, "", "", err
-	}
-	image := judgeImage(images, s)
-	b, buildErr := build(s, opts, check.digest)
-	block = blockReason(s, check, imagepolicy.Enforced(images, enforce), buildErr, func() bool { return gateOpen })
-	switch block {
-	case "":
-	case reasons.SecretsMissing:
-		return nil, block, check.message(), nil
-	case reasons.ImageNotAllowed:
-		return nil, block, image.message, nil
-	case reasons.InvalidSpec:
-		return nil, block, buildErr.Error(), nil
-	default:
-		return nil, block, "its egress bindings are not all allowed", nil
-	}
-	for _, obj := range []interface {
-		runtime.Object
-		metav1.Object
-	}{b.deployment, b.service} {
-		obj.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind,
-			Name: s.Name, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}})
-		children = append(children, obj)
-	}
-	if b.configMap != nil {
-		b.configMap.SetOwnerReferences(b.deployment.OwnerReferences)
-		children = append(children, b.configMap)
-	}
-	return children, "", "", nil
-}
-
-// built holds the children the builders produced for one server.
-type built struct {
-	deployment *appsv1.Deployment
-	service    *corev1.Service
-	configMap  *corev1.ConfigMap // remote servers only
-}
-
-func build(s *clerumv1alpha1.McpServer, opts Options, digest string) (built, error) {
-	var b built
-	var err error
-	if names.ReservedMcpServerName(s.Name) {
-		return b, ErrReservedName
-	}
-	if b.deployment, err = BuildDeployment(s, s.Namespace, opts, digest); err != nil {
-		return b, err
-	}
-	if b.configMap, err = BuildProxyConfig(s, s.Namespace); err != nil {
-		return b, err
-	}
-	b.service = BuildService(s, s.Namespace)
-	return b, nil
-}
-
 // ensureChildren writes the children that differ from the builders: the
 // proxy ConfigMap first (the pods mount it), then the Deployment, then the
 // Service. A child whose name an object HCC does not own holds is refused
 // (kit.Ensure reports it); the others are still written.
-func (c *Controller) ensureChildren(ctx context.Context, s *clerumv1alpha1.McpServer, b built) (*appsv1.Deployment, error, error) {
-	owner := kit.Owner{Object: s, GVK: gvk, IdentityLabel: names.LabelMcpServer}
+func (c *Controller) ensureChildren(ctx context.Context, s *clerumv1alpha1.McpServer, b resources.Children) (*appsv1.Deployment, error, error) {
+	owner := kit.Owner{Object: s, GVK: resources.GVK, IdentityLabel: names.LabelMcpServer}
 	// Each child is written only once the one before it is HCC's: pods must
 	// never mount a proxy configuration someone else wrote, and a Service
 	// must never front pods HCC did not judge.
@@ -236,22 +145,22 @@ func (c *Controller) ensureChildren(ctx context.Context, s *clerumv1alpha1.McpSe
 	cmName := names.McpServerProxyConfig(s.Name)
 	liveCM, _ := c.configMaps.ConfigMaps(s.Namespace).Get(cmName)
 	switch {
-	case b.configMap != nil:
-		if _, _, err := kit.Ensure(ctx, c.children, kit.ConfigMaps, owner, liveCM, b.configMap); err != nil {
+	case b.ConfigMap != nil:
+		if _, _, err := kit.Ensure(ctx, c.children, kit.ConfigMaps, owner, liveCM, b.ConfigMap); err != nil {
 			return refusedOrErr(err)
 		}
 	case liveCM != nil:
 		// No longer remote: its proxy configuration goes, if it is its.
-		if _, err := kit.DeleteChild(ctx, c.children, kit.ConfigMaps, gvk, s.Name, names.LabelMcpServer, liveCM); err != nil {
+		if _, err := kit.DeleteChild(ctx, c.children, kit.ConfigMaps, resources.GVK, s.Name, names.LabelMcpServer, liveCM); err != nil {
 			return nil, nil, err
 		}
 	}
-	deployment, _, err := kit.Ensure(ctx, c.children, kit.Deployments, owner, c.deploymentOf(s), b.deployment)
+	deployment, _, err := kit.Ensure(ctx, c.children, kit.Deployments, owner, c.deploymentOf(s), b.Deployment)
 	if err != nil {
 		return refusedOrErr(err)
 	}
-	liveService, _ := c.services.Services(s.Namespace).Get(b.service.Name)
-	if _, _, err := kit.Ensure(ctx, c.children, kit.Services, owner, liveService, b.service); err != nil {
+	liveService, _ := c.services.Services(s.Namespace).Get(b.Service.Name)
+	if _, _, err := kit.Ensure(ctx, c.children, kit.Services, owner, liveService, b.Service); err != nil {
 		_, refused, err := refusedOrErr(err)
 		return deployment, refused, err
 	}
@@ -268,7 +177,7 @@ func (c *Controller) scaleToZero(ctx context.Context, s *clerumv1alpha1.McpServe
 	}
 	desired := live.DeepCopy()
 	desired.Spec.Replicas = ptr.To[int32](0)
-	owner := kit.Owner{Object: s, GVK: gvk, IdentityLabel: names.LabelMcpServer}
+	owner := kit.Owner{Object: s, GVK: resources.GVK, IdentityLabel: names.LabelMcpServer}
 	_, _, err := kit.Ensure(ctx, c.children, kit.Deployments, owner, live, desired)
 	if errors.Is(err, kit.ErrNotOwned) {
 		return nil // reported by Ensure; never written
@@ -282,43 +191,23 @@ func (c *Controller) deleteChildren(ctx context.Context, key cache.ObjectName) e
 	name := names.McpServerWorkload(key.Name)
 	var errs []error
 	if d, err := c.deployments.Deployments(key.Namespace).Get(name); err == nil {
-		_, err := kit.DeleteChild(ctx, c.children, kit.Deployments, gvk, key.Name, names.LabelMcpServer, d)
+		_, err := kit.DeleteChild(ctx, c.children, kit.Deployments, resources.GVK, key.Name, names.LabelMcpServer, d)
 		errs = append(errs, err)
 	}
 	if svc, err := c.services.Services(key.Namespace).Get(name); err == nil {
-		_, err := kit.DeleteChild(ctx, c.children, kit.Services, gvk, key.Name, names.LabelMcpServer, svc)
+		_, err := kit.DeleteChild(ctx, c.children, kit.Services, resources.GVK, key.Name, names.LabelMcpServer, svc)
 		errs = append(errs, err)
 	}
 	if cm, err := c.configMaps.ConfigMaps(key.Namespace).Get(names.McpServerProxyConfig(key.Name)); err == nil {
-		_, err := kit.DeleteChild(ctx, c.children, kit.ConfigMaps, gvk, key.Name, names.LabelMcpServer, cm)
+		_, err := kit.DeleteChild(ctx, c.children, kit.ConfigMaps, resources.GVK, key.Name, names.LabelMcpServer, cm)
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
 
-// imageVerdict is the allowlist's answer for one server.
-type imageVerdict struct {
-	allowed bool
-	reason  string
-	message string
-}
-
-func (c *Controller) judgeImage(s *clerumv1alpha1.McpServer) imageVerdict {
-	return judgeImage(c.cfg.Images, s)
-}
-
-// judgeImage judges spec.image only: a remote server runs the platform's
-// proxy, and platform images (bridge, proxy) are never judged.
-func judgeImage(images *imagepolicy.Policy, s *clerumv1alpha1.McpServer) imageVerdict {
-	v, judged := images.JudgeServer(s)
-	if !judged {
-		return imageVerdict{allowed: true, reason: reasons.PlatformImage,
-			message: "a remote server runs the platform's egress proxy; spec.image is not run"}
-	}
-	if v.Allowed {
-		return imageVerdict{allowed: true, reason: reasons.ImageAllowed, message: v.Message()}
-	}
-	return imageVerdict{reason: string(v.Reason), message: v.Message()}
+// judgeImage is the allowlist's verdict on s's image.
+func (c *Controller) judgeImage(s *clerumv1alpha1.McpServer) resources.ImageVerdict {
+	return resources.JudgeImage(c.cfg.Images, s)
 }
 
 // checkRemote reports whether one of a remote server's own egress bindings
@@ -326,7 +215,7 @@ func judgeImage(images *imagepolicy.Policy, s *clerumv1alpha1.McpServer) imageVe
 // the upstream. It deploys either way: the egress policy, not this check,
 // is what allows the traffic.
 func (c *Controller) checkRemote(s *clerumv1alpha1.McpServer, st *status) {
-	host, port, err := RemoteHost(s)
+	host, port, err := resources.RemoteHost(s)
 	if err != nil {
 		return // reported as InvalidSpec
 	}

@@ -1,6 +1,6 @@
 //go:build integration
 
-package mcpserver
+package resources
 
 import (
 	"context"

@@ -1,14 +1,18 @@
-// Package mcpserver is the McpServer operator: each McpServer becomes a
-// Deployment and a Service (stdio servers with the stdio bridge, remote
-// servers behind the platform's egress proxy and its ConfigMap).
+// Package resources is the McpServer operator's plan: pure functions from an
+// McpServer and what the operator reads for it (its Secrets' digests, the
+// image allowlist, the egress gate) to its children — a Deployment and a
+// Service (stdio servers with the stdio bridge, remote servers behind the
+// platform's egress proxy and its ConfigMap) — or the reason it gets none.
+// The controller's sync and `hcc-controller render` both plan through it;
+// it imports no client.
 //
-// This file holds the pure builders: objects in, objects out, no client. The
-// container interfaces they assume — the stdio shim and bridge, the egress
-// proxy's configuration — are written down in docs/containers.md and pinned
-// by the golden tests beside it. Builders emit every field the API server
-// would default, so a child that matches the builder is never rewritten
+// This file holds the builders: objects in, objects out. The container
+// interfaces they assume — the stdio shim and bridge, the egress proxy's
+// configuration — are written down in docs/containers.md and pinned by the
+// golden tests beside it. Builders emit every field the API server would
+// default, so a child that matches the builder is never rewritten
 // (kittest.RoundTrip proves it against a real API server).
-package mcpserver
+package resources
 
 import (
 	"errors"
