@@ -1,4 +1,4 @@
-package globalfs
+package resources
 
 import (
 	"crypto/x509"
@@ -10,11 +10,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/reasons"
 )
+
+// GVK is the kind of the children's owner, for controller references.
+var GVK = schema.GroupVersion(clerumv1alpha1.GroupVersion).WithKind("GlobalFileSystem")
 
 // Admission is whether a GlobalFileSystem may be deployed, decided from the
 // Postgres Secret and the JWT ConfigMap before anything is written. The
@@ -98,7 +102,7 @@ func Plan(g *clerumv1alpha1.GlobalFileSystem, a Admission, opts Options) []runti
 	if a.Block != "" {
 		return nil
 	}
-	ref := []metav1.OwnerReference{{APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind, Name: g.Name,
+	ref := []metav1.OwnerReference{{APIVersion: GVK.GroupVersion().String(), Kind: GVK.Kind, Name: g.Name,
 		Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}
 	own := []interface {
 		runtime.Object
