@@ -209,6 +209,8 @@ func (c *Controller) ensure(ctx context.Context, g *clerumv1alpha1.GlobalFileSys
 	}
 	ns := g.Namespace
 	owner := kit.Owner{Object: g, GVK: gvk, IdentityLabel: names.LabelGlobalFileSystem}
+	// The one plan, which render prints too (resources.Plan).
+	desired := resources.MakeChildren(g, a, opts)
 	var errs []error
 	var refused []string
 	// write records one child's outcome and reports whether it is HCC's
@@ -230,8 +232,8 @@ func (c *Controller) ensure(ctx context.Context, g *clerumv1alpha1.GlobalFileSys
 	// connection string, never start or roll unisolated — not while the
 	// policy's name is held by an object HCC does not own, nor while its
 	// write fails.
-	isolated := write(ensure(ctx, c.children, kit.NetworkPolicies, owner, c.policies.NetworkPolicies(ns), resources.BuildEgressPolicy(g, opts)))
-	if write(ensure(ctx, c.children, kit.Services, owner, c.services.Services(ns), resources.BuildService(g, opts))) {
+	isolated := write(ensure(ctx, c.children, kit.NetworkPolicies, owner, c.policies.NetworkPolicies(ns), desired.EgressPolicy))
+	if write(ensure(ctx, c.children, kit.Services, owner, c.services.Services(ns), desired.Service)) {
 		st.endpoint = resources.Endpoint(g, opts)
 	}
 	cached, err := c.deployments.Deployments(ns).Get(names.GFSCWorkload(g.Name))
@@ -239,14 +241,14 @@ func (c *Controller) ensure(ctx context.Context, g *clerumv1alpha1.GlobalFileSys
 		cached = nil
 	}
 	if isolated {
-		live, _, err := kit.Ensure(ctx, c.children, kit.Deployments, owner, cached, resources.BuildDeployment(g, opts, a.Digest))
+		live, _, err := kit.Ensure(ctx, c.children, kit.Deployments, owner, cached, desired.Deployment)
 		if write(err) {
 			st.workload(live)
 		} else if err != nil && !errors.Is(err, kit.ErrNotOwned) {
 			// The write failed (retried): status shows what runs meanwhile.
 			st.workload(c.deploymentOf(g))
 		}
-		write(c.ensureSeed(ctx, g, opts, owner, a, st))
+		write(c.ensureSeed(ctx, g, desired.SeedJob, owner, a, st))
 	} else {
 		st.workload(cached)
 	}
@@ -260,20 +262,21 @@ func (c *Controller) ensure(ctx context.Context, g *clerumv1alpha1.GlobalFileSys
 	return result, errs
 }
 
-// ensureSeed runs the seed Job until the drive's root is seeded, and
-// records the outcome in st. Once status says seeded the Job is never
+// ensureSeed runs the seed Job desired until the drive's root is seeded,
+// and records the outcome in st. Once status says seeded the Job is never
 // created again (its TTL removes a finished one). A Job for another drive,
 // or one not yet succeeded that read a configuration since rotated, is
 // deleted and, once gone, created anew.
-func (c *Controller) ensureSeed(ctx context.Context, g *clerumv1alpha1.GlobalFileSystem, opts resources.Options, owner kit.Owner, a resources.Admission, st *status) error {
-	if g.Status.RootSeeded {
-		return nil // newStatus recorded it
+func (c *Controller) ensureSeed(ctx context.Context, g *clerumv1alpha1.GlobalFileSystem, desired *batchv1.Job, owner kit.Owner, a resources.Admission, st *status) error {
+	if desired == nil {
+		// Status says seeded (MakeChildren plans no seed Job then), as
+		// newStatus recorded.
+		return nil
 	}
 	if !c.cfg.SeedKey.Usable() {
 		st.seedPending("no seed-Job key is configured (INTERNAL_CONTROL_JWT_HCC_HMAC_SECRET)")
 		return errNoSeedKey
 	}
-	desired := resources.BuildSeedJob(g, opts, a.Digest)
 	live, err := c.jobs.Jobs(g.Namespace).Get(desired.Name)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return err
