@@ -30,6 +30,7 @@ import (
 	"github.com/clerum/hcc/pkg/controllers/egress"
 	"github.com/clerum/hcc/pkg/controllers/egress/resolve"
 	"github.com/clerum/hcc/pkg/controllers/globalfs"
+	gfsresources "github.com/clerum/hcc/pkg/controllers/globalfs/resources"
 	"github.com/clerum/hcc/pkg/controllers/host"
 	"github.com/clerum/hcc/pkg/controllers/kit"
 	"github.com/clerum/hcc/pkg/controllers/mcpserver"
@@ -225,7 +226,7 @@ func newReconcilers(deps kit.Deps, resolver resolve.Resolver) ([]kit.Reconciler,
 	})
 	globalFileSystems := globalfs.New(deps, globalfs.Config{
 		Namespace: cfg.Namespaces.GFS,
-		Build:     globalfs.OptionsFrom(cfg),
+		Build:     gfsresources.OptionsFrom(cfg),
 		Resync:    cfg.GFS.Resync,
 		Workers:   cfg.Core.FileSystemWorkers,
 		SeedKey:   mark.NewKey(cfg.ControlAPI.HMACSecret, mark.PurposeSeedJob),

@@ -20,7 +20,7 @@ import (
 
 	"github.com/clerum/hcc/internal/testing/testenv"
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
-	"github.com/clerum/hcc/pkg/controllers/globalfs"
+	gfsresources "github.com/clerum/hcc/pkg/controllers/globalfs/resources"
 	"github.com/clerum/hcc/pkg/controllers/kit"
 	clientset "github.com/clerum/hcc/pkg/generated/clientset/versioned"
 	"github.com/clerum/hcc/pkg/mark"
@@ -177,7 +177,7 @@ func TestFileSystemsTrustWhatHCCWrote(t *testing.T) {
 	// GlobalFileSystem.
 	forgedJob, err := kube.BatchV1().Jobs("gfs").Create(ctx, &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Name: "gfsc-main-seed", Labels: managed(names.LabelGlobalFileSystem, "main"),
-			Annotations: map[string]string{globalfs.AnnotationDrive: "main", mark.Annotation: "v1:forged"}},
+			Annotations: map[string]string{gfsresources.AnnotationDrive: "main", mark.Annotation: "v1:forged"}},
 		Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
 			Containers: []corev1.Container{{Name: "noop", Image: "busybox:1.36", Args: []string{"true"}}}}}},
 	}, metav1.CreateOptions{})
@@ -231,14 +231,14 @@ func TestFileSystemsTrustWhatHCCWrote(t *testing.T) {
 	seedKey := mark.NewKey("integration-secret", mark.PurposeSeedJob)
 	waitUntil("the forged seed Job is replaced by a Job HCC created and marked", func() bool {
 		j, err := kube.BatchV1().Jobs("gfs").Get(ctx, "gfsc-main-seed", metav1.GetOptions{})
-		return err == nil && j.UID != forgedJob.UID && globalfs.SeedJobMarked(seedKey, main, j)
+		return err == nil && j.UID != forgedJob.UID && gfsresources.SeedJobMarked(seedKey, main, j)
 	})
 	g, err := hcc.ClerumV1alpha1().GlobalFileSystems("gfs").Get(ctx, "main", metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.False(t, g.Status.RootSeeded, "the forged Job's completion was never believed")
 	d, err := kube.AppsV1().Deployments("gfs").Get(ctx, "gfsc-main", metav1.GetOptions{})
 	require.NoError(t, err)
-	assert.Equal(t, []corev1.EnvVar{{Name: globalfs.EnvPostgresHost, Value: "control-postgres"}, {Name: globalfs.EnvPostgresPort, Value: "5432"}},
+	assert.Equal(t, []corev1.EnvVar{{Name: gfsresources.EnvPostgresHost, Value: "control-postgres"}, {Name: gfsresources.EnvPostgresPort, Value: "5432"}},
 		d.Spec.Template.Spec.InitContainers[0].Env, "the init container gets the host and port, not the password")
 
 	waitUntil("the forged claim is refused and no WFC mounts it", func() bool {
@@ -306,7 +306,7 @@ func TestFileSystemsTrustWhatHCCWrote(t *testing.T) {
 			return false
 		}
 		r := meta.FindStatusCondition(a.Status.Conditions, clerumv1alpha1.ConditionReady)
-		return r != nil && r.Status == metav1.ConditionFalse && r.Reason == globalfs.ReasonDriveConflict
+		return r != nil && r.Status == metav1.ConditionFalse && r.Reason == gfsresources.ReasonDriveConflict
 	})
 	_, err = kube.AppsV1().Deployments("gfs").Get(ctx, "gfsc-also-main", metav1.GetOptions{})
 	assert.True(t, apierrors.IsNotFound(err), "one writer per drive: %v", err)

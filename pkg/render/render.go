@@ -23,7 +23,7 @@ import (
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/config"
 	"github.com/clerum/hcc/pkg/controllers/egress/resolve"
-	"github.com/clerum/hcc/pkg/controllers/globalfs"
+	gfsresources "github.com/clerum/hcc/pkg/controllers/globalfs/resources"
 	"github.com/clerum/hcc/pkg/controllers/host"
 	mcpserverresources "github.com/clerum/hcc/pkg/controllers/mcpserver/resources"
 	"github.com/clerum/hcc/pkg/controllers/netpol/planopts"
@@ -174,7 +174,7 @@ func planFileSystems(in *inputs, cfg *config.Config, warn func(string, ...any)) 
 		}
 		out = append(out, children...)
 	}
-	gfsOpts := globalfs.OptionsFrom(cfg)
+	gfsOpts := gfsresources.OptionsFrom(cfg)
 	gfsMaps := byName(in.configMaps, cfg.Namespaces.GFS)
 	var secret *corev1.Secret
 	for _, s := range inNamespace(in.secrets, cfg.Namespaces.GFS) {
@@ -182,7 +182,7 @@ func planFileSystems(in *inputs, cfg *config.Config, warn func(string, ...any)) 
 			// The init container's wait target, from the raw value as the
 			// reconciler reads it from the API server; then the value is
 			// digested, as the reconciler's cache holds it.
-			gfsOpts.WaitHost, gfsOpts.WaitPort = globalfs.PostgresWaitTarget(string(s.Data[gfsOpts.PostgresSecretKey]))
+			gfsOpts.WaitHost, gfsOpts.WaitPort = gfsresources.PostgresWaitTarget(string(s.Data[gfsOpts.PostgresSecretKey]))
 			d, _ := secretdigest.Digest(s)
 			secret = d.(*corev1.Secret)
 		}
@@ -191,16 +191,16 @@ func planFileSystems(in *inputs, cfg *config.Config, warn func(string, ...any)) 
 	for _, g := range filesystems {
 		// The drive conflict first, as in the reconciler: it stops the
 		// writer whatever the configuration says.
-		if held := globalfs.DriveHeld(g, filesystems, gfsOpts); held != "" {
-			warn("GlobalFileSystem %s gets no runtime (%s): %s", g.Name, globalfs.ReasonDriveConflict, held)
+		if held := gfsresources.DriveHeld(g, filesystems, gfsOpts); held != "" {
+			warn("GlobalFileSystem %s gets no runtime (%s): %s", g.Name, gfsresources.ReasonDriveConflict, held)
 			continue
 		}
-		a := globalfs.Admit(secret, gfsMaps[gfsOpts.JWTConfigMap], gfsOpts)
+		a := gfsresources.Admit(secret, gfsMaps[gfsOpts.JWTConfigMap], gfsOpts)
 		if a.Block != "" {
 			warn("GlobalFileSystem %s gets no runtime (%s): %s", g.Name, a.Block, a.Message)
 			continue
 		}
-		out = append(out, globalfs.Plan(g, a, gfsOpts)...)
+		out = append(out, gfsresources.Plan(g, a, gfsOpts)...)
 	}
 	return out
 }

@@ -1,3 +1,12 @@
+// Package globalfs is the GlobalFileSystem reconciler: each GlobalFileSystem
+// in the GFS namespace becomes a gfsc writer Deployment and Service, an
+// egress NetworkPolicy that lets gfsc reach only Postgres and DNS, and a
+// one-shot Job that seeds the drive's root directory
+// (docs/globalfilesystem.md).
+//
+// What those children are is decided by the pure package resources
+// (resources.MakeChildren), which render shares; this package reads the
+// caches, ensures the children through the kit, and writes status.
 package globalfs
 
 import (
@@ -11,7 +20,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	k8slabels "k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -25,6 +33,7 @@ import (
 	"k8s.io/utils/clock"
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
+	"github.com/clerum/hcc/pkg/controllers/globalfs/resources"
 	"github.com/clerum/hcc/pkg/controllers/kit"
 	clientset "github.com/clerum/hcc/pkg/generated/clientset/versioned"
 	clerumlisters "github.com/clerum/hcc/pkg/generated/listers/clerum/v1alpha1"
@@ -37,7 +46,7 @@ type Config struct {
 	// Namespace is where GlobalFileSystems and their children live
 	// (CONTEXT_MAPPER_GFS_NAMESPACE).
 	Namespace string
-	Build     Options
+	Build     resources.Options
 	// Resync is the interval of the full reconcile
 	// (CONTEXT_MAPPER_GFS_RESYNC_SEC); 0 disables it.
 	Resync  time.Duration
@@ -49,7 +58,7 @@ type Config struct {
 }
 
 // gvk is the owners' kind, for controller references.
-var gvk = schema.GroupVersion(clerumv1alpha1.GroupVersion).WithKind("GlobalFileSystem")
+var gvk = resources.GVK
 
 // refusedRetry is how soon a GlobalFileSystem some of whose names an object
 // HCC does not own holds is looked at again: the holder may be removed by

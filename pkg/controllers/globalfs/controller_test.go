@@ -27,6 +27,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -39,6 +40,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
+	"github.com/clerum/hcc/pkg/controllers/globalfs/resources"
 	"github.com/clerum/hcc/pkg/controllers/kit"
 	hccfake "github.com/clerum/hcc/pkg/generated/clientset/versioned/fake"
 	"github.com/clerum/hcc/pkg/mark"
@@ -53,6 +55,30 @@ const (
 	// a log line or a status.
 	connectionString = "postgres://gfsc:hunter2@control-postgres.control-plane:5432/gfs"
 )
+
+// testOptions are the builders' options of the tests.
+var testOptions = resources.Options{
+	ControlPlaneNamespace: "control-plane",
+	ClusterDomain:         "cluster.local",
+	Image:                 "clerum/gfs-controller:1.4.2",
+	ImagePullPolicy:       corev1.PullIfNotPresent,
+	ImagePullSecret:       "clerum",
+	PriorityClassName:     "platform-critical",
+	InitImage:             "busybox:1.36",
+	Port:                  8087,
+	Resources: corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Mi"), corev1.ResourceCPU: resource.MustParse("100m")},
+		Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi"), corev1.ResourceCPU: resource.MustParse("500m")},
+	},
+	PostgresAppLabel:  "control-postgres",
+	PostgresPort:      5432,
+	PostgresSecret:    "gfs-controller-db",
+	PostgresSecretKey: "connection-string",
+	JWTConfigMap:      "gfs-config",
+	JWTConfigMapKey:   "jwt-public-key",
+	DriveName:         "main",
+	TokenAudience:     "gfs-controller",
+}
 
 // testSeedKey signs the seed Jobs of the tests.
 var testSeedKey = mark.NewKey("test-hmac-secret", mark.PurposeSeedJob)
@@ -252,7 +278,7 @@ func (f *fixture) adopt(g *clerumv1alpha1.GlobalFileSystem, st clerumv1alpha1.Gl
 		{appsv1.SchemeGroupVersion.WithResource("deployments"), names.GFSCWorkload(g.Name)},
 		{corev1.SchemeGroupVersion.WithResource("services"), names.GFSCWorkload(g.Name)},
 		{networkingv1.SchemeGroupVersion.WithResource("networkpolicies"), names.GFSCEgressPolicy(g.Name)},
-		{batchv1.SchemeGroupVersion.WithResource("jobs"), SeedJobName(g.Name)},
+		{batchv1.SchemeGroupVersion.WithResource("jobs"), resources.SeedJobName(g.Name)},
 	} {
 		obj, err := f.kube.Tracker().Get(o.gvr, gfsNS, o.name)
 		if err == nil {
@@ -282,7 +308,7 @@ func (f *fixture) setAvailable(name string, available bool) {
 // setJob gives name's seed Job a finished condition of typ.
 func (f *fixture) setJob(name string, typ batchv1.JobConditionType) {
 	gvr := batchv1.SchemeGroupVersion.WithResource("jobs")
-	obj, err := f.kube.Tracker().Get(gvr, gfsNS, SeedJobName(name))
+	obj, err := f.kube.Tracker().Get(gvr, gfsNS, resources.SeedJobName(name))
 	require.NoError(f.t, err)
 	j := obj.(*batchv1.Job).DeepCopy()
 	j.Status.Conditions = []batchv1.JobCondition{{Type: typ, Status: corev1.ConditionTrue, Reason: "BackoffLimitExceeded"}}
@@ -496,7 +522,7 @@ func TestDriveChangeRollsAndSeedsTheNewDrive(t *testing.T) {
 	assert.Equal(t, []string{"create jobs gfsc-main-seed", "update jobs gfsc-main-seed"}, f.writes())
 	obj, err := f.kube.Tracker().Get(batchv1.SchemeGroupVersion.WithResource("jobs"), gfsNS, "gfsc-main-seed")
 	require.NoError(t, err)
-	assert.Equal(t, SeedArgs("archive"), obj.(*batchv1.Job).Spec.Template.Spec.Containers[0].Args)
+	assert.Equal(t, resources.SeedArgs("archive"), obj.(*batchv1.Job).Spec.Template.Spec.Containers[0].Args)
 }
 
 func TestMissingOrInvalidConfigBlocksEverything(t *testing.T) {
@@ -648,7 +674,7 @@ func digested(s *corev1.Secret) *corev1.Secret {
 // can create Jobs in the GFS namespace could write it, complete, and
 // carrying mark (empty: none).
 func forgedSeedJob(g *clerumv1alpha1.GlobalFileSystem, digest, markValue string) *batchv1.Job {
-	j := BuildSeedJob(g, testOptions, digest)
+	j := resources.BuildSeedJob(g, testOptions, digest)
 	j.UID = "uid-forged"
 	j.ResourceVersion = "1"
 	j.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(g, gvk)}
@@ -661,17 +687,17 @@ func forgedSeedJob(g *clerumv1alpha1.GlobalFileSystem, digest, markValue string)
 
 func TestAForgedSeedJobNeverSetsRootSeeded(t *testing.T) {
 	g := newGFS("main")
-	digest := Admit(digested(pgSecret()), jwtConfigMap(publicKeyPEM), testOptions).Digest
+	digest := resources.Admit(digested(pgSecret()), jwtConfigMap(publicKeyPEM), testOptions).Digest
 	// A mark copied from HCC's Job of the same name (another UID), and one
 	// computed with another key.
-	copied := BuildSeedJob(g, testOptions, digest)
+	copied := resources.BuildSeedJob(g, testOptions, digest)
 	copied.UID = "uid-the-real-one"
 	for name, markValue := range map[string]string{
 		"no mark":     "",
-		"copied mark": SeedJobMark(testSeedKey, g, copied),
-		"other key":   SeedJobMark(mark.NewKey("another-secret", mark.PurposeSeedJob), g, forgedSeedJob(g, digest, "")),
+		"copied mark": resources.SeedJobMark(testSeedKey, g, copied),
+		"other key":   resources.SeedJobMark(mark.NewKey("another-secret", mark.PurposeSeedJob), g, forgedSeedJob(g, digest, "")),
 		"other purpose": mark.NewKey("test-hmac-secret", mark.PurposeRuntimeToken).Sign(
-			seedMarkFields(g, forgedSeedJob(g, digest, ""))...),
+			resources.SeedMarkFields(g, forgedSeedJob(g, digest, ""))...),
 	} {
 		t.Run(name, func(t *testing.T) {
 			forged := forgedSeedJob(g, digest, markValue)
@@ -681,7 +707,7 @@ func TestAForgedSeedJobNeverSetsRootSeeded(t *testing.T) {
 			assert.False(t, st.RootSeeded, "a Job HCC did not mark is not believed")
 			assert.Equal(t, reasons.SeedPending, condition(st, clerumv1alpha1.ConditionRootSeeded).Reason)
 			assert.Contains(t, f.writes(), "delete jobs gfsc-main-seed", "the forged Job is replaced")
-			assert.Contains(t, strings.Join(events(f), "\n"), "Warning "+EventSeedJobUnmarked+" the seed Job gfsc-main-seed carries no valid mark")
+			assert.Contains(t, strings.Join(events(f), "\n"), "Warning "+resources.EventSeedJobUnmarked+" the seed Job gfsc-main-seed carries no valid mark")
 		})
 	}
 }
@@ -693,13 +719,13 @@ func TestTheSeedJobHCCCreatedCarriesAMarkThatVerifies(t *testing.T) {
 	obj, err := f.kube.Tracker().Get(batchv1.SchemeGroupVersion.WithResource("jobs"), gfsNS, "gfsc-main-seed")
 	require.NoError(t, err)
 	j := obj.(*batchv1.Job)
-	assert.True(t, SeedJobMarked(testSeedKey, g, j))
+	assert.True(t, resources.SeedJobMarked(testSeedKey, g, j))
 	other := newGFS("main")
 	other.UID = "uid-a-later-main"
-	assert.False(t, SeedJobMarked(testSeedKey, other, j), "the mark names its GlobalFileSystem's UID")
+	assert.False(t, resources.SeedJobMarked(testSeedKey, other, j), "the mark names its GlobalFileSystem's UID")
 	moved := j.DeepCopy()
-	moved.Annotations[AnnotationDrive] = "another-drive"
-	assert.False(t, SeedJobMarked(testSeedKey, g, moved), "the mark covers the drive")
+	moved.Annotations[resources.AnnotationDrive] = "another-drive"
+	assert.False(t, resources.SeedJobMarked(testSeedKey, g, moved), "the mark covers the drive")
 }
 
 func TestNoSeedJobWithoutAKey(t *testing.T) {
@@ -730,7 +756,7 @@ func TestTwoGlobalFileSystemsOnOneDriveRunOneWriter(t *testing.T) {
 	assert.Equal(t, clerumv1alpha1.FileSystemDegraded, st.Phase)
 	ready := condition(st, clerumv1alpha1.ConditionReady)
 	assert.Equal(t, metav1.ConditionFalse, ready.Status)
-	assert.Equal(t, ReasonDriveConflict, ready.Reason)
+	assert.Equal(t, resources.ReasonDriveConflict, ready.Reason)
 	assert.Contains(t, ready.Message, "drive main is held by GlobalFileSystem b-older")
 	assert.Equal(t, []string{"Warning DriveConflict " + ready.Message}, events(f))
 	assert.Equal(t, refusedRetry, res.RequeueAfter)
@@ -767,7 +793,7 @@ func TestTwoGlobalFileSystemsOnOneDriveRunOneWriter(t *testing.T) {
 		"update jobs gfsc-a-younger-seed",
 	}, f.writes())
 	assert.Equal(t, []string{"Normal Released holds drive main now; gfsc starts"}, events(f))
-	assert.NotEqual(t, ReasonDriveConflict, condition(f.lastStatus(), clerumv1alpha1.ConditionReady).Reason)
+	assert.NotEqual(t, resources.ReasonDriveConflict, condition(f.lastStatus(), clerumv1alpha1.ConditionReady).Reason)
 }
 
 func TestAGlobalFileSystemThatLosesItsDriveStopsItsWriter(t *testing.T) {
@@ -797,7 +823,7 @@ func TestAGlobalFileSystemThatLosesItsDriveStopsItsWriter(t *testing.T) {
 
 	f.mustSync(younger.Name)
 	assert.Equal(t, []string{"delete deployments gfsc-younger", "delete jobs gfsc-younger-seed"}, f.writes())
-	assert.Equal(t, ReasonDriveConflict, condition(f.lastStatus(), clerumv1alpha1.ConditionReady).Reason)
+	assert.Equal(t, resources.ReasonDriveConflict, condition(f.lastStatus(), clerumv1alpha1.ConditionReady).Reason)
 }
 
 func TestTheInitContainerWaitsForTheConnectionStringsHostWithoutItsPassword(t *testing.T) {
@@ -806,7 +832,7 @@ func TestTheInitContainerWaitsForTheConnectionStringsHostWithoutItsPassword(t *t
 	obj, err := f.kube.Tracker().Get(appsv1.SchemeGroupVersion.WithResource("deployments"), gfsNS, "gfsc-main")
 	require.NoError(t, err)
 	init := obj.(*appsv1.Deployment).Spec.Template.Spec.InitContainers[0]
-	assert.Equal(t, []corev1.EnvVar{{Name: EnvPostgresHost, Value: "control-postgres.control-plane"}, {Name: EnvPostgresPort, Value: "5432"}}, init.Env)
+	assert.Equal(t, []corev1.EnvVar{{Name: resources.EnvPostgresHost, Value: "control-postgres.control-plane"}, {Name: resources.EnvPostgresPort, Value: "5432"}}, init.Env)
 	out, err := json.Marshal(obj)
 	require.NoError(t, err)
 	assert.NotContains(t, string(out), "hunter2")
@@ -867,7 +893,7 @@ func TestACacheThatShowsTheSeedJobBeforeItsMarkDoesNotReplaceIt(t *testing.T) {
 
 	f.mustSync("main")
 	assert.NotContains(t, f.writes(), "delete jobs gfsc-main-seed")
-	assert.NotContains(t, strings.Join(events(f), "\n"), EventSeedJobUnmarked)
+	assert.NotContains(t, strings.Join(events(f), "\n"), resources.EventSeedJobUnmarked)
 }
 
 // TestTheMarkIsWrittenAfterAConflict: the Job controller may update the
@@ -887,7 +913,7 @@ func TestTheMarkIsWrittenAfterAConflict(t *testing.T) {
 	f.mustSync("main")
 	obj, err := f.kube.Tracker().Get(batchv1.SchemeGroupVersion.WithResource("jobs"), gfsNS, "gfsc-main-seed")
 	require.NoError(t, err)
-	assert.True(t, SeedJobMarked(testSeedKey, g, obj.(*batchv1.Job)))
+	assert.True(t, resources.SeedJobMarked(testSeedKey, g, obj.(*batchv1.Job)))
 }
 
 // A Deployment that only looks like another file system's gfsc (labels and

@@ -27,11 +27,14 @@ import (
 
 	"github.com/clerum/hcc/internal/testing/controlplane"
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
+	"github.com/clerum/hcc/pkg/controllers/globalfs/resources"
 	"github.com/clerum/hcc/pkg/controllers/kit"
 	"github.com/clerum/hcc/pkg/controllers/kit/kittest"
 	clientset "github.com/clerum/hcc/pkg/generated/clientset/versioned"
 	"github.com/clerum/hcc/pkg/names"
 )
+
+const testDigest = "sha256:0000"
 
 // cp is the one control plane this package's integration tests share.
 var cp *controlplane.ControlPlane
@@ -64,14 +67,16 @@ func (w world) createGFS(t *testing.T, g *clerumv1alpha1.GlobalFileSystem) *cler
 }
 
 // TestBuildersEmitWhatTheAPIServerKeeps creates every object the builders
-// make and proves that a second ensure writes nothing.
+// make and proves that a second ensure writes nothing. It tests package
+// resources, but lives here to share the control plane of
+// TestControllerConverges.
 func TestBuildersEmitWhatTheAPIServerKeeps(t *testing.T) {
 	cases := map[string]struct {
 		gfs  *clerumv1alpha1.GlobalFileSystem
-		opts func(*Options)
+		opts func(*resources.Options)
 	}{
-		"plain": {gfs: newGFS("plain"), opts: func(o *Options) { o.NodeLocalDNSCIDR = netip.MustParsePrefix("169.254.20.10/32") }},
-		"no pull secret or priority class": {gfs: newGFS("bare"), opts: func(o *Options) {
+		"plain": {gfs: newGFS("plain"), opts: func(o *resources.Options) { o.NodeLocalDNSCIDR = netip.MustParsePrefix("169.254.20.10/32") }},
+		"no pull secret or priority class": {gfs: newGFS("bare"), opts: func(o *resources.Options) {
 			o.ImagePullSecret, o.PriorityClassName = "", ""
 		}},
 		"long name": {gfs: newGFS(strings.Repeat("l", 63))},
@@ -89,10 +94,10 @@ func TestBuildersEmitWhatTheAPIServerKeeps(t *testing.T) {
 			}
 			live := w.createGFS(t, tc.gfs)
 			owner := kit.Owner{Object: live, GVK: gvk, IdentityLabel: names.LabelGlobalFileSystem}
-			kittest.RoundTrip(t, cp.Config(), kit.Deployments, owner, BuildDeployment(live, opts, testDigest))
-			kittest.RoundTrip(t, cp.Config(), kit.Services, owner, BuildService(live, opts))
-			kittest.RoundTrip(t, cp.Config(), kit.NetworkPolicies, owner, BuildEgressPolicy(live, opts))
-			kittest.RoundTrip(t, cp.Config(), kit.Jobs, owner, BuildSeedJob(live, opts, testDigest))
+			kittest.RoundTrip(t, cp.Config(), kit.Deployments, owner, resources.BuildDeployment(live, opts, testDigest))
+			kittest.RoundTrip(t, cp.Config(), kit.Services, owner, resources.BuildService(live, opts))
+			kittest.RoundTrip(t, cp.Config(), kit.NetworkPolicies, owner, resources.BuildEgressPolicy(live, opts))
+			kittest.RoundTrip(t, cp.Config(), kit.Jobs, owner, resources.BuildSeedJob(live, opts, testDigest))
 		})
 	}
 }

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
+	"github.com/clerum/hcc/pkg/controllers/globalfs/resources"
 	"github.com/clerum/hcc/pkg/controllers/kit"
 	applyv1alpha1 "github.com/clerum/hcc/pkg/generated/applyconfiguration/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/reasons"
@@ -50,7 +51,7 @@ func cond(typ string, s metav1.ConditionStatus, reason, message string) kit.Cond
 	return kit.Condition{Type: typ, Status: s, Reason: reason, Message: message}
 }
 
-func (st *status) config(a Admission) {
+func (st *status) config(a resources.Admission) {
 	if a.Block != "" {
 		st.configResolved = cond(clerumv1alpha1.ConditionConfigResolved, metav1.ConditionFalse, a.Block, a.Message)
 		st.degrade(a.Block, a.Message+"; nothing is created or rolled until it is fixed")

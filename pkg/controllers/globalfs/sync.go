@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
+	"github.com/clerum/hcc/pkg/controllers/globalfs/resources"
 	"github.com/clerum/hcc/pkg/controllers/kit"
 	"github.com/clerum/hcc/pkg/names"
 	"github.com/clerum/hcc/pkg/reasons"
@@ -53,7 +54,7 @@ func (c *Controller) syncGlobalFileSystem(ctx context.Context, key cache.ObjectN
 	}
 
 	opts := c.cfg.Build
-	st := newStatus(g, DriveName(g, opts))
+	st := newStatus(g, resources.DriveName(g, opts))
 	a := c.admit()
 	st.config(a)
 	c.reportBlock(g, a)
@@ -63,7 +64,7 @@ func (c *Controller) syncGlobalFileSystem(ctx context.Context, key cache.ObjectN
 	var result kit.Result
 	conflict := c.driveConflict(g, st.drive)
 	c.reportConflict(g, st.drive, conflict)
-	switch deployed := DeployedDrive(live); {
+	switch deployed := resources.DeployedDrive(live); {
 	case (a.Block == "" || conflict != "") && g.Status.RootSeeded && deployed != "" && deployed != st.drive:
 		// Before a conflict stops the gfsc that shows the old drive, too.
 		st.seedPending(fmt.Sprintf("the drive changed from %s to %s; its root is seeded again", deployed, st.drive))
@@ -76,7 +77,7 @@ func (c *Controller) syncGlobalFileSystem(ctx context.Context, key cache.ObjectN
 	case conflict != "":
 		// One writer per drive: this GFS runs no gfsc and no seed, and
 		// what it ran stops, before anything else is looked at.
-		st.degrade(ReasonDriveConflict, conflict)
+		st.degrade(resources.ReasonDriveConflict, conflict)
 		errs = c.stopWriters(ctx, g)
 		st.workload(c.deploymentOf(g))
 		result.RequeueAfter = refusedRetry
@@ -84,7 +85,7 @@ func (c *Controller) syncGlobalFileSystem(ctx context.Context, key cache.ObjectN
 		// Nothing is written; status shows what still runs.
 		st.workload(live)
 		if c.serviceOf(g) != nil {
-			st.endpoint = Endpoint(g, opts)
+			st.endpoint = resources.Endpoint(g, opts)
 		}
 	default:
 		result, errs = c.ensure(ctx, g, a, st)
@@ -98,7 +99,7 @@ func (c *Controller) syncGlobalFileSystem(ctx context.Context, key cache.ObjectN
 }
 
 // admit validates the Postgres Secret and the JWT ConfigMap from the caches.
-func (c *Controller) admit() Admission {
+func (c *Controller) admit() resources.Admission {
 	ns, opts := c.cfg.Namespace, c.cfg.Build
 	secret, err := c.secrets.Secrets(ns).Get(opts.PostgresSecret)
 	if err != nil {
@@ -108,20 +109,20 @@ func (c *Controller) admit() Admission {
 	if err != nil {
 		cm = nil
 	}
-	return Admit(secret, cm, opts)
+	return resources.Admit(secret, cm, opts)
 }
 
 // driveConflict returns why g may not run a writer of drive, or "" when it
 // may (docs/globalfilesystem.md, "One writer per drive"): an older
-// GlobalFileSystem holds the drive (DriveHeld, which render shares), or the
+// GlobalFileSystem holds the drive (resources.DriveHeld, which render shares), or the
 // holder g itself waits while a gfsc Deployment of another GlobalFileSystem
 // still serves the drive.
 func (c *Controller) driveConflict(g *clerumv1alpha1.GlobalFileSystem, drive string) string {
 	all, _ := c.filesystems.GlobalFileSystems(g.Namespace).List(k8slabels.Everything())
-	if held := DriveHeld(g, all, c.cfg.Build); held != "" {
+	if held := resources.DriveHeld(g, all, c.cfg.Build); held != "" {
 		return held
 	}
-	if DeployedDrive(c.deploymentOf(g)) == drive {
+	if resources.DeployedDrive(c.deploymentOf(g)) == drive {
 		// g's gfsc already serves the drive (two did before HCC kept one
 		// writer per drive): it keeps running, and the others stop.
 		return ""
@@ -129,7 +130,7 @@ func (c *Controller) driveConflict(g *clerumv1alpha1.GlobalFileSystem, drive str
 	deployments, _ := c.deployments.Deployments(g.Namespace).List(k8slabels.Everything())
 	var serving []string
 	for _, d := range deployments {
-		if !c.ours(g, d.Labels) && anotherGFSC(d) && DeployedDrive(d) == drive {
+		if !c.ours(g, d.Labels) && anotherGFSC(d) && resources.DeployedDrive(d) == drive {
 			serving = append(serving, d.Name)
 		}
 	}
@@ -165,7 +166,7 @@ func (c *Controller) stopWriters(ctx context.Context, g *clerumv1alpha1.GlobalFi
 		_, err := kit.DeleteChild(ctx, c.children, kit.Deployments, gvk, g.Name, names.LabelGlobalFileSystem, d)
 		errs = append(errs, err)
 	}
-	if j, err := c.jobs.Jobs(g.Namespace).Get(SeedJobName(g.Name)); err == nil && j.DeletionTimestamp == nil {
+	if j, err := c.jobs.Jobs(g.Namespace).Get(resources.SeedJobName(g.Name)); err == nil && j.DeletionTimestamp == nil {
 		_, err := kit.DeleteChild(ctx, c.children, kit.Jobs, gvk, g.Name, names.LabelGlobalFileSystem, j)
 		errs = append(errs, err)
 	}
@@ -179,7 +180,7 @@ func (c *Controller) reportConflict(g *clerumv1alpha1.GlobalFileSystem, drive, c
 	switch {
 	case conflict != "" && conflict != previous:
 		c.log.Info().Str("globalfilesystem", g.Name).Str("drive", drive).Msg("globalfilesystem in a drive conflict")
-		c.recorder.Event(g, corev1.EventTypeWarning, ReasonDriveConflict, conflict)
+		c.recorder.Event(g, corev1.EventTypeWarning, resources.ReasonDriveConflict, conflict)
 	case conflict == "" && previous != "":
 		c.log.Info().Str("globalfilesystem", g.Name).Str("drive", drive).Msg("globalfilesystem holds its drive")
 		c.recorder.Eventf(g, corev1.EventTypeNormal, reasons.EventReleased, "holds drive %s now; gfsc starts", drive)
@@ -187,7 +188,7 @@ func (c *Controller) reportConflict(g *clerumv1alpha1.GlobalFileSystem, drive, c
 }
 
 // reportBlock posts one event per block and per release.
-func (c *Controller) reportBlock(g *clerumv1alpha1.GlobalFileSystem, a Admission) {
+func (c *Controller) reportBlock(g *clerumv1alpha1.GlobalFileSystem, a resources.Admission) {
 	previous := c.state.setBlock(g.Name, a.Block)
 	switch {
 	case a.Block != "" && a.Block != previous:
@@ -200,7 +201,7 @@ func (c *Controller) reportBlock(g *clerumv1alpha1.GlobalFileSystem, a Admission
 }
 
 // ensure writes g's children and records what they say in st.
-func (c *Controller) ensure(ctx context.Context, g *clerumv1alpha1.GlobalFileSystem, a Admission, st *status) (kit.Result, []error) {
+func (c *Controller) ensure(ctx context.Context, g *clerumv1alpha1.GlobalFileSystem, a resources.Admission, st *status) (kit.Result, []error) {
 	opts, err := c.buildOptions(ctx, a)
 	if err != nil {
 		// Nothing is written from a guess: the retry reads it again.
@@ -208,6 +209,8 @@ func (c *Controller) ensure(ctx context.Context, g *clerumv1alpha1.GlobalFileSys
 	}
 	ns := g.Namespace
 	owner := kit.Owner{Object: g, GVK: gvk, IdentityLabel: names.LabelGlobalFileSystem}
+	// The one plan, which render prints too (resources.Plan).
+	desired := resources.MakeChildren(g, a, opts)
 	var errs []error
 	var refused []string
 	// write records one child's outcome and reports whether it is HCC's
@@ -229,23 +232,23 @@ func (c *Controller) ensure(ctx context.Context, g *clerumv1alpha1.GlobalFileSys
 	// connection string, never start or roll unisolated — not while the
 	// policy's name is held by an object HCC does not own, nor while its
 	// write fails.
-	isolated := write(ensure(ctx, c.children, kit.NetworkPolicies, owner, c.policies.NetworkPolicies(ns), BuildEgressPolicy(g, opts)))
-	if write(ensure(ctx, c.children, kit.Services, owner, c.services.Services(ns), BuildService(g, opts))) {
-		st.endpoint = Endpoint(g, opts)
+	isolated := write(ensure(ctx, c.children, kit.NetworkPolicies, owner, c.policies.NetworkPolicies(ns), desired.EgressPolicy))
+	if write(ensure(ctx, c.children, kit.Services, owner, c.services.Services(ns), desired.Service)) {
+		st.endpoint = resources.Endpoint(g, opts)
 	}
 	cached, err := c.deployments.Deployments(ns).Get(names.GFSCWorkload(g.Name))
 	if err != nil {
 		cached = nil
 	}
 	if isolated {
-		live, _, err := kit.Ensure(ctx, c.children, kit.Deployments, owner, cached, BuildDeployment(g, opts, a.Digest))
+		live, _, err := kit.Ensure(ctx, c.children, kit.Deployments, owner, cached, desired.Deployment)
 		if write(err) {
 			st.workload(live)
 		} else if err != nil && !errors.Is(err, kit.ErrNotOwned) {
 			// The write failed (retried): status shows what runs meanwhile.
 			st.workload(c.deploymentOf(g))
 		}
-		write(c.ensureSeed(ctx, g, opts, owner, a, st))
+		write(c.ensureSeed(ctx, g, desired.SeedJob, owner, a, st))
 	} else {
 		st.workload(cached)
 	}
@@ -259,20 +262,21 @@ func (c *Controller) ensure(ctx context.Context, g *clerumv1alpha1.GlobalFileSys
 	return result, errs
 }
 
-// ensureSeed runs the seed Job until the drive's root is seeded, and
-// records the outcome in st. Once status says seeded the Job is never
+// ensureSeed runs the seed Job desired until the drive's root is seeded,
+// and records the outcome in st. Once status says seeded the Job is never
 // created again (its TTL removes a finished one). A Job for another drive,
 // or one not yet succeeded that read a configuration since rotated, is
 // deleted and, once gone, created anew.
-func (c *Controller) ensureSeed(ctx context.Context, g *clerumv1alpha1.GlobalFileSystem, opts Options, owner kit.Owner, a Admission, st *status) error {
-	if g.Status.RootSeeded {
-		return nil // newStatus recorded it
+func (c *Controller) ensureSeed(ctx context.Context, g *clerumv1alpha1.GlobalFileSystem, desired *batchv1.Job, owner kit.Owner, a resources.Admission, st *status) error {
+	if desired == nil {
+		// Status says seeded (MakeChildren plans no seed Job then), as
+		// newStatus recorded.
+		return nil
 	}
 	if !c.cfg.SeedKey.Usable() {
 		st.seedPending("no seed-Job key is configured (INTERNAL_CONTROL_JWT_HCC_HMAC_SECRET)")
 		return errNoSeedKey
 	}
-	desired := BuildSeedJob(g, opts, a.Digest)
 	live, err := c.jobs.Jobs(g.Namespace).Get(desired.Name)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return err
@@ -291,22 +295,22 @@ func (c *Controller) ensureSeed(ctx context.Context, g *clerumv1alpha1.GlobalFil
 			st.seedPending("waiting for the previous seed Job to be deleted")
 			return nil
 		}
-		complete, failed := SeedJobState(live)
-		stale := live.Annotations[AnnotationDrive] != st.drive ||
-			(!complete && live.Annotations[AnnotationConfigDigest] != a.Digest)
+		complete, failed := resources.SeedJobState(live)
+		stale := live.Annotations[resources.AnnotationDrive] != st.drive ||
+			(!complete && live.Annotations[resources.AnnotationConfigDigest] != a.Digest)
 		switch {
-		case !SeedJobMarked(c.cfg.SeedKey, g, live) && live.UID != "" && c.state.seedMarked(g.Name) == live.UID:
+		case !resources.SeedJobMarked(c.cfg.SeedKey, g, live) && live.UID != "" && c.state.seedMarked(g.Name) == live.UID:
 			// This process created and marked this very Job; the cache has
 			// not seen the mark yet (the create's event can come first).
 			st.seedPending(fmt.Sprintf("the seed Job %s has not completed", live.Name))
 			return nil
-		case !SeedJobMarked(c.cfg.SeedKey, g, live):
+		case !resources.SeedJobMarked(c.cfg.SeedKey, g, live):
 			// HCC's labels say the Job may be taken over, not that HCC
 			// created it: only the mark says that, and nothing an unmarked
 			// Job reports is believed.
 			message := fmt.Sprintf("the seed Job %s carries no valid mark of HCC's (it was not created by HCC, or by an HCC before marks); it is replaced", live.Name)
 			st.seedPending(message)
-			c.recorder.Event(g, corev1.EventTypeWarning, EventSeedJobUnmarked, message)
+			c.recorder.Event(g, corev1.EventTypeWarning, resources.EventSeedJobUnmarked, message)
 			_, err := kit.DeleteChild(ctx, c.children, kit.Jobs, gvk, g.Name, names.LabelGlobalFileSystem, live)
 			return err
 		case stale:
@@ -319,7 +323,7 @@ func (c *Controller) ensureSeed(ctx context.Context, g *clerumv1alpha1.GlobalFil
 			return nil
 		case failed:
 			message := fmt.Sprintf("the seed Job %s failed: %s; it is retried when it expires (%ds after it finished) or the configuration changes",
-				live.Name, jobFailure(live), seedTTL)
+				live.Name, jobFailure(live), resources.SeedTTL)
 			st.seedFailed(message)
 			if c.state.setSeedFailed(g.Name, true) {
 				c.recorder.Event(g, corev1.EventTypeWarning, reasons.SeedFailed, message)
@@ -341,7 +345,7 @@ func (c *Controller) ensureSeed(ctx context.Context, g *clerumv1alpha1.GlobalFil
 // Secret cache holds digests, so the Secret is read from the API server,
 // once per configuration digest (a changed value changes the digest, which
 // rolls the pods anyway); the value itself is dropped at once.
-func (c *Controller) buildOptions(ctx context.Context, a Admission) (Options, error) {
+func (c *Controller) buildOptions(ctx context.Context, a resources.Admission) (resources.Options, error) {
 	opts := c.cfg.Build
 	c.wait.mu.Lock()
 	defer c.wait.mu.Unlock()
@@ -350,7 +354,7 @@ func (c *Controller) buildOptions(ctx context.Context, a Admission) (Options, er
 		if err != nil {
 			return opts, fmt.Errorf("reading the Postgres host from Secret %s: %w", opts.PostgresSecret, err)
 		}
-		host, port := PostgresWaitTarget(string(s.Data[opts.PostgresSecretKey]))
+		host, port := resources.PostgresWaitTarget(string(s.Data[opts.PostgresSecretKey]))
 		c.wait.digest, c.wait.host, c.wait.port = a.Digest, host, port
 	}
 	opts.WaitHost, opts.WaitPort = c.wait.host, c.wait.port
@@ -366,7 +370,7 @@ func (c *Controller) markSeedJob(ctx context.Context, g *clerumv1alpha1.GlobalFi
 	if !c.cfg.SeedKey.Usable() {
 		return errNoSeedKey
 	}
-	sign := func(j *batchv1.Job) string { return SeedJobMark(c.cfg.SeedKey, g, j) }
+	sign := func(j *batchv1.Job) string { return resources.SeedJobMark(c.cfg.SeedKey, g, j) }
 	if _, err := kit.MarkCreated(ctx, c.children, kit.Jobs, created, sign); err != nil {
 		return err
 	}
@@ -406,7 +410,7 @@ func (c *Controller) gone(ctx context.Context, key cache.ObjectName) error {
 	if p, err := c.policies.NetworkPolicies(ns).Get(names.GFSCEgressPolicy(name)); err == nil {
 		del(kit.DeleteChild(ctx, c.children, kit.NetworkPolicies, gvk, name, names.LabelGlobalFileSystem, p))
 	}
-	if j, err := c.jobs.Jobs(ns).Get(SeedJobName(name)); err == nil {
+	if j, err := c.jobs.Jobs(ns).Get(resources.SeedJobName(name)); err == nil {
 		del(kit.DeleteChild(ctx, c.children, kit.Jobs, gvk, name, names.LabelGlobalFileSystem, j))
 	}
 	return errors.Join(errs...)

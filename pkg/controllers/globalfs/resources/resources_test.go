@@ -1,4 +1,4 @@
-package globalfs
+package resources
 
 import (
 	"flag"
@@ -162,7 +162,7 @@ func TestBuildSeedJob(t *testing.T) {
 	assert.Equal(t, corev1.RestartPolicyNever, j.Spec.Template.Spec.RestartPolicy)
 	assert.Equal(t, map[string]string{AnnotationDrive: "archive", AnnotationConfigDigest: "d1"}, j.Annotations)
 	assert.Equal(t, seedBackoffLimit, *j.Spec.BackoffLimit)
-	assert.Equal(t, seedTTL, *j.Spec.TTLSecondsAfterFinished)
+	assert.Equal(t, SeedTTL, *j.Spec.TTLSecondsAfterFinished)
 	assert.LessOrEqual(t, len(SeedJobName(string(make([]byte, 63)))), 63, "a Job name is a label value on its pods")
 }
 

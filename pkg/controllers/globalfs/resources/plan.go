@@ -1,4 +1,4 @@
-package globalfs
+package resources
 
 import (
 	"crypto/x509"
@@ -7,14 +7,21 @@ import (
 	"fmt"
 	"strings"
 
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/reasons"
 )
+
+// GVK is the kind of the children's owner, for controller references.
+var GVK = schema.GroupVersion(clerumv1alpha1.GroupVersion).WithKind("GlobalFileSystem")
 
 // Admission is whether a GlobalFileSystem may be deployed, decided from the
 // Postgres Secret and the JWT ConfigMap before anything is written. The
@@ -91,21 +98,56 @@ func ParsePublicKey(s string) error {
 	return nil
 }
 
+// Children are the objects HCC writes for a GlobalFileSystem that holds its
+// drive and whose configuration is admitted: the one plan the reconciler
+// ensures and render prints (Plan).
+type Children struct {
+	// EgressPolicy isolates the egress of the gfsc and seed pods; the
+	// reconciler writes it first and starts or rolls no pod until it is
+	// HCC's as desired.
+	EgressPolicy *networkingv1.NetworkPolicy
+	Service      *corev1.Service
+	Deployment   *appsv1.Deployment
+	// SeedJob is nil once status says the drive's root is seeded: the Job
+	// is never created again.
+	SeedJob *batchv1.Job
+}
+
+// MakeChildren returns g's children under admission a and opts (its
+// WaitHost and WaitPort included), or none when a is a block. The children
+// carry no owner references: the kit sets them from the live owner.
+func MakeChildren(g *clerumv1alpha1.GlobalFileSystem, a Admission, opts Options) Children {
+	if a.Block != "" {
+		return Children{}
+	}
+	c := Children{
+		EgressPolicy: BuildEgressPolicy(g, opts),
+		Service:      BuildService(g, opts),
+		Deployment:   BuildDeployment(g, opts, a.Digest),
+	}
+	if !g.Status.RootSeeded {
+		c.SeedJob = BuildSeedJob(g, opts, a.Digest)
+	}
+	return c
+}
+
 // Plan returns, for render, every object the controller would write for g
-// in an empty cluster, or none when a is a block (a.Block says why). Owner
+// in an empty cluster: MakeChildren flattened, Deployment, Service, egress
+// policy and seed Job, or none when a is a block (a.Block says why). Owner
 // references name the GlobalFileSystem with an empty uid.
 func Plan(g *clerumv1alpha1.GlobalFileSystem, a Admission, opts Options) []runtime.Object {
 	if a.Block != "" {
 		return nil
 	}
-	ref := []metav1.OwnerReference{{APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind, Name: g.Name,
+	c := MakeChildren(g, a, opts)
+	ref := []metav1.OwnerReference{{APIVersion: GVK.GroupVersion().String(), Kind: GVK.Kind, Name: g.Name,
 		Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}
 	own := []interface {
 		runtime.Object
 		metav1.Object
-	}{BuildDeployment(g, opts, a.Digest), BuildService(g, opts), BuildEgressPolicy(g, opts)}
-	if !g.Status.RootSeeded {
-		own = append(own, BuildSeedJob(g, opts, a.Digest))
+	}{c.Deployment, c.Service, c.EgressPolicy}
+	if c.SeedJob != nil {
+		own = append(own, c.SeedJob)
 	}
 	var children []runtime.Object
 	for _, o := range own {

@@ -1,4 +1,4 @@
-package globalfs
+package resources
 
 import (
 	"fmt"

@@ -1,16 +1,19 @@
-// Package globalfs is the GlobalFileSystem reconciler: each GlobalFileSystem
-// in the GFS namespace becomes a gfsc writer Deployment and Service, an
-// egress NetworkPolicy that lets gfsc reach only Postgres and DNS, and a
-// one-shot Job that seeds the drive's root directory.
+// Package resources is the GlobalFileSystem reconciler's plan: pure
+// functions from a GlobalFileSystem and what the reconciler reads (the
+// Postgres Secret, the JWT ConfigMap, the other GlobalFileSystems, the
+// configuration) to the children HCC writes for it. The reconciler
+// (pkg/controllers/globalfs) ensures what MakeChildren returns, and render
+// prints what Plan returns, which is the same struct flattened.
 //
-// This file holds the pure builders: objects in, objects out, no client.
-// The gfsc container interface — environment, arguments, mounted paths,
-// port — and what the egress policy allows are written down in
-// docs/globalfilesystem.md and pinned by the golden tests beside it.
-// Builders emit every field the API server would default, so a child that
-// matches the builder is never rewritten (kittest.RoundTrip proves it). They
-// set no owner references: the kit adds them.
-package globalfs
+// Objects in, objects out, no client: nothing here imports client-go, the
+// kit or the generated clientsets. The gfsc container interface —
+// environment, arguments, mounted paths, port — and what the egress policy
+// allows are written down in docs/globalfilesystem.md and pinned by the
+// golden tests beside it. Builders emit every field the API server would
+// default, so a child that matches the builder is never rewritten
+// (kittest.RoundTrip proves it). They set no owner references: the kit
+// adds them, and Plan prints them with an empty uid.
+package resources
 
 import (
 	"crypto/sha256"
@@ -107,7 +110,7 @@ const (
 const (
 	seedBackoffLimit  int32 = 3
 	seedDeadline      int64 = 15 * 60
-	seedTTL           int32 = 60 * 60
+	SeedTTL           int32 = 60 * 60
 	dnsPort           int32 = 53
 	defaultPGPort           = "5432"
 	waitForPostgresSh       = `set -eu
@@ -345,7 +348,7 @@ func BuildSeedJob(g *clerumv1alpha1.GlobalFileSystem, opts Options, digest strin
 			Completions:             ptr.To[int32](1),
 			BackoffLimit:            ptr.To(seedBackoffLimit),
 			ActiveDeadlineSeconds:   ptr.To(seedDeadline),
-			TTLSecondsAfterFinished: ptr.To(seedTTL),
+			TTLSecondsAfterFinished: ptr.To(SeedTTL),
 			CompletionMode:          ptr.To(batchv1.NonIndexedCompletion),
 			Suspend:                 ptr.To(false),
 			Template:                corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: component(g, ComponentSeed)}, Spec: pod},
@@ -370,15 +373,16 @@ const EventSeedJobUnmarked = "SeedJobUnmarked"
 // from BuildSeedJob, so a mark copied onto any other Job — another name,
 // another GlobalFileSystem, a re-created one — does not verify.
 func SeedJobMark(key mark.Key, g *clerumv1alpha1.GlobalFileSystem, j *batchv1.Job) string {
-	return key.Sign(seedMarkFields(g, j)...)
+	return key.Sign(SeedMarkFields(g, j)...)
 }
 
 // SeedJobMarked reports whether j carries a valid SeedJobMark.
 func SeedJobMarked(key mark.Key, g *clerumv1alpha1.GlobalFileSystem, j *batchv1.Job) bool {
-	return key.Verify(j.Annotations[mark.Annotation], seedMarkFields(g, j)...)
+	return key.Verify(j.Annotations[mark.Annotation], SeedMarkFields(g, j)...)
 }
 
-func seedMarkFields(g *clerumv1alpha1.GlobalFileSystem, j *batchv1.Job) []string {
+// SeedMarkFields are the fields SeedJobMark signs, in order.
+func SeedMarkFields(g *clerumv1alpha1.GlobalFileSystem, j *batchv1.Job) []string {
 	return []string{string(g.UID), j.Namespace, j.Name, string(j.UID), j.Annotations[AnnotationDrive], j.Annotations[AnnotationConfigDigest]}
 }
 
