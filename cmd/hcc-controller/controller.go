@@ -38,6 +38,7 @@ import (
 	netpolcontroller "github.com/clerum/hcc/pkg/controllers/netpol"
 	"github.com/clerum/hcc/pkg/controllers/netpol/planopts"
 	"github.com/clerum/hcc/pkg/controllers/sharedfs"
+	sfsresources "github.com/clerum/hcc/pkg/controllers/sharedfs/resources"
 	clientset "github.com/clerum/hcc/pkg/generated/clientset/versioned"
 	clerumscheme "github.com/clerum/hcc/pkg/generated/clientset/versioned/scheme"
 	"github.com/clerum/hcc/pkg/health"
@@ -220,7 +221,7 @@ func newReconcilers(deps kit.Deps, resolver resolve.Resolver) ([]kit.Reconciler,
 	})
 	sharedFileSystems := sharedfs.New(deps, sharedfs.Config{
 		Namespace: cfg.Namespaces.Host,
-		Build:     sharedfs.OptionsFrom(cfg),
+		Build:     sfsresources.OptionsFrom(cfg),
 		Resync:    cfg.WFC.SFSResync,
 		Workers:   cfg.Core.FileSystemWorkers,
 	})

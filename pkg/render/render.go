@@ -27,7 +27,7 @@ import (
 	"github.com/clerum/hcc/pkg/controllers/host"
 	mcpserverresources "github.com/clerum/hcc/pkg/controllers/mcpserver/resources"
 	"github.com/clerum/hcc/pkg/controllers/netpol/planopts"
-	"github.com/clerum/hcc/pkg/controllers/sharedfs"
+	sfsresources "github.com/clerum/hcc/pkg/controllers/sharedfs/resources"
 	"github.com/clerum/hcc/pkg/imagepolicy"
 	"github.com/clerum/hcc/pkg/names"
 	"github.com/clerum/hcc/pkg/netpol"
@@ -151,16 +151,16 @@ func planFileSystems(in *inputs, cfg *config.Config, warn func(string, ...any)) 
 		}
 		return m
 	}
-	sfsOpts := sharedfs.OptionsFrom(cfg)
+	sfsOpts := sfsresources.OptionsFrom(cfg)
 	hostMaps := byName(in.configMaps, cfg.Namespaces.Host)
 	for _, fs := range watched(in.sfs, cfg.Namespaces.Host, warn) {
-		a := sharedfs.Admit(func(name string) *corev1.ConfigMap { return hostMaps[name] }, sfsOpts)
+		a := sfsresources.Admit(func(name string) *corev1.ConfigMap { return hostMaps[name] }, sfsOpts)
 		if a.Block != "" {
 			warn("SharedFileSystem %s gets no runtime (%s): %s", fs.Name, a.Block, a.Message)
 			continue
 		}
-		children := sharedfs.Plan(fs, a, sfsOpts)
-		if err := sharedfs.CheckSize(fs, sfsOpts); err != nil {
+		children := sfsresources.Plan(fs, a, sfsOpts)
+		if err := sfsresources.CheckSize(fs, sfsOpts); err != nil {
 			// The reconciler never asks the cluster for the claim, and the
 			// WFC waits for its claim.
 			warn("SharedFileSystem %s gets no claim and no Deployment (%s): %v", fs.Name, reasons.InvalidSpec, err)

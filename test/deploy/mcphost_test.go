@@ -13,7 +13,7 @@ import (
 
 	"github.com/clerum/hcc/pkg/config"
 	"github.com/clerum/hcc/pkg/controllers/host"
-	"github.com/clerum/hcc/pkg/controllers/sharedfs"
+	sfsresources "github.com/clerum/hcc/pkg/controllers/sharedfs/resources"
 	"github.com/clerum/hcc/pkg/names"
 	"github.com/clerum/hcc/pkg/netpol"
 	"github.com/clerum/hcc/pkg/reasons"
@@ -35,7 +35,7 @@ func TestMcpHostConfigIsShipped(t *testing.T) {
 	for _, tree := range []string{productionTree, minikubeTree} {
 		objs := build(t, tree)
 		cfg := controllerConfig(t, objs)
-		hostOpts, sfsOpts := host.OptionsFrom(cfg), sharedfs.OptionsFrom(cfg)
+		hostOpts, sfsOpts := host.OptionsFrom(cfg), sfsresources.OptionsFrom(cfg)
 		require.NotEmpty(t, hostOpts.ConfigMapName, tree)
 		assert.Equal(t, hostOpts.ConfigMapName, sfsOpts.JWTConfigMap, "%s: the Hosts' ConfigMap is the WFCs' trust anchor", tree)
 
@@ -54,7 +54,7 @@ func TestMcpHostConfigIsShipped(t *testing.T) {
 		assert.Empty(t, cm.BinaryData, tree)
 
 		// Empty means no WFC, never "trust any token".
-		got := sharedfs.Admit(func(name string) *corev1.ConfigMap {
+		got := sfsresources.Admit(func(name string) *corev1.ConfigMap {
 			if name == cm.Name {
 				return &cm
 			}

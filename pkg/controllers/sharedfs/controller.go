@@ -1,3 +1,11 @@
+// Package sharedfs is the SharedFileSystem reconciler: each SharedFileSystem
+// in the host namespace becomes a workspace-files-controller (WFC)
+// Deployment with its Service, its data claim and an ingress NetworkPolicy
+// that admits only the Hosts it names.
+//
+// What it writes is planned by the pure package resources
+// (resources.MakeChildren), which render uses too; this package holds the
+// informers, the sync that ensures those children and the status.
 package sharedfs
 
 import (
@@ -12,7 +20,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	klabels "k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -26,6 +33,7 @@ import (
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/controllers/kit"
+	"github.com/clerum/hcc/pkg/controllers/sharedfs/resources"
 	clientset "github.com/clerum/hcc/pkg/generated/clientset/versioned"
 	clerumlisters "github.com/clerum/hcc/pkg/generated/listers/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/names"
@@ -38,7 +46,7 @@ type Config struct {
 	// where SharedFileSystems and their children live. It overrides
 	// Build.HostNamespace.
 	Namespace string
-	Build     Options
+	Build     resources.Options
 	// Resync is the interval of the full reconcile that queues every
 	// SharedFileSystem (CONTEXT_MAPPER_SFS_RESYNC_SEC); 0 disables it (the
 	// configuration warns at boot).
@@ -47,7 +55,7 @@ type Config struct {
 }
 
 // gvk is the owners' kind, for controller references.
-var gvk = schema.GroupVersion(clerumv1alpha1.GroupVersion).WithKind("SharedFileSystem")
+var gvk = resources.GVK
 
 // refusedRetry is how soon a SharedFileSystem one of whose names an object
 // HCC does not own holds is looked at again: the holder may be removed by

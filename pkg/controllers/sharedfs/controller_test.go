@@ -34,6 +34,7 @@ import (
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/controllers/kit"
+	"github.com/clerum/hcc/pkg/controllers/sharedfs/resources"
 	hccfake "github.com/clerum/hcc/pkg/generated/clientset/versioned/fake"
 	"github.com/clerum/hcc/pkg/mark"
 	"github.com/clerum/hcc/pkg/names"
@@ -373,7 +374,7 @@ func TestCreate(t *testing.T) {
 	assert.Equal(t, created("team"), f.writes())
 
 	d := f.deployment("wfc-team")
-	want := BuildDeployment(newFS("team", withHosts("alice")), KeyDigest(key), testOptions)
+	want := resources.BuildDeployment(newFS("team", withHosts("alice")), resources.KeyDigest(key), testOptions)
 	assert.Equal(t, want.Spec, d.Spec)
 	require.Len(t, d.OwnerReferences, 1)
 	assert.Equal(t, "SharedFileSystem", d.OwnerReferences[0].Kind)
@@ -456,7 +457,7 @@ func TestSpecChange(t *testing.T) {
 		e, err := f.kube.NetworkingV1().NetworkPolicies(ns).Get(context.Background(), "wfc-team-egress", metav1.GetOptions{})
 		require.NoError(t, err)
 		assert.Equal(t, []string{"alice", "bob"}, e.Spec.PodSelector.MatchExpressions[0].Values, "the Hosts' pods may send")
-		assert.Equal(t, "alice,bob", envMap(f.deployment("wfc-team").Spec.Template.Spec.Containers[0])[EnvAllowedHosts])
+		assert.Equal(t, "alice,bob", envMap(f.deployment("wfc-team").Spec.Template.Spec.Containers[0])[resources.EnvAllowedHosts])
 		assert.Equal(t, int64(2), f.status("team").ObservedGeneration)
 		f.syncCaches()
 	})
@@ -483,7 +484,7 @@ func TestSpecChange(t *testing.T) {
 		f.index(jwtConfigMap(newKey))
 		f.mustSync("team")
 		assert.Equal(t, []string{"update deployments/wfc-team"}, f.writes())
-		assert.Equal(t, KeyDigest(newKey), f.deployment("wfc-team").Spec.Template.Annotations[AnnotationJWTKeyDigest])
+		assert.Equal(t, resources.KeyDigest(newKey), f.deployment("wfc-team").Spec.Template.Annotations[resources.AnnotationJWTKeyDigest])
 	})
 }
 
@@ -570,7 +571,7 @@ func TestConfigBlocks(t *testing.T) {
 		// Only the revocation of bob reaches the cluster.
 		assert.Equal(t, []string{"patch sharedfilesystems/team/status", "update networkpolicies/wfc-team-egress",
 			"update networkpolicies/wfc-team-ingress"}, f.writes(), "bob loses both halves")
-		assert.Equal(t, KeyDigest(key), f.deployment("wfc-team").Spec.Template.Annotations[AnnotationJWTKeyDigest])
+		assert.Equal(t, resources.KeyDigest(key), f.deployment("wfc-team").Spec.Template.Annotations[resources.AnnotationJWTKeyDigest])
 		assert.Len(t, f.events(), 1)
 		f.syncCaches()
 		f.mustSync("team")
@@ -674,19 +675,19 @@ func TestPlan(t *testing.T) {
 		}
 	}
 	fs := newFS("team", withHosts("alice"))
-	a := Admit(lookup(jwtConfigMap(key)), testOptions)
+	a := resources.Admit(lookup(jwtConfigMap(key)), testOptions)
 	require.Empty(t, a.Block)
-	objs := Plan(fs, a, testOptions)
+	objs := resources.Plan(fs, a, testOptions)
 	require.Len(t, objs, 5, "with the egress half: the fs names a Host")
 	for _, o := range objs {
 		m, _ := meta.Accessor(o)
 		assert.Equal(t, "team", m.GetOwnerReferences()[0].Name)
 	}
 
-	blocked := Admit(lookup(nil), testOptions)
+	blocked := resources.Admit(lookup(nil), testOptions)
 	assert.Equal(t, reasons.ConfigMissing, blocked.Block)
-	assert.Nil(t, Plan(fs, blocked, testOptions))
-	assert.Equal(t, reasons.ConfigInvalid, Admit(lookup(jwtConfigMap("x")), testOptions).Block)
+	assert.Nil(t, resources.Plan(fs, blocked, testOptions))
+	assert.Equal(t, reasons.ConfigInvalid, resources.Admit(lookup(jwtConfigMap("x")), testOptions).Block)
 }
 
 // value reads one gauge or counter.
@@ -730,7 +731,7 @@ func TestAForgedClaimWithHCCsLabelsIsNotTakenOver(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			fs := newFS("team", withHosts("alice"))
-			forged := BuildClaim(fs, testOptions)
+			forged := resources.BuildClaim(fs, testOptions)
 			forged.UID, forged.ResourceVersion = "uid-forged", "7"
 			forge(forged)
 			f := newFixture(t, fs, jwtConfigMap(rsaKey(t)), forged)
@@ -787,8 +788,8 @@ func TestASizeAboveTheBoundIsNeverAskedOfTheCluster(t *testing.T) {
 	t.Run("a zero bound admits no size", func(t *testing.T) {
 		opts := testOptions
 		opts.MaxSize = resource.Quantity{}
-		require.Error(t, CheckSize(newFS("team", withSize("1Mi")), opts))
-		require.NoError(t, CheckSize(newFS("team"), opts), "no spec.size: the default applies")
+		require.Error(t, resources.CheckSize(newFS("team", withSize("1Mi")), opts))
+		require.NoError(t, resources.CheckSize(newFS("team"), opts), "no spec.size: the default applies")
 	})
 }
 

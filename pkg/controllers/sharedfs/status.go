@@ -11,6 +11,7 @@ import (
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/controllers/kit"
+	"github.com/clerum/hcc/pkg/controllers/sharedfs/resources"
 	applyv1alpha1 "github.com/clerum/hcc/pkg/generated/applyconfiguration/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/names"
 	"github.com/clerum/hcc/pkg/reasons"
@@ -38,10 +39,10 @@ type status struct {
 	available                  bool // the WFC Deployment is available
 }
 
-func newStatus(fs *clerumv1alpha1.SharedFileSystem, opts Options, wasAvailable bool) *status {
+func newStatus(fs *clerumv1alpha1.SharedFileSystem, opts resources.Options, wasAvailable bool) *status {
 	return &status{
 		fs:           fs,
-		endpoint:     Endpoint(fs, opts),
+		endpoint:     resources.Endpoint(fs, opts),
 		wasAvailable: wasAvailable,
 		volumeBound: kit.Condition{Type: clerumv1alpha1.ConditionVolumeBound, Status: metav1.ConditionFalse, Reason: reasons.ClaimPending,
 			Message: "the data claim does not exist yet"},
@@ -51,7 +52,7 @@ func newStatus(fs *clerumv1alpha1.SharedFileSystem, opts Options, wasAvailable b
 }
 
 // config records the JWT key's validation.
-func (st *status) config(a Admission) {
+func (st *status) config(a resources.Admission) {
 	st.block, st.blockMessage = a.Block, a.Message
 	st.configResolved = kit.Condition{Type: clerumv1alpha1.ConditionConfigResolved, Status: metav1.ConditionTrue, Reason: reasons.ConfigFound, Message: a.Message}
 	if a.Block != "" {

@@ -8,12 +8,14 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/controllers/kit"
+	"github.com/clerum/hcc/pkg/controllers/sharedfs/resources"
 	"github.com/clerum/hcc/pkg/names"
 	"github.com/clerum/hcc/pkg/reasons"
 )
@@ -47,16 +49,19 @@ func (c *Controller) syncSharedFileSystem(ctx context.Context, key cache.ObjectN
 
 	opts := c.cfg.Build
 	st := newStatus(fs, opts, c.state.wasAvailable(fs))
-	a := Admit(c.configMap, opts)
+	a := resources.Admit(c.configMap, opts)
 	st.config(a)
 	c.reportBlock(fs, a)
+	// The one plan of fs's children (render prints the same); what of it
+	// is written, and when, is decided below.
+	want := resources.MakeChildren(fs, a, opts)
 	var errs []error
 	var result kit.Result
 	if a.Block != "" {
-		errs = append(errs, c.revokeHosts(ctx, fs))
+		errs = append(errs, c.revokeHosts(ctx, fs, want))
 		st.observe(c.claimOf(fs), c.deploymentOf(fs))
 	} else {
-		result, errs = c.ensure(ctx, fs, a, st)
+		result, errs = c.ensure(ctx, fs, want, st)
 	}
 	phase := st.phase()
 	c.state.setPhase(fs.Name, phase)
@@ -79,7 +84,7 @@ func (c *Controller) configMap(name string) *corev1.ConfigMap {
 }
 
 // reportBlock posts one event per block and per release.
-func (c *Controller) reportBlock(fs *clerumv1alpha1.SharedFileSystem, a Admission) {
+func (c *Controller) reportBlock(fs *clerumv1alpha1.SharedFileSystem, a resources.Admission) {
 	previous := c.state.setBlock(fs.Name, a.Block)
 	switch {
 	case a.Block != "" && a.Block != previous:
@@ -95,10 +100,10 @@ func (c *Controller) owner(fs *clerumv1alpha1.SharedFileSystem) kit.Owner {
 	return kit.Owner{Object: fs, GVK: gvk, IdentityLabel: names.LabelSharedFileSystem}
 }
 
-// ensure writes fs's children and records what they say in st. It goes on
-// past a failed or refused child: one bad object does not stop the others,
-// except that the Deployment waits for the claim and the policy.
-func (c *Controller) ensure(ctx context.Context, fs *clerumv1alpha1.SharedFileSystem, a Admission, st *status) (kit.Result, []error) {
+// ensure writes fs's children, want, and records what they say in st. It
+// goes on past a failed or refused child: one bad object does not stop the
+// others, except that the Deployment waits for the claim and the policy.
+func (c *Controller) ensure(ctx context.Context, fs *clerumv1alpha1.SharedFileSystem, want resources.Children, st *status) (kit.Result, []error) {
 	opts, owner := c.cfg.Build, c.owner(fs)
 	var errs []error
 	var refused []string
@@ -125,9 +130,9 @@ func (c *Controller) ensure(ctx context.Context, fs *clerumv1alpha1.SharedFileSy
 	var err error
 	var change *kit.RefusedError
 	claimOK := true
-	tooLarge := CheckSize(fs, opts)
+	tooLarge := resources.CheckSize(fs, opts)
 	if tooLarge == nil {
-		claim, _, err = kit.Ensure(ctx, c.children, c.claimKind, owner, liveClaim, BuildClaim(fs, opts))
+		claim, _, err = kit.Ensure(ctx, c.children, c.claimKind, owner, liveClaim, want.Claim)
 	}
 	switch {
 	case tooLarge != nil:
@@ -137,7 +142,7 @@ func (c *Controller) ensure(ctx context.Context, fs *clerumv1alpha1.SharedFileSy
 		st.claimSizeRefused(tooLarge, liveClaim)
 		claim = liveClaim
 		if liveClaim != nil {
-			_, _, err = kit.Plan(c.claimKind, owner, liveClaim, liveClaimAsBuilt(fs, opts, liveClaim))
+			_, _, err = kit.Plan(c.claimKind, owner, liveClaim, liveClaimAsBuilt(want.Claim, liveClaim))
 			claimOK = write(err)
 			st.claimNotOwned = isOwnership(err)
 		} else {
@@ -150,16 +155,16 @@ func (c *Controller) ensure(ctx context.Context, fs *clerumv1alpha1.SharedFileSy
 		claimOK = write(err)
 		st.claimNotOwned = isOwnership(err)
 	}
-	policyOK := write(ensure(ctx, c.children, kit.NetworkPolicies, owner, c.policies.NetworkPolicies(fs.Namespace), BuildIngressPolicy(fs, opts)))
-	errs = append(errs, c.ensureEgress(ctx, fs))
-	write(ensure(ctx, c.children, kit.Services, owner, c.services.Services(fs.Namespace), BuildService(fs, opts)))
+	policyOK := write(ensure(ctx, c.children, kit.NetworkPolicies, owner, c.policies.NetworkPolicies(fs.Namespace), want.IngressPolicy))
+	errs = append(errs, c.ensureEgress(ctx, fs, want.EgressPolicy))
+	write(ensure(ctx, c.children, kit.Services, owner, c.services.Services(fs.Namespace), want.Service))
 
 	live := c.deploymentOf(fs)
 	// Creating the WFC waits for its claim and its ingress policy to be
 	// HCC's; a running one is still kept in step (spec.hostRefs in its
 	// environment) whatever holds the policy's name.
 	if claimOK && (policyOK || live != nil) {
-		d, _, err := kit.Ensure(ctx, c.children, kit.Deployments, owner, live, BuildDeployment(fs, a.KeyDigest, opts))
+		d, _, err := kit.Ensure(ctx, c.children, kit.Deployments, owner, live, want.Deployment)
 		if write(err) {
 			live = d
 		}
@@ -176,11 +181,11 @@ func (c *Controller) ensure(ctx context.Context, fs *clerumv1alpha1.SharedFileSy
 	return result, errs
 }
 
-// liveClaimAsBuilt is fs's claim as built at the live claim's size, so
-// that Plan judges whether the live claim is HCC's (labels, references,
-// source, volume) without asking it to grow.
-func liveClaimAsBuilt(fs *clerumv1alpha1.SharedFileSystem, opts Options, live *corev1.PersistentVolumeClaim) *corev1.PersistentVolumeClaim {
-	c := BuildClaim(fs, opts)
+// liveClaimAsBuilt is the desired claim at the live claim's size, so that
+// kit.Plan judges whether the live claim is HCC's (labels, references,
+// source, volume) without asking it to grow. desired is not modified.
+func liveClaimAsBuilt(desired, live *corev1.PersistentVolumeClaim) *corev1.PersistentVolumeClaim {
+	c := desired.DeepCopy()
 	if have, ok := live.Spec.Resources.Requests[corev1.ResourceStorage]; ok {
 		c.Spec.Resources.Requests[corev1.ResourceStorage] = have.DeepCopy()
 	}
@@ -188,32 +193,31 @@ func liveClaimAsBuilt(fs *clerumv1alpha1.SharedFileSystem, opts Options, live *c
 }
 
 // revokeHosts rewrites fs's existing ingress policy, if it has one of
-// HCC's, to spec.hostRefs: a Host taken off the list loses access even
-// while the file system is blocked. It creates nothing.
-func (c *Controller) revokeHosts(ctx context.Context, fs *clerumv1alpha1.SharedFileSystem) error {
+// HCC's, to spec.hostRefs (want's policies): a Host taken off the list
+// loses access even while the file system is blocked. It creates nothing.
+func (c *Controller) revokeHosts(ctx context.Context, fs *clerumv1alpha1.SharedFileSystem, want resources.Children) error {
 	live, err := c.policies.NetworkPolicies(fs.Namespace).Get(names.WFCIngressPolicy(fs.Name))
 	if err != nil {
 		return nil
 	}
-	if _, _, err := kit.Ensure(ctx, c.children, kit.NetworkPolicies, c.owner(fs), live, BuildIngressPolicy(fs, c.cfg.Build)); err != nil && !isRefused(err) {
+	if _, _, err := kit.Ensure(ctx, c.children, kit.NetworkPolicies, c.owner(fs), live, want.IngressPolicy); err != nil && !isRefused(err) {
 		return err
 	}
 	if _, err := c.policies.NetworkPolicies(fs.Namespace).Get(names.WFCEgressPolicy(fs.Name)); err == nil {
-		return c.ensureEgress(ctx, fs)
+		return c.ensureEgress(ctx, fs, want.EgressPolicy)
 	}
 	return nil
 }
 
-// ensureEgress writes fs's egress policy, or deletes it when no Host may
-// reach the WFC. A refusal (a name held by an object HCC does not own) is
-// reported by the kit and blocks nothing: the ingress half still admits
-// only the Hosts listed.
-func (c *Controller) ensureEgress(ctx context.Context, fs *clerumv1alpha1.SharedFileSystem) error {
+// ensureEgress writes fs's egress policy, desired, or deletes it when
+// desired is nil: no Host may reach the WFC. A refusal (a name held by an
+// object HCC does not own) is reported by the kit and blocks nothing: the
+// ingress half still admits only the Hosts listed.
+func (c *Controller) ensureEgress(ctx context.Context, fs *clerumv1alpha1.SharedFileSystem, desired *networkingv1.NetworkPolicy) error {
 	live, err := c.policies.NetworkPolicies(fs.Namespace).Get(names.WFCEgressPolicy(fs.Name))
 	if err != nil {
 		live = nil
 	}
-	desired := BuildEgressPolicy(fs, c.cfg.Build)
 	switch {
 	case desired != nil:
 		if _, _, err := kit.Ensure(ctx, c.children, kit.NetworkPolicies, c.owner(fs), live, desired); err != nil && !isRefused(err) {

@@ -1,4 +1,4 @@
-package sharedfs
+package resources
 
 import (
 	"crypto/ecdsa"
@@ -8,9 +8,12 @@ import (
 	"fmt"
 	"strings"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
@@ -77,22 +80,62 @@ func ValidatePublicKey(value string) error {
 	return fmt.Errorf("a %T, not an RSA or EC key", key)
 }
 
+// GVK is the SharedFileSystem kind, the owner of every child.
+var GVK = schema.GroupVersion(clerumv1alpha1.GroupVersion).WithKind("SharedFileSystem")
+
+// Children are the objects the controller writes for one SharedFileSystem,
+// as the builders make them: no owner references (the kit sets them from
+// the live owner), no server-set fields.
+type Children struct {
+	// Claim is the data claim wfc-F-data. The controller never shrinks a
+	// live claim, nor creates or grows one past HCC_SFS_MAX_SIZE
+	// (CheckSize).
+	Claim *corev1.PersistentVolumeClaim
+	// IngressPolicy admits spec.hostRefs to the WFC pods.
+	IngressPolicy *networkingv1.NetworkPolicy
+	Service       *corev1.Service
+	// Deployment is the WFC; nil when the Admission blocks the file system
+	// (there is no validated key to start it with).
+	Deployment *appsv1.Deployment
+	// EgressPolicy lets spec.hostRefs reach the WFC pods; nil when no Host
+	// may, and then a live one is deleted.
+	EgressPolicy *networkingv1.NetworkPolicy
+}
+
+// MakeChildren returns fs's children for the Admission a and opts: the one
+// plan the controller's sync ensures and render prints (Plan). A blocked
+// file system still gets its policies, which the controller keeps in step
+// with spec.hostRefs when they exist; it creates nothing while blocked.
+func MakeChildren(fs *clerumv1alpha1.SharedFileSystem, a Admission, opts Options) Children {
+	ch := Children{
+		Claim:         BuildClaim(fs, opts),
+		IngressPolicy: BuildIngressPolicy(fs, opts),
+		Service:       BuildService(fs, opts),
+		EgressPolicy:  BuildEgressPolicy(fs, opts),
+	}
+	if a.Block == "" {
+		ch.Deployment = BuildDeployment(fs, a.KeyDigest, opts)
+	}
+	return ch
+}
+
 // Plan returns, for render, every object the controller would write for fs
-// in an empty cluster, or none when a is a block (render reports a.Block
-// and a.Message). Owner references name the SharedFileSystem with an empty
-// uid.
+// in an empty cluster — MakeChildren, in the controller's write order — or
+// none when a is a block (render reports a.Block and a.Message). Owner
+// references name the SharedFileSystem with an empty uid.
 func Plan(fs *clerumv1alpha1.SharedFileSystem, a Admission, opts Options) []runtime.Object {
 	if a.Block != "" {
 		return nil
 	}
-	ref := []metav1.OwnerReference{{APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind, Name: fs.Name,
+	ch := MakeChildren(fs, a, opts)
+	ref := []metav1.OwnerReference{{APIVersion: GVK.GroupVersion().String(), Kind: GVK.Kind, Name: fs.Name,
 		Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}
 	own := []interface {
 		runtime.Object
 		metav1.Object
-	}{BuildClaim(fs, opts), BuildIngressPolicy(fs, opts), BuildService(fs, opts), BuildDeployment(fs, a.KeyDigest, opts)}
-	if p := BuildEgressPolicy(fs, opts); p != nil {
-		own = append(own, p)
+	}{ch.Claim, ch.IngressPolicy, ch.Service, ch.Deployment}
+	if ch.EgressPolicy != nil {
+		own = append(own, ch.EgressPolicy)
 	}
 	children := make([]runtime.Object, 0, len(own))
 	for _, o := range own {

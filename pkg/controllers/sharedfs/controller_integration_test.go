@@ -4,9 +4,7 @@ package sharedfs
 
 import (
 	"context"
-	"fmt"
 	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -26,6 +24,7 @@ import (
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/controllers/kit"
 	"github.com/clerum/hcc/pkg/controllers/kit/kittest"
+	"github.com/clerum/hcc/pkg/controllers/sharedfs/resources"
 	clientset "github.com/clerum/hcc/pkg/generated/clientset/versioned"
 	"github.com/clerum/hcc/pkg/names"
 )
@@ -40,7 +39,7 @@ func TestMain(m *testing.M) {
 type world struct {
 	kube kubernetes.Interface
 	hcc  clientset.Interface
-	opts Options
+	opts resources.Options
 }
 
 func newWorld(t *testing.T, suffix string) world {
@@ -59,38 +58,6 @@ func (w world) createFS(t *testing.T, fs *clerumv1alpha1.SharedFileSystem) (*cle
 	live, err := w.hcc.ClerumV1alpha1().SharedFileSystems(fs.Namespace).Create(context.Background(), fs, metav1.CreateOptions{})
 	require.NoError(t, err)
 	return live, kit.Owner{Object: live, GVK: gvk, IdentityLabel: names.LabelSharedFileSystem}
-}
-
-// TestBuildersEmitWhatTheAPIServerKeeps creates every object the builders
-// make and proves that a second ensure writes nothing: the builders emit
-// the API server's defaults.
-func TestBuildersEmitWhatTheAPIServerKeeps(t *testing.T) {
-	cases := map[string]struct {
-		fs   *clerumv1alpha1.SharedFileSystem
-		opts func(*Options)
-	}{
-		"full":      {fs: newFS("full", withHosts("bob", "alice"), withDirs("a/b", "c"), withSize("20Gi"))},
-		"bare":      {fs: newFS("bare"), opts: func(o *Options) { o.ImagePullSecret, o.DefaultStorageClass = "", "" }},
-		"long name": {fs: newFS(strings.Repeat("l", 63), withHosts(strings.Repeat("h", 63)))},
-	}
-	i := 0
-	for name, tc := range cases {
-		i++
-		t.Run(name, func(t *testing.T) {
-			w := newWorld(t, fmt.Sprint("rt-", i))
-			if tc.opts != nil {
-				tc.opts(&w.opts)
-			}
-			live, owner := w.createFS(t, tc.fs)
-			kittest.RoundTrip(t, cp.Config(), kit.Deployments, owner, BuildDeployment(live, KeyDigest("k"), w.opts))
-			kittest.RoundTrip(t, cp.Config(), kit.Services, owner, BuildService(live, w.opts))
-			kittest.RoundTrip(t, cp.Config(), kit.PersistentVolumeClaims, owner, BuildClaim(live, w.opts))
-			kittest.RoundTrip(t, cp.Config(), kit.NetworkPolicies, owner, BuildIngressPolicy(live, w.opts))
-			if p := BuildEgressPolicy(live, w.opts); p != nil {
-				kittest.RoundTrip(t, cp.Config(), kit.NetworkPolicies, owner, p)
-			}
-		})
-	}
 }
 
 // TestControllerConverges runs the reconciler against the API server: it

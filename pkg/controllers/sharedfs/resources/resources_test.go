@@ -1,4 +1,4 @@
-package sharedfs
+package resources
 
 import (
 	"crypto/ecdsa"

@@ -1,9 +1,10 @@
-// Package sharedfs is the SharedFileSystem reconciler: each SharedFileSystem
-// in the host namespace becomes a workspace-files-controller (WFC)
-// Deployment with its Service, its data claim and an ingress NetworkPolicy
-// that admits only the Hosts it names.
+// Package resources holds what the SharedFileSystem reconciler
+// (pkg/controllers/sharedfs) writes, as pure functions: objects in, objects
+// out, no client. MakeChildren is the one plan of a file system's children;
+// the controller's sync ensures them and render prints them (Plan), so the
+// two cannot drift apart. The package imports no client-go, so that
+// pkg/render can use it without the controller.
 //
-// This file holds the pure builders: objects in, objects out, no client.
 // The WFC container's interface — environment, mounted files, port — the
 // init container and what the NetworkPolicy admits are written down in
 // docs/sharedfilesystem.md and pinned by the golden tests beside it.
@@ -11,7 +12,7 @@
 // matches the builder is never rewritten (kittest.RoundTrip proves it
 // against a real API server). They set no owner references: the kit adds
 // them.
-package sharedfs
+package resources
 
 import (
 	"crypto/sha256"
