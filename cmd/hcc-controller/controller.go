@@ -30,6 +30,7 @@ import (
 	"github.com/clerum/hcc/pkg/controllers/egress"
 	"github.com/clerum/hcc/pkg/controllers/globalfs"
 	"github.com/clerum/hcc/pkg/controllers/host"
+	hostresources "github.com/clerum/hcc/pkg/controllers/host/resources"
 	"github.com/clerum/hcc/pkg/controllers/kit"
 	"github.com/clerum/hcc/pkg/controllers/mcpserver"
 	netpolcontroller "github.com/clerum/hcc/pkg/controllers/netpol"
@@ -208,7 +209,7 @@ func newReconcilers(deps kit.Deps, resolver egress.Resolver) ([]kit.Reconciler, 
 	hosts := host.New(deps, issuer, host.Config{
 		ContextNamespace: cfg.Namespaces.McpServer,
 		TargetNamespace:  cfg.Namespaces.Target,
-		Build:            host.OptionsFrom(cfg),
+		Build:            hostresources.OptionsFrom(cfg),
 		RefreshBefore:    cfg.Host.BootstrapRefreshBefore,
 		Resync:           cfg.Host.Resync,
 		Caps:             kit.Caps{Absolute: cfg.NetPol.HostOrphanDeleteCap, Percent: cfg.NetPol.HostOrphanDeleteCapPercent},
