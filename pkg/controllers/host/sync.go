@@ -63,7 +63,7 @@ func (c *Controller) syncHost(ctx context.Context, key cache.ObjectName) (kit.Re
 
 	st := newStatus(h)
 	a := c.admit(h, st)
-	contextID, block := a.ContextID, a.Block
+	block := a.Block
 	c.reportBlock(h, block, st)
 	var errs []error
 	var result kit.Result
@@ -92,7 +92,7 @@ func (c *Controller) syncHost(ctx context.Context, key cache.ObjectName) (kit.Re
 		}
 		st.blocked(block, c.deploymentOf(h))
 	} else {
-		result, errs = c.ensure(ctx, h, contextID, st)
+		result, errs = c.ensure(ctx, h, a, st)
 	}
 	c.state.setState(h.Name, st.stateOf())
 	c.state.setExpiry(h.Name, st.expiresAt)
@@ -191,11 +191,15 @@ func (c *Controller) reportBlock(h *clerumv1alpha1.Host, block string, st *statu
 	}
 }
 
-// ensure writes h's children and reports what they say in st. It goes on
-// past a failed or refused child: one bad object does not stop the others,
-// except that the Deployment waits for every object its pods depend on.
-func (c *Controller) ensure(ctx context.Context, h *clerumv1alpha1.Host, contextID string, st *status) (kit.Result, []error) {
-	opts := c.cfg.Build
+// ensure writes the children of h, admitted by a, as resources.MakeChildren
+// plans them (the plan render prints), and reports what they say in st. It
+// goes on past a failed or refused child: one bad object does not stop the
+// others, except that the Deployment waits for every object its pods depend
+// on.
+func (c *Controller) ensure(ctx context.Context, h *clerumv1alpha1.Host, a resources.Admission, st *status) (kit.Result, []error) {
+	contextID := a.ContextID
+	// deploymentErr is the Deployment's, reported when it would be written.
+	want, deploymentErr := resources.MakeChildren(h, a, c.cfg.Build)
 	owner := kit.Owner{Object: h, GVK: gvk, IdentityLabel: names.LabelHost}
 	var errs []error
 	var refused []string
@@ -222,10 +226,10 @@ func (c *Controller) ensure(ctx context.Context, h *clerumv1alpha1.Host, context
 
 	// The pod's identity and volumes: the Deployment needs them all.
 	ready := true
-	ready = write(ensure(ctx, c.children, kit.ServiceAccounts, owner, c.accounts.ServiceAccounts(h.Namespace), resources.BuildServiceAccount(h, opts))) && ready
-	ready = write(ensure(ctx, c.children, kit.Roles, owner, c.roles.Roles(h.Namespace), resources.BuildRole(h, opts))) && ready
-	ready = write(ensure(ctx, c.children, kit.RoleBindings, owner, c.bindings.RoleBindings(h.Namespace), resources.BuildRoleBinding(h, opts))) && ready
-	ready = write(ensure(ctx, c.children, c.claimKind, owner, c.claims.PersistentVolumeClaims(h.Namespace), resources.BuildWorkspaceClaim(h, opts))) && ready
+	ready = write(ensure(ctx, c.children, kit.ServiceAccounts, owner, c.accounts.ServiceAccounts(h.Namespace), want.ServiceAccount)) && ready
+	ready = write(ensure(ctx, c.children, kit.Roles, owner, c.roles.Roles(h.Namespace), want.Role)) && ready
+	ready = write(ensure(ctx, c.children, kit.RoleBindings, owner, c.bindings.RoleBindings(h.Namespace), want.RoleBinding)) && ready
+	ready = write(ensure(ctx, c.children, c.claimKind, owner, c.claims.PersistentVolumeClaims(h.Namespace), want.WorkspaceClaim)) && ready
 	// A failed refresh leaves the credential in place (present): the
 	// Deployment is still ensured, and AuthReady says the refresh failed.
 	cred, err := c.ensureCredential(ctx, h, owner, st)
@@ -239,9 +243,8 @@ func (c *Controller) ensure(ctx context.Context, h *clerumv1alpha1.Host, context
 	// With the desktop on, its policy is written before the pods start: in
 	// a host namespace without a default deny it is what confines their
 	// ingress, so the Deployment waits for it like for its volumes.
-	desktop := resources.BuildDesktopPolicy(h, opts)
-	if desktop != nil {
-		ready = write(ensure(ctx, c.children, kit.NetworkPolicies, owner, c.policies.NetworkPolicies(h.Namespace), desktop)) && ready
+	if want.DesktopPolicy != nil {
+		ready = write(ensure(ctx, c.children, kit.NetworkPolicies, owner, c.policies.NetworkPolicies(h.Namespace), want.DesktopPolicy)) && ready
 	}
 
 	var live *appsv1.Deployment
@@ -251,9 +254,9 @@ func (c *Controller) ensure(ctx context.Context, h *clerumv1alpha1.Host, context
 		// decides again. Never a pod with a contextId decided before.
 		errs = append(errs, fmt.Errorf("host %s: its Context changed during the sync: %w", h.Name, kit.ErrCacheBehind))
 	case ready:
-		d, err := resources.BuildDeployment(h, contextID, opts)
+		err := deploymentErr
 		if err == nil {
-			live, _, err = kit.Ensure(ctx, c.children, kit.Deployments, owner, c.deploymentOf(h), d)
+			live, _, err = kit.Ensure(ctx, c.children, kit.Deployments, owner, c.deploymentOf(h), want.Deployment)
 		}
 		write(err)
 	case len(refused) > 0:
@@ -262,15 +265,15 @@ func (c *Controller) ensure(ctx context.Context, h *clerumv1alpha1.Host, context
 		// is not HCC's: the pods stop rather than run with someone else's.
 		errs = append(errs, c.stopPods(ctx, h))
 	}
-	write(ensure(ctx, c.children, kit.Services, owner, c.services.Services(h.Namespace), resources.BuildService(h, opts)))
-	if desktop == nil {
+	write(ensure(ctx, c.children, kit.Services, owner, c.services.Services(h.Namespace), want.Service))
+	if want.DesktopPolicy == nil {
 		// Deleted after the Deployment has dropped the desktop.
 		if p, err := c.policies.NetworkPolicies(h.Namespace).Get(names.HostDesktopPolicy(h.Name)); err == nil {
 			_, err := kit.DeleteChild(ctx, c.children, kit.NetworkPolicies, gvk, h.Name, names.LabelHost, p)
 			write(err)
 		}
 	}
-	errs = append(errs, c.ensureReader(ctx, h, owner.WithoutReference(), write)...)
+	errs = append(errs, c.ensureReader(ctx, h, want, owner.WithoutReference(), write)...)
 
 	var result kit.Result
 	if cred.refreshIn > 0 {
@@ -306,20 +309,20 @@ func (c *Controller) ensure(ctx context.Context, h *clerumv1alpha1.Host, context
 // policy whose write failed keeps a reader from being created or rolled;
 // one held by an object HCC does not own also stops a running reader, its
 // confinement being someone else's now.
-func (c *Controller) ensureReader(ctx context.Context, h *clerumv1alpha1.Host, reader kit.Owner, write func(error) bool) []error {
+func (c *Controller) ensureReader(ctx context.Context, h *clerumv1alpha1.Host, want resources.Children, reader kit.Owner, write func(error) bool) []error {
 	opts := c.cfg.Build
 	var errs []error
-	err := ensure(ctx, c.children, kit.NetworkPolicies, reader, c.readerPolicies.NetworkPolicies(opts.ChannelsNamespace), resources.BuildChannelReaderPolicy(h, opts))
+	err := ensure(ctx, c.children, kit.NetworkPolicies, reader, c.readerPolicies.NetworkPolicies(opts.ChannelsNamespace), want.ChannelReaderPolicy)
 	switch {
 	case write(err):
-		write(ensure(ctx, c.children, kit.Deployments, reader, c.readerDeployments.Deployments(opts.ChannelsNamespace), resources.BuildChannelReaderDeployment(h, opts)))
+		write(ensure(ctx, c.children, kit.Deployments, reader, c.readerDeployments.Deployments(opts.ChannelsNamespace), want.ChannelReaderDeployment))
 	case isOwnership(err):
 		live, lerr := c.readerDeployments.Deployments(opts.ChannelsNamespace).Get(names.ChannelReader(h.Name))
 		if lerr == nil {
 			errs = append(errs, c.scaleToZero(ctx, h, reader, live))
 		}
 	}
-	write(ensure(ctx, c.children, kit.Services, reader, c.readerServices.Services(opts.ChannelsNamespace), resources.BuildChannelReaderService(h, opts)))
+	write(ensure(ctx, c.children, kit.Services, reader, c.readerServices.Services(opts.ChannelsNamespace), want.ChannelReaderService))
 	return errs
 }
 

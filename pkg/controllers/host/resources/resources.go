@@ -1,7 +1,8 @@
 // Package resources holds what the Host operator writes, as pure
 // functions: objects in, objects out, no client. The controller
-// (pkg/controllers/host) and render (pkg/render) both build a Host's
-// children here; neither may import the other.
+// (pkg/controllers/host) and render (pkg/render) both plan a Host's
+// children with MakeChildren, so what render prints is what the controller
+// writes.
 //
 // This file holds the builders. The interfaces of the containers they run
 // — environment, mounted files, ports — and what the two NetworkPolicies
