@@ -32,6 +32,7 @@ import (
 	"github.com/clerum/hcc/pkg/controllers/globalfs"
 	gfsresources "github.com/clerum/hcc/pkg/controllers/globalfs/resources"
 	"github.com/clerum/hcc/pkg/controllers/host"
+	hostresources "github.com/clerum/hcc/pkg/controllers/host/resources"
 	"github.com/clerum/hcc/pkg/controllers/kit"
 	"github.com/clerum/hcc/pkg/controllers/mcpserver"
 	mcpserverresources "github.com/clerum/hcc/pkg/controllers/mcpserver/resources"
@@ -213,7 +214,7 @@ func newReconcilers(deps kit.Deps, resolver resolve.Resolver) ([]kit.Reconciler,
 	hosts := host.New(deps, issuer, host.Config{
 		ContextNamespace: cfg.Namespaces.McpServer,
 		TargetNamespace:  cfg.Namespaces.Target,
-		Build:            host.OptionsFrom(cfg),
+		Build:            hostresources.OptionsFrom(cfg),
 		RefreshBefore:    cfg.Host.BootstrapRefreshBefore,
 		Resync:           cfg.Host.Resync,
 		Caps:             kit.Caps{Absolute: cfg.NetPol.HostOrphanDeleteCap, Percent: cfg.NetPol.HostOrphanDeleteCapPercent},

@@ -30,6 +30,7 @@ import (
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/controlapi"
 	"github.com/clerum/hcc/pkg/controllers/host"
+	hostresources "github.com/clerum/hcc/pkg/controllers/host/resources"
 	clientset "github.com/clerum/hcc/pkg/generated/clientset/versioned"
 	"github.com/clerum/hcc/pkg/mark"
 	"github.com/clerum/hcc/pkg/names"
@@ -147,8 +148,8 @@ func TestHostOperator(t *testing.T) {
 	_, err = kube.CoreV1().Secrets("mcp-host").Create(ctx, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "host-h1-mcp-host-runtime-tokens",
 			Labels:      map[string]string{names.LabelManagedBy: names.ManagedByValue, names.LabelHost: "h1"},
-			Annotations: map[string]string{host.AnnotationIssuedForUID: string(created.UID), host.AnnotationExpiresAt: forgedExpiry}},
-		Data: map[string][]byte{host.KeyBootstrapCredential: []byte("attacker-credential"), host.KeyExpiresAt: []byte(forgedExpiry)},
+			Annotations: map[string]string{hostresources.AnnotationIssuedForUID: string(created.UID), hostresources.AnnotationExpiresAt: forgedExpiry}},
+		Data: map[string][]byte{hostresources.KeyBootstrapCredential: []byte("attacker-credential"), hostresources.KeyExpiresAt: []byte(forgedExpiry)},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
 
@@ -213,7 +214,7 @@ func TestHostOperator(t *testing.T) {
 	// inventory is the Host's Context's servers exactly.
 	secret, err := kube.CoreV1().Secrets("mcp-host").Get(ctx, "host-h1-mcp-host-runtime-tokens", metav1.GetOptions{})
 	require.NoError(t, err)
-	credential := string(secret.Data[host.KeyBootstrapCredential])
+	credential := string(secret.Data[hostresources.KeyBootstrapCredential])
 	require.NotEmpty(t, credential)
 	assert.NotEqual(t, "attacker-credential", credential, "the forged credential is overwritten")
 	assert.NotEmpty(t, secret.Annotations[mark.Annotation])

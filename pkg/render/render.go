@@ -24,7 +24,7 @@ import (
 	"github.com/clerum/hcc/pkg/config"
 	"github.com/clerum/hcc/pkg/controllers/egress/resolve"
 	gfsresources "github.com/clerum/hcc/pkg/controllers/globalfs/resources"
-	"github.com/clerum/hcc/pkg/controllers/host"
+	hostresources "github.com/clerum/hcc/pkg/controllers/host/resources"
 	mcpserverresources "github.com/clerum/hcc/pkg/controllers/mcpserver/resources"
 	"github.com/clerum/hcc/pkg/controllers/netpol/planopts"
 	sfsresources "github.com/clerum/hcc/pkg/controllers/sharedfs/resources"
@@ -224,7 +224,7 @@ func without(objs []runtime.Object, drop func(runtime.Object) bool) []runtime.Ob
 // Deployment, with a warning.
 func planHosts(hosts []*clerumv1alpha1.Host, contexts []*clerumv1alpha1.Context, secrets []*corev1.Secret,
 	configMaps []*corev1.ConfigMap, cfg *config.Config, warn func(string, ...any)) ([]runtime.Object, error) {
-	opts := host.OptionsFrom(cfg)
+	opts := hostresources.OptionsFrom(cfg)
 	byName := map[string]*clerumv1alpha1.Context{}
 	byID := map[string][]*clerumv1alpha1.Context{}
 	for _, c := range contexts {
@@ -242,7 +242,7 @@ func planHosts(hosts []*clerumv1alpha1.Host, contexts []*clerumv1alpha1.Context,
 		if ctx != nil {
 			sameID = byID[ctx.Spec.ContextID]
 		}
-		a := host.Admit(h, ctx, sameID, func(name string) *corev1.Secret { return secretsByName[name] }, cfg.Namespaces.McpServer, opts)
+		a := hostresources.Admit(h, ctx, sameID, func(name string) *corev1.Secret { return secretsByName[name] }, cfg.Namespaces.McpServer, opts)
 		if a.Block != "" {
 			msg := a.ContextMessage
 			if a.SecretsChecked {
@@ -251,7 +251,7 @@ func planHosts(hosts []*clerumv1alpha1.Host, contexts []*clerumv1alpha1.Context,
 			warn("Host %s gets no objects (%s): %s", h.Name, a.Block, msg)
 			continue
 		}
-		children, err := host.Plan(h, a, opts)
+		children, err := hostresources.Plan(h, a, opts)
 		if err != nil {
 			return nil, fmt.Errorf("planning host %s: %w", h.Name, err)
 		}
@@ -273,7 +273,7 @@ func planHosts(hosts []*clerumv1alpha1.Host, contexts []*clerumv1alpha1.Context,
 // ConfigMap every mcp-host container loads, or "" when it is among
 // configMaps (the host namespace's) or none is configured. The platform
 // ships it (deploy/base/mcp-host); render sees it only when given it.
-func configMissing(opts host.Options, configMaps []*corev1.ConfigMap) string {
+func configMissing(opts hostresources.Options, configMaps []*corev1.ConfigMap) string {
 	if opts.ConfigMapName == "" {
 		return ""
 	}

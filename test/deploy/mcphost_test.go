@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/clerum/hcc/pkg/config"
-	"github.com/clerum/hcc/pkg/controllers/host"
+	hostresources "github.com/clerum/hcc/pkg/controllers/host/resources"
 	sfsresources "github.com/clerum/hcc/pkg/controllers/sharedfs/resources"
 	"github.com/clerum/hcc/pkg/names"
 	"github.com/clerum/hcc/pkg/netpol"
@@ -35,7 +35,7 @@ func TestMcpHostConfigIsShipped(t *testing.T) {
 	for _, tree := range []string{productionTree, minikubeTree} {
 		objs := build(t, tree)
 		cfg := controllerConfig(t, objs)
-		hostOpts, sfsOpts := host.OptionsFrom(cfg), sfsresources.OptionsFrom(cfg)
+		hostOpts, sfsOpts := hostresources.OptionsFrom(cfg), sfsresources.OptionsFrom(cfg)
 		require.NotEmpty(t, hostOpts.ConfigMapName, tree)
 		assert.Equal(t, hostOpts.ConfigMapName, sfsOpts.JWTConfigMap, "%s: the Hosts' ConfigMap is the WFCs' trust anchor", tree)
 

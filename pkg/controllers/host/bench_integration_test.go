@@ -27,6 +27,7 @@ import (
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/controlapi"
+	"github.com/clerum/hcc/pkg/controllers/host/resources"
 	"github.com/clerum/hcc/pkg/controllers/kit"
 	"github.com/clerum/hcc/pkg/controllers/kit/kittest"
 	clientset "github.com/clerum/hcc/pkg/generated/clientset/versioned"
@@ -153,29 +154,29 @@ func runHostConvergence(b *testing.B, n int) {
 	kittest.Parallel(b, n, func(i int) error {
 		h := hosts[i].DeepCopy()
 		h.Namespace = plainNS
-		dep, err := BuildDeployment(h, "tenant", popts)
+		dep, err := resources.BuildDeployment(h, "tenant", popts)
 		if err != nil {
 			return err
 		}
 		for _, create := range []func() error{
 			func() error {
-				_, err := plain.CoreV1().ServiceAccounts(plainNS).Create(ctx, BuildServiceAccount(h, popts), metav1.CreateOptions{})
+				_, err := plain.CoreV1().ServiceAccounts(plainNS).Create(ctx, resources.BuildServiceAccount(h, popts), metav1.CreateOptions{})
 				return err
 			},
 			func() error {
-				_, err := plain.RbacV1().Roles(plainNS).Create(ctx, BuildRole(h, popts), metav1.CreateOptions{})
+				_, err := plain.RbacV1().Roles(plainNS).Create(ctx, resources.BuildRole(h, popts), metav1.CreateOptions{})
 				return err
 			},
 			func() error {
-				_, err := plain.RbacV1().RoleBindings(plainNS).Create(ctx, BuildRoleBinding(h, popts), metav1.CreateOptions{})
+				_, err := plain.RbacV1().RoleBindings(plainNS).Create(ctx, resources.BuildRoleBinding(h, popts), metav1.CreateOptions{})
 				return err
 			},
 			func() error {
-				_, err := plain.CoreV1().PersistentVolumeClaims(plainNS).Create(ctx, BuildWorkspaceClaim(h, popts), metav1.CreateOptions{})
+				_, err := plain.CoreV1().PersistentVolumeClaims(plainNS).Create(ctx, resources.BuildWorkspaceClaim(h, popts), metav1.CreateOptions{})
 				return err
 			},
 			func() error {
-				_, err := plain.CoreV1().Secrets(plainNS).Create(ctx, BuildRuntimeTokenSecret(h, popts, "c", time.Now().Add(time.Hour)), metav1.CreateOptions{})
+				_, err := plain.CoreV1().Secrets(plainNS).Create(ctx, resources.BuildRuntimeTokenSecret(h, popts, "c", time.Now().Add(time.Hour)), metav1.CreateOptions{})
 				return err
 			},
 			func() error {
@@ -183,19 +184,19 @@ func runHostConvergence(b *testing.B, n int) {
 				return err
 			},
 			func() error {
-				_, err := plain.CoreV1().Services(plainNS).Create(ctx, BuildService(h, popts), metav1.CreateOptions{})
+				_, err := plain.CoreV1().Services(plainNS).Create(ctx, resources.BuildService(h, popts), metav1.CreateOptions{})
 				return err
 			},
 			func() error {
-				_, err := plain.AppsV1().Deployments(plainChannels).Create(ctx, BuildChannelReaderDeployment(h, popts), metav1.CreateOptions{})
+				_, err := plain.AppsV1().Deployments(plainChannels).Create(ctx, resources.BuildChannelReaderDeployment(h, popts), metav1.CreateOptions{})
 				return err
 			},
 			func() error {
-				_, err := plain.CoreV1().Services(plainChannels).Create(ctx, BuildChannelReaderService(h, popts), metav1.CreateOptions{})
+				_, err := plain.CoreV1().Services(plainChannels).Create(ctx, resources.BuildChannelReaderService(h, popts), metav1.CreateOptions{})
 				return err
 			},
 			func() error {
-				_, err := plain.NetworkingV1().NetworkPolicies(plainChannels).Create(ctx, BuildChannelReaderPolicy(h, popts), metav1.CreateOptions{})
+				_, err := plain.NetworkingV1().NetworkPolicies(plainChannels).Create(ctx, resources.BuildChannelReaderPolicy(h, popts), metav1.CreateOptions{})
 				return err
 			},
 		} {

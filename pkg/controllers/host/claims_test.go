@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
+	"github.com/clerum/hcc/pkg/controllers/host/resources"
 	"github.com/clerum/hcc/pkg/controllers/kit"
 	"github.com/clerum/hcc/pkg/mark"
 	"github.com/clerum/hcc/pkg/names"
@@ -68,7 +69,7 @@ func TestAForgedWorkspaceClaimIsRefused(t *testing.T) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			forged := BuildWorkspaceClaim(h, testOptions)
+			forged := resources.BuildWorkspaceClaim(h, testOptions)
 			forged.UID, forged.ResourceVersion = "uid-forged", "3"
 			forged.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(h, gvk)}
 			forged.Spec.VolumeName = "another-pv"

@@ -1,3 +1,11 @@
+// Package host is the Host operator: each Host becomes an mcp-host
+// Deployment with its Service, workspace claim, runtime-token Secret and
+// per-Host identity (ServiceAccount, Role, RoleBinding), the desktop
+// sidecar and its NetworkPolicy when asked for, and in the channels
+// namespace a channel-reader Deployment, Service and egress policy. What
+// those objects are is planned in the pure package resources; this package
+// reads the caches, writes the plan through the kit, and keeps the
+// credential and the status.
 package host
 
 import (
@@ -13,7 +21,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -28,6 +35,7 @@ import (
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/controlapi"
+	"github.com/clerum/hcc/pkg/controllers/host/resources"
 	"github.com/clerum/hcc/pkg/controllers/kit"
 	clientset "github.com/clerum/hcc/pkg/generated/clientset/versioned"
 	clerumlisters "github.com/clerum/hcc/pkg/generated/listers/clerum/v1alpha1"
@@ -41,7 +49,7 @@ type Config struct {
 	// TargetNamespace is the namespace named to the Control API
 	// (HCC_TARGET_NAMESPACE).
 	TargetNamespace string
-	Build           Options
+	Build           resources.Options
 	// RefreshBefore is how long before expiry a credential is replaced
 	// (HCC_MCP_HOST_RUNTIME_BOOTSTRAP_REFRESH_BEFORE_SEC).
 	RefreshBefore time.Duration
@@ -55,7 +63,7 @@ type Config struct {
 }
 
 // gvk is the owners' kind, for controller references.
-var gvk = schema.GroupVersion(clerumv1alpha1.GroupVersion).WithKind("Host")
+var gvk = resources.GVK
 
 // Index names on shared informers; prefixed so no other reconciler's
 // indexer on the same informer clashes.

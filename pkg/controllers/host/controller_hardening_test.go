@@ -23,6 +23,7 @@ import (
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/controlapi"
+	"github.com/clerum/hcc/pkg/controllers/host/resources"
 	"github.com/clerum/hcc/pkg/controllers/kit"
 	"github.com/clerum/hcc/pkg/names"
 	"github.com/clerum/hcc/pkg/reasons"
@@ -40,7 +41,7 @@ const runtimeTokens = "host-h1-mcp-host-runtime-tokens"
 // envSecret is a Secret opted in as spec.secretRef of Host forHost.
 func envSecret(name, forHost string) *corev1.Secret {
 	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: hostNS, Name: name, UID: ktypes.UID("uid-" + name), ResourceVersion: "1",
-		Labels: map[string]string{LabelSecretForHost: forHost}},
+		Labels: map[string]string{resources.LabelSecretForHost: forHost}},
 		Data: map[string][]byte{"TOKEN": []byte("x")}}
 }
 
@@ -207,7 +208,7 @@ func TestBreaker(t *testing.T) {
 func TestAnImmutableRuntimeTokenSecretIsFoundBeforeAsking(t *testing.T) {
 	h1 := newHost("h1")
 	base := func() *corev1.Secret {
-		s := BuildEmptyRuntimeTokenSecret(h1, testOptions)
+		s := resources.BuildEmptyRuntimeTokenSecret(h1, testOptions)
 		s.UID, s.ResourceVersion = "uid-secret", "1"
 		s.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(h1, gvk)}
 		s.Immutable = ptr.To(true)
@@ -216,11 +217,11 @@ func TestAnImmutableRuntimeTokenSecretIsFoundBeforeAsking(t *testing.T) {
 	for name, s := range map[string]*corev1.Secret{
 		"holding an old credential without issuance annotations": func() *corev1.Secret {
 			s := base()
-			s.Data = map[string][]byte{KeyBootstrapCredential: []byte("old")}
+			s.Data = map[string][]byte{resources.KeyBootstrapCredential: []byte("old")}
 			return s
 		}(),
 		"holding a credential due for refresh": func() *corev1.Secret {
-			s := BuildRuntimeTokenSecret(h1, testOptions, "old", t0.Add(10*time.Minute))
+			s := resources.BuildRuntimeTokenSecret(h1, testOptions, "old", t0.Add(10*time.Minute))
 			b := base()
 			b.Data, b.Annotations = s.Data, s.Annotations
 			return b
@@ -291,8 +292,8 @@ func TestAnUnstoredCredentialIsStoredWithoutAskingAgain(t *testing.T) {
 		assert.Equal(t, 1, f.issuer.calls(), "the held credential is stored, not asked for again")
 		assert.Equal(t, []string{"create deployments/h1", "create secrets/" + runtimeTokens, "patch hosts/h1/status"}, f.writes())
 		s := f.secret(runtimeTokens)
-		assert.Equal(t, credentialValue, string(s.Data[KeyBootstrapCredential]))
-		assert.Equal(t, t0.Add(lifetime).Format(time.RFC3339), s.Annotations[AnnotationExpiresAt])
+		assert.Equal(t, credentialValue, string(s.Data[resources.KeyBootstrapCredential]))
+		assert.Equal(t, t0.Add(lifetime).Format(time.RFC3339), s.Annotations[resources.AnnotationExpiresAt])
 		assert.Equal(t, reasons.CredentialIssued, f.condition("h1", clerumv1alpha1.ConditionAuthReady).Reason)
 		assert.NotContains(t, f.logs.String(), credentialValue)
 
@@ -310,7 +311,7 @@ func TestAnUnstoredCredentialIsStoredWithoutAskingAgain(t *testing.T) {
 		_, err := f.sync("h1")
 		require.Error(t, err)
 		assert.Equal(t, 2, f.issuer.calls())
-		assert.Equal(t, credentialValue, string(f.secret(runtimeTokens).Data[KeyBootstrapCredential]), "the write failed")
+		assert.Equal(t, credentialValue, string(f.secret(runtimeTokens).Data[resources.KeyBootstrapCredential]), "the write failed")
 
 		f.issuer.value = "refreshed-2"
 		f.syncCaches()
@@ -318,7 +319,7 @@ func TestAnUnstoredCredentialIsStoredWithoutAskingAgain(t *testing.T) {
 		f.mustSync("h1")
 		assert.Equal(t, 2, f.issuer.calls(), "stored without asking again")
 		assert.Equal(t, []string{"patch hosts/h1/status", "update secrets/" + runtimeTokens}, f.writes())
-		assert.Equal(t, "refreshed-1", string(f.secret(runtimeTokens).Data[KeyBootstrapCredential]))
+		assert.Equal(t, "refreshed-1", string(f.secret(runtimeTokens).Data[resources.KeyBootstrapCredential]))
 	})
 	t.Run("a held credential of an earlier Host of the name is not stored for the new one", func(t *testing.T) {
 		f := newFixture(t, newHost("h1"), context1())
@@ -331,8 +332,8 @@ func TestAnUnstoredCredentialIsStoredWithoutAskingAgain(t *testing.T) {
 		f.clearActions()
 		f.mustSync("h1")
 		assert.Equal(t, 2, f.issuer.calls())
-		assert.Equal(t, "for-the-new-host", string(f.secret(runtimeTokens).Data[KeyBootstrapCredential]))
-		assert.Equal(t, "uid-h1-again", f.secret(runtimeTokens).Annotations[AnnotationIssuedForUID])
+		assert.Equal(t, "for-the-new-host", string(f.secret(runtimeTokens).Data[resources.KeyBootstrapCredential]))
+		assert.Equal(t, "uid-h1-again", f.secret(runtimeTokens).Annotations[resources.AnnotationIssuedForUID])
 	})
 }
 
@@ -365,7 +366,7 @@ func TestDeletingTheRuntimeTokenSecretForgetsTheIssuance(t *testing.T) {
 			f.mustSync("h1")
 			assert.Equal(t, 2, f.issuer.calls(), "the Secret is gone: a new credential, not the remembered one")
 			assert.Contains(t, f.writes(), "create secrets/"+runtimeTokens)
-			assert.Equal(t, credentialValue, string(f.secret(runtimeTokens).Data[KeyBootstrapCredential]))
+			assert.Equal(t, credentialValue, string(f.secret(runtimeTokens).Data[resources.KeyBootstrapCredential]))
 		})
 	}
 	t.Run("another Secret's delete forgets nothing", func(t *testing.T) {
@@ -511,7 +512,7 @@ func TestSecretRefRelabelled(t *testing.T) {
 	assert.Equal(t, []string{runtimeTokens}, f.secretRule(), "the Role loses the grant of a Secret now another Host's")
 	sr := f.condition("h1", clerumv1alpha1.ConditionSecretsResolved)
 	assert.Equal(t, metav1.ConditionFalse, sr.Status)
-	assert.Contains(t, sr.Message, "is not labelled "+LabelSecretForHost+"=h1")
+	assert.Contains(t, sr.Message, "is not labelled "+resources.LabelSecretForHost+"=h1")
 	assert.Equal(t, reasons.SecretsMissing, f.condition("h1", clerumv1alpha1.ConditionReady).Reason)
 	assert.Equal(t, int32(1), *f.deployment(hostNS, "h1").Spec.Replicas)
 	ev := f.events()
@@ -531,9 +532,9 @@ func TestSecretRefRelabelled(t *testing.T) {
 
 // 8. a claim change HCC cannot make blocks nothing.
 func TestAClaimChangeRefusedBlocksNothing(t *testing.T) {
-	for name, change := range map[string]func(*Options){
-		"a smaller size":        func(o *Options) { o.WorkspaceSize = resource.MustParse("5Gi") },
-		"another storage class": func(o *Options) { o.WorkspaceStorageClass = "another-class" },
+	for name, change := range map[string]func(*resources.Options){
+		"a smaller size":        func(o *resources.Options) { o.WorkspaceSize = resource.MustParse("5Gi") },
+		"another storage class": func(o *resources.Options) { o.WorkspaceStorageClass = "another-class" },
 	} {
 		t.Run(name, func(t *testing.T) {
 			f := deployed(t)
@@ -549,7 +550,7 @@ func TestAClaimChangeRefusedBlocksNothing(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, []string{"patch hosts/h1/status", "update deployments/h1"}, f.writes(),
 				"the Deployment is still rolled; the claim is left as it is")
-			assert.Equal(t, "clerum/mcp-host:0.9.6", DeployedImage(f.deployment(hostNS, "h1")))
+			assert.Equal(t, "clerum/mcp-host:0.9.6", resources.DeployedImage(f.deployment(hostNS, "h1")))
 			assert.Equal(t, *before, claim().Spec)
 			ready := f.condition("h1", clerumv1alpha1.ConditionReady)
 			assert.NotEqual(t, reasons.NotOwned, ready.Reason)

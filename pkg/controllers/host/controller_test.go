@@ -37,6 +37,7 @@ import (
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/controlapi"
+	"github.com/clerum/hcc/pkg/controllers/host/resources"
 	"github.com/clerum/hcc/pkg/controllers/kit"
 	hccfake "github.com/clerum/hcc/pkg/generated/clientset/versioned/fake"
 	"github.com/clerum/hcc/pkg/names"
@@ -577,17 +578,17 @@ func TestCreate(t *testing.T) {
 
 	s := f.secret("host-h1-mcp-host-runtime-tokens")
 	expiry := t0.Add(lifetime).Format(time.RFC3339)
-	assert.Equal(t, credentialValue, string(s.Data[KeyBootstrapCredential]))
-	assert.Equal(t, expiry, string(s.Data[KeyExpiresAt]))
-	assert.Equal(t, "uid-h1", s.Annotations[AnnotationIssuedForUID])
-	assert.Equal(t, expiry, s.Annotations[AnnotationExpiresAt])
+	assert.Equal(t, credentialValue, string(s.Data[resources.KeyBootstrapCredential]))
+	assert.Equal(t, expiry, string(s.Data[resources.KeyExpiresAt]))
+	assert.Equal(t, "uid-h1", s.Annotations[resources.AnnotationIssuedForUID])
+	assert.Equal(t, expiry, s.Annotations[resources.AnnotationExpiresAt])
 
 	d := f.deployment(hostNS, "h1")
 	require.Len(t, d.OwnerReferences, 1)
 	assert.Equal(t, types.UID("uid-h1"), d.OwnerReferences[0].UID)
 	assert.Equal(t, "ctx-1", d.Spec.Template.Labels[names.LabelContext])
 	assert.Equal(t, "host-h1", d.Spec.Template.Spec.ServiceAccountName)
-	assert.Equal(t, []string{ContainerMcpHost}, containerNames(d))
+	assert.Equal(t, []string{resources.ContainerMcpHost}, containerNames(d))
 	reader := f.deployment(readerNS, "channel-reader-h1")
 	assert.Empty(t, reader.OwnerReferences, "no owner reference crosses namespaces")
 
@@ -653,7 +654,7 @@ func TestDesktopOnAndOff(t *testing.T) {
 	f := newFixture(t, newHost("h1", withDesktop), context1())
 	f.mustSync("h1")
 	assert.Equal(t, with(created("h1"), "create networkpolicies/allow-rpc-proxy-desktop-h1"), f.writes())
-	assert.Equal(t, []string{ContainerMcpHost, ContainerDesktop}, containerNames(f.deployment(hostNS, "h1")))
+	assert.Equal(t, []string{resources.ContainerMcpHost, resources.ContainerDesktop}, containerNames(f.deployment(hostNS, "h1")))
 	f.syncCaches()
 	f.mustSync("h1")
 	assert.Empty(t, f.writes())
@@ -664,7 +665,7 @@ func TestDesktopOnAndOff(t *testing.T) {
 	f.mustSync("h1")
 	assert.Equal(t, []string{"delete networkpolicies/allow-rpc-proxy-desktop-h1", "patch hosts/h1/status",
 		"update deployments/h1", "update services/h1"}, f.writes())
-	assert.Equal(t, []string{ContainerMcpHost}, containerNames(f.deployment(hostNS, "h1")))
+	assert.Equal(t, []string{resources.ContainerMcpHost}, containerNames(f.deployment(hostNS, "h1")))
 	assert.Equal(t, int64(2), f.status("h1").ObservedGeneration)
 	f.syncCaches()
 	f.mustSync("h1")
@@ -787,7 +788,7 @@ func TestSecretRef(t *testing.T) {
 
 		f.syncCaches()
 		env := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: hostNS, Name: "h1-env", UID: "uid-h1-env", ResourceVersion: "1",
-			Labels: map[string]string{LabelSecretForHost: "h1"}},
+			Labels: map[string]string{resources.LabelSecretForHost: "h1"}},
 			Data: map[string][]byte{"TOKEN": []byte("x")}}
 		_, err := f.kube.CoreV1().Secrets(hostNS).Create(context.Background(), env, metav1.CreateOptions{})
 		require.NoError(t, err)
@@ -804,14 +805,14 @@ func TestSecretRef(t *testing.T) {
 	// The pod's Role grants the Secret: a Host may name only one made for it.
 	for name, other := range map[string]*corev1.Secret{
 		"another Host's Secret": {ObjectMeta: metav1.ObjectMeta{Namespace: hostNS, Name: "h2-env", ResourceVersion: "1",
-			Labels: map[string]string{LabelSecretForHost: "h2"}}},
+			Labels: map[string]string{resources.LabelSecretForHost: "h2"}}},
 		"an unlabelled Secret": {ObjectMeta: metav1.ObjectMeta{Namespace: hostNS, Name: "hmac", ResourceVersion: "1"}},
 		"a service-account token, labelled": {ObjectMeta: metav1.ObjectMeta{Namespace: hostNS, Name: "sa-token", ResourceVersion: "1",
-			Labels: map[string]string{LabelSecretForHost: "h1"}}, Type: corev1.SecretTypeServiceAccountToken},
+			Labels: map[string]string{resources.LabelSecretForHost: "h1"}}, Type: corev1.SecretTypeServiceAccountToken},
 		"a registry credential, labelled": {ObjectMeta: metav1.ObjectMeta{Namespace: hostNS, Name: "pull", ResourceVersion: "1",
-			Labels: map[string]string{LabelSecretForHost: "h1"}}, Type: corev1.SecretTypeDockerConfigJson},
+			Labels: map[string]string{resources.LabelSecretForHost: "h1"}}, Type: corev1.SecretTypeDockerConfigJson},
 		"an HCC-managed Secret, labelled": {ObjectMeta: metav1.ObjectMeta{Namespace: hostNS, Name: "managed", ResourceVersion: "1",
-			Labels: map[string]string{LabelSecretForHost: "h1", names.LabelManagedBy: names.ManagedByValue}}},
+			Labels: map[string]string{resources.LabelSecretForHost: "h1", names.LabelManagedBy: names.ManagedByValue}}},
 	} {
 		t.Run(name+" is refused", func(t *testing.T) {
 			f := newFixture(t, newHost("h1", withSecretRef(other.Name)), context1(), other)
@@ -1044,7 +1045,7 @@ func TestUnmanagedObjectsAreNotAdopted(t *testing.T) {
 		{"ServiceAccount", &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: hostNS, Name: "host-h1", UID: "foreign", ResourceVersion: "1"}},
 			"ServiceAccount mcp-host/host-h1", 1},
 		{"Secret", &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: hostNS, Name: "host-h1-mcp-host-runtime-tokens", UID: "foreign", ResourceVersion: "1"},
-			Data: map[string][]byte{KeyBootstrapCredential: []byte("someone else's")}},
+			Data: map[string][]byte{resources.KeyBootstrapCredential: []byte("someone else's")}},
 			"Secret mcp-host/host-h1-mcp-host-runtime-tokens", 0},
 		{"PersistentVolumeClaim", &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: hostNS, Name: "h1-workspace", UID: "foreign", ResourceVersion: "1"}},
 			"PersistentVolumeClaim mcp-host/h1-workspace", 1},
@@ -1173,7 +1174,7 @@ func TestRefreshTiming(t *testing.T) {
 		"a refresh never rolls the pods")
 	assert.Equal(t, 45*time.Minute, res.RequeueAfter)
 	expiry := t0.Add(46*time.Minute + lifetime)
-	assert.Equal(t, expiry.Format(time.RFC3339), f.secret("host-h1-mcp-host-runtime-tokens").Annotations[AnnotationExpiresAt])
+	assert.Equal(t, expiry.Format(time.RFC3339), f.secret("host-h1-mcp-host-runtime-tokens").Annotations[resources.AnnotationExpiresAt])
 	assert.True(t, f.status("h1").CredentialExpiresAt.Time.Equal(expiry))
 
 	f.syncCaches()
@@ -1202,7 +1203,7 @@ func TestARecreatedHostGetsANewCredentialAtOnce(t *testing.T) {
 	require.Equal(t, 2, f.issuer.calls())
 	assert.Equal(t, "uid-h1-again", f.issuer.requests[1].HostUID)
 	s := f.secret("host-h1-mcp-host-runtime-tokens")
-	assert.Equal(t, "uid-h1-again", s.Annotations[AnnotationIssuedForUID])
+	assert.Equal(t, "uid-h1-again", s.Annotations[resources.AnnotationIssuedForUID])
 	assert.Contains(t, f.writes(), "update secrets/host-h1-mcp-host-runtime-tokens")
 	assert.Equal(t, types.UID("uid-h1-again"), s.OwnerReferences[0].UID)
 	assert.Equal(t, types.UID("uid-h1-again"), f.deployment(hostNS, "h1").OwnerReferences[0].UID)
@@ -1225,7 +1226,7 @@ func TestCacheLagCallsTheControlAPIOnce(t *testing.T) {
 func TestNoCredentialIsLoggedOrPosted(t *testing.T) {
 	f := newFixture(t, newHost("h1"), context1())
 	f.mustSync("h1")
-	require.Equal(t, credentialValue, string(f.secret("host-h1-mcp-host-runtime-tokens").Data[KeyBootstrapCredential]))
+	require.Equal(t, credentialValue, string(f.secret("host-h1-mcp-host-runtime-tokens").Data[resources.KeyBootstrapCredential]))
 	f.syncCaches()
 	f.clock.Step(50 * time.Minute)
 	f.issuer.fail(fmt.Errorf("HTTP 503: %w", controlapi.ErrUnavailable))

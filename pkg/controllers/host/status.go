@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
+	"github.com/clerum/hcc/pkg/controllers/host/resources"
 	"github.com/clerum/hcc/pkg/controllers/kit"
 	applyv1alpha1 "github.com/clerum/hcc/pkg/generated/applyconfiguration/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/names"
@@ -66,7 +67,7 @@ func (st *status) blockMessage(reason string) string {
 func (st *status) blocked(reason string, live *appsv1.Deployment) {
 	st.ready = kit.Condition{Type: clerumv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: reason, Message: st.blockMessage(reason)}
 	if reason != reasons.ContextMissing && reason != reasons.ContextConflict && live != nil {
-		st.image = DeployedImage(live)
+		st.image = resources.DeployedImage(live)
 		st.contextID = live.Spec.Template.Labels[names.LabelContext]
 	}
 }
@@ -91,7 +92,7 @@ func (st *status) deployed(contextID string, live *appsv1.Deployment) {
 	if live == nil {
 		return
 	}
-	st.contextID, st.image = contextID, DeployedImage(live)
+	st.contextID, st.image = contextID, resources.DeployedImage(live)
 	if kit.DeploymentAvailable(live) {
 		st.ready = kit.Condition{Type: clerumv1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: reasons.Available,
 			Message: "the mcp-host pod is available"}

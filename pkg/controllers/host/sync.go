@@ -19,6 +19,7 @@ import (
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/controlapi"
+	"github.com/clerum/hcc/pkg/controllers/host/resources"
 	"github.com/clerum/hcc/pkg/controllers/kit"
 	"github.com/clerum/hcc/pkg/names"
 	"github.com/clerum/hcc/pkg/reasons"
@@ -62,7 +63,7 @@ func (c *Controller) syncHost(ctx context.Context, key cache.ObjectName) (kit.Re
 
 	st := newStatus(h)
 	a := c.admit(h, st)
-	contextID, block := a.ContextID, a.Block
+	block := a.Block
 	c.reportBlock(h, block, st)
 	var errs []error
 	var result kit.Result
@@ -91,7 +92,7 @@ func (c *Controller) syncHost(ctx context.Context, key cache.ObjectName) (kit.Re
 		}
 		st.blocked(block, c.deploymentOf(h))
 	} else {
-		result, errs = c.ensure(ctx, h, contextID, st)
+		result, errs = c.ensure(ctx, h, a, st)
 	}
 	c.state.setState(h.Name, st.stateOf())
 	c.state.setExpiry(h.Name, st.expiresAt)
@@ -135,7 +136,7 @@ func (c *Controller) syncStop(ctx context.Context, key cache.ObjectName) (kit.Re
 
 // admit decides h's admission from the listers (Admit) and records it in
 // st.
-func (c *Controller) admit(h *clerumv1alpha1.Host, st *status) Admission {
+func (c *Controller) admit(h *clerumv1alpha1.Host, st *status) resources.Admission {
 	context, err := c.contexts.Contexts(c.cfg.ContextNamespace).Get(h.Spec.ContextRef)
 	if err != nil {
 		context = nil
@@ -147,7 +148,7 @@ func (c *Controller) admit(h *clerumv1alpha1.Host, st *status) Admission {
 			sameID = append(sameID, o.(*clerumv1alpha1.Context))
 		}
 	}
-	a := Admit(h, context, sameID, func(name string) *corev1.Secret {
+	a := resources.Admit(h, context, sameID, func(name string) *corev1.Secret {
 		s, err := c.secrets.Secrets(h.Namespace).Get(name)
 		if err != nil {
 			return nil
@@ -171,7 +172,7 @@ func (c *Controller) revokeSecretRef(ctx context.Context, h *clerumv1alpha1.Host
 	bare := h.DeepCopy()
 	bare.Spec.SecretRef = nil
 	owner := kit.Owner{Object: h, GVK: gvk, IdentityLabel: names.LabelHost}
-	if _, _, err := kit.Ensure(ctx, c.children, kit.Roles, owner, live, BuildRole(bare, c.cfg.Build)); err != nil && !isRefused(err) {
+	if _, _, err := kit.Ensure(ctx, c.children, kit.Roles, owner, live, resources.BuildRole(bare, c.cfg.Build)); err != nil && !isRefused(err) {
 		return err
 	}
 	return nil
@@ -190,11 +191,15 @@ func (c *Controller) reportBlock(h *clerumv1alpha1.Host, block string, st *statu
 	}
 }
 
-// ensure writes h's children and reports what they say in st. It goes on
-// past a failed or refused child: one bad object does not stop the others,
-// except that the Deployment waits for every object its pods depend on.
-func (c *Controller) ensure(ctx context.Context, h *clerumv1alpha1.Host, contextID string, st *status) (kit.Result, []error) {
-	opts := c.cfg.Build
+// ensure writes the children of h, admitted by a, as resources.MakeChildren
+// plans them (the plan render prints), and reports what they say in st. It
+// goes on past a failed or refused child: one bad object does not stop the
+// others, except that the Deployment waits for every object its pods depend
+// on.
+func (c *Controller) ensure(ctx context.Context, h *clerumv1alpha1.Host, a resources.Admission, st *status) (kit.Result, []error) {
+	contextID := a.ContextID
+	// deploymentErr is the Deployment's, reported when it would be written.
+	want, deploymentErr := resources.MakeChildren(h, a, c.cfg.Build)
 	owner := kit.Owner{Object: h, GVK: gvk, IdentityLabel: names.LabelHost}
 	var errs []error
 	var refused []string
@@ -221,10 +226,10 @@ func (c *Controller) ensure(ctx context.Context, h *clerumv1alpha1.Host, context
 
 	// The pod's identity and volumes: the Deployment needs them all.
 	ready := true
-	ready = write(ensure(ctx, c.children, kit.ServiceAccounts, owner, c.accounts.ServiceAccounts(h.Namespace), BuildServiceAccount(h, opts))) && ready
-	ready = write(ensure(ctx, c.children, kit.Roles, owner, c.roles.Roles(h.Namespace), BuildRole(h, opts))) && ready
-	ready = write(ensure(ctx, c.children, kit.RoleBindings, owner, c.bindings.RoleBindings(h.Namespace), BuildRoleBinding(h, opts))) && ready
-	ready = write(ensure(ctx, c.children, c.claimKind, owner, c.claims.PersistentVolumeClaims(h.Namespace), BuildWorkspaceClaim(h, opts))) && ready
+	ready = write(ensure(ctx, c.children, kit.ServiceAccounts, owner, c.accounts.ServiceAccounts(h.Namespace), want.ServiceAccount)) && ready
+	ready = write(ensure(ctx, c.children, kit.Roles, owner, c.roles.Roles(h.Namespace), want.Role)) && ready
+	ready = write(ensure(ctx, c.children, kit.RoleBindings, owner, c.bindings.RoleBindings(h.Namespace), want.RoleBinding)) && ready
+	ready = write(ensure(ctx, c.children, c.claimKind, owner, c.claims.PersistentVolumeClaims(h.Namespace), want.WorkspaceClaim)) && ready
 	// A failed refresh leaves the credential in place (present): the
 	// Deployment is still ensured, and AuthReady says the refresh failed.
 	cred, err := c.ensureCredential(ctx, h, owner, st)
@@ -238,9 +243,8 @@ func (c *Controller) ensure(ctx context.Context, h *clerumv1alpha1.Host, context
 	// With the desktop on, its policy is written before the pods start: in
 	// a host namespace without a default deny it is what confines their
 	// ingress, so the Deployment waits for it like for its volumes.
-	desktop := BuildDesktopPolicy(h, opts)
-	if desktop != nil {
-		ready = write(ensure(ctx, c.children, kit.NetworkPolicies, owner, c.policies.NetworkPolicies(h.Namespace), desktop)) && ready
+	if want.DesktopPolicy != nil {
+		ready = write(ensure(ctx, c.children, kit.NetworkPolicies, owner, c.policies.NetworkPolicies(h.Namespace), want.DesktopPolicy)) && ready
 	}
 
 	var live *appsv1.Deployment
@@ -250,9 +254,9 @@ func (c *Controller) ensure(ctx context.Context, h *clerumv1alpha1.Host, context
 		// decides again. Never a pod with a contextId decided before.
 		errs = append(errs, fmt.Errorf("host %s: its Context changed during the sync: %w", h.Name, kit.ErrCacheBehind))
 	case ready:
-		d, err := BuildDeployment(h, contextID, opts)
+		err := deploymentErr
 		if err == nil {
-			live, _, err = kit.Ensure(ctx, c.children, kit.Deployments, owner, c.deploymentOf(h), d)
+			live, _, err = kit.Ensure(ctx, c.children, kit.Deployments, owner, c.deploymentOf(h), want.Deployment)
 		}
 		write(err)
 	case len(refused) > 0:
@@ -261,15 +265,15 @@ func (c *Controller) ensure(ctx context.Context, h *clerumv1alpha1.Host, context
 		// is not HCC's: the pods stop rather than run with someone else's.
 		errs = append(errs, c.stopPods(ctx, h))
 	}
-	write(ensure(ctx, c.children, kit.Services, owner, c.services.Services(h.Namespace), BuildService(h, opts)))
-	if desktop == nil {
+	write(ensure(ctx, c.children, kit.Services, owner, c.services.Services(h.Namespace), want.Service))
+	if want.DesktopPolicy == nil {
 		// Deleted after the Deployment has dropped the desktop.
 		if p, err := c.policies.NetworkPolicies(h.Namespace).Get(names.HostDesktopPolicy(h.Name)); err == nil {
 			_, err := kit.DeleteChild(ctx, c.children, kit.NetworkPolicies, gvk, h.Name, names.LabelHost, p)
 			write(err)
 		}
 	}
-	errs = append(errs, c.ensureReader(ctx, h, owner.WithoutReference(), write)...)
+	errs = append(errs, c.ensureReader(ctx, h, want, owner.WithoutReference(), write)...)
 
 	var result kit.Result
 	if cred.refreshIn > 0 {
@@ -305,20 +309,20 @@ func (c *Controller) ensure(ctx context.Context, h *clerumv1alpha1.Host, context
 // policy whose write failed keeps a reader from being created or rolled;
 // one held by an object HCC does not own also stops a running reader, its
 // confinement being someone else's now.
-func (c *Controller) ensureReader(ctx context.Context, h *clerumv1alpha1.Host, reader kit.Owner, write func(error) bool) []error {
+func (c *Controller) ensureReader(ctx context.Context, h *clerumv1alpha1.Host, want resources.Children, reader kit.Owner, write func(error) bool) []error {
 	opts := c.cfg.Build
 	var errs []error
-	err := ensure(ctx, c.children, kit.NetworkPolicies, reader, c.readerPolicies.NetworkPolicies(opts.ChannelsNamespace), BuildChannelReaderPolicy(h, opts))
+	err := ensure(ctx, c.children, kit.NetworkPolicies, reader, c.readerPolicies.NetworkPolicies(opts.ChannelsNamespace), want.ChannelReaderPolicy)
 	switch {
 	case write(err):
-		write(ensure(ctx, c.children, kit.Deployments, reader, c.readerDeployments.Deployments(opts.ChannelsNamespace), BuildChannelReaderDeployment(h, opts)))
+		write(ensure(ctx, c.children, kit.Deployments, reader, c.readerDeployments.Deployments(opts.ChannelsNamespace), want.ChannelReaderDeployment))
 	case isOwnership(err):
 		live, lerr := c.readerDeployments.Deployments(opts.ChannelsNamespace).Get(names.ChannelReader(h.Name))
 		if lerr == nil {
 			errs = append(errs, c.scaleToZero(ctx, h, reader, live))
 		}
 	}
-	write(ensure(ctx, c.children, kit.Services, reader, c.readerServices.Services(opts.ChannelsNamespace), BuildChannelReaderService(h, opts)))
+	write(ensure(ctx, c.children, kit.Services, reader, c.readerServices.Services(opts.ChannelsNamespace), want.ChannelReaderService))
 	return errs
 }
 
@@ -364,7 +368,7 @@ func (c *Controller) ensureCredential(ctx context.Context, h *clerumv1alpha1.Hos
 	}
 	// The pre-check's stand-in carries data as the real write will: an
 	// immutable Secret holding nothing refuses it too.
-	placeholder := BuildRuntimeTokenSecret(h, c.cfg.Build, "", now)
+	placeholder := resources.BuildRuntimeTokenSecret(h, c.cfg.Build, "", now)
 	// unwritable is why the Secret could not take a new credential: not
 	// HCC's (which refuses the Host now), or a change HCC cannot make (it
 	// was marked immutable, its type changed), which matters only when a
@@ -387,7 +391,7 @@ func (c *Controller) ensureCredential(ctx context.Context, h *clerumv1alpha1.Hos
 			unwritable = err
 		}
 	}
-	iss := ReadIssuance(live, c.cfg.Build.RuntimeTokenMark)
+	iss := resources.ReadIssuance(live, c.cfg.Build.RuntimeTokenMark)
 	ok := believed(iss)
 	uid, expiresAt := iss.UID, iss.ExpiresAt
 	last, wrote := c.state.issuedFor(h.Name)
@@ -404,9 +408,9 @@ func (c *Controller) ensureCredential(ctx context.Context, h *clerumv1alpha1.Hos
 		// credential of this Host's, under a mark that verifies: one HCC
 		// replaced, put back. It is not the credential HCC issued last.
 		// (A later one is another HCC's, written since: believed.)
-		ok, iss.Trust = false, Replayed
+		ok, iss.Trust = false, resources.Replayed
 		c.reportForged(h, live, iss)
-	case !ok && iss.Trust != NoCredential:
+	case !ok && iss.Trust != resources.NoCredential:
 		c.reportForged(h, live, iss)
 	}
 	valid := ok && uid == h.UID && now.Before(expiresAt)
@@ -418,11 +422,11 @@ func (c *Controller) ensureCredential(ctx context.Context, h *clerumv1alpha1.Hos
 
 	why := "no credential yet"
 	switch {
-	case live != nil && iss.Trust == Replayed:
+	case live != nil && iss.Trust == resources.Replayed:
 		why = "the runtime-token Secret holds an older credential than the one HCC wrote last (put back): what it holds is not believed"
-	case live != nil && !ok && iss.Trust == Unmarked:
+	case live != nil && !ok && iss.Trust == resources.Unmarked:
 		why = "the runtime-token Secret carries no mark of HCC's: what it holds is not believed"
-	case live != nil && !ok && iss.Trust == Mismatch:
+	case live != nil && !ok && iss.Trust == resources.Mismatch:
 		why = "the runtime-token Secret's mark does not verify: what it holds is not believed"
 	case live != nil && ok && uid != h.UID:
 		why = "the credential was issued for an earlier Host of this name"
@@ -465,7 +469,7 @@ func (c *Controller) ensureCredential(ctx context.Context, h *clerumv1alpha1.Hos
 		}
 		return result, fmt.Errorf("obtaining a bootstrap credential for Host %s: %w", h.Name, err)
 	}
-	desired := BuildRuntimeTokenSecret(h, c.cfg.Build, issued.Value, issued.ExpiresAt)
+	desired := resources.BuildRuntimeTokenSecret(h, c.cfg.Build, issued.Value, issued.ExpiresAt)
 	written, _, err := kit.Ensure(ctx, c.children, kit.Secrets, owner, live, desired)
 	if err != nil {
 		// Kept in memory, never logged: the retry stores it without asking
@@ -495,8 +499,8 @@ func (c *Controller) ensureCredential(ctx context.Context, h *clerumv1alpha1.Hos
 // An unmarked Secret — written by someone else, or by an HCC from before
 // marks — holds nothing HCC believes and is re-issued; a rule that keeps
 // an earlier HCC's credentials across an upgrade would go here.
-func believed(iss Issuance) bool {
-	return iss.Trust == Marked
+func believed(iss resources.Issuance) bool {
+	return iss.Trust == resources.Marked
 }
 
 // EventForgedCredential is the Warning event of a runtime-token Secret
@@ -509,15 +513,15 @@ const EventForgedCredential = "ForgedCredential"
 // Secret that claims a credential HCC does not believe: a Warning event and
 // clerum_hcc_host_forged_credentials_total. Nothing of its content is
 // quoted.
-func (c *Controller) reportForged(h *clerumv1alpha1.Host, s *corev1.Secret, iss Issuance) {
+func (c *Controller) reportForged(h *clerumv1alpha1.Host, s *corev1.Secret, iss resources.Issuance) {
 	if !c.state.forgedOnce(h.Name, string(s.UID)+"/"+s.ResourceVersion) {
 		return
 	}
 	why := "carries no mark of HCC's (written by someone else, or by an HCC from before marks)"
 	switch iss.Trust {
-	case Mismatch:
+	case resources.Mismatch:
 		why = "carries a mark that does not verify (written or edited by someone else, or marked under an earlier INTERNAL_CONTROL_JWT_HCC_HMAC_SECRET)"
-	case Replayed:
+	case resources.Replayed:
 		why = "holds an older credential of HCC's than the one HCC wrote last (put back by someone else)"
 	}
 	c.log.Warn().Str("host", h.Name).Str("secret", s.Name).Str("trust", iss.Trust.String()).Msg("runtime-token Secret not believed; re-issuing its credential")

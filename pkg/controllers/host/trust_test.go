@@ -19,6 +19,7 @@ import (
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/controlapi"
+	"github.com/clerum/hcc/pkg/controllers/host/resources"
 	"github.com/clerum/hcc/pkg/controllers/kit"
 	"github.com/clerum/hcc/pkg/mark"
 	"github.com/clerum/hcc/pkg/names"
@@ -32,14 +33,14 @@ const runtimeTokensH1 = "host-h1-mcp-host-runtime-tokens"
 // day by its annotations, with the given mark ("" for none).
 func forgedSecret(markValue string) *corev1.Secret {
 	h1 := newHost("h1")
-	s := BuildEmptyRuntimeTokenSecret(h1, testOptions)
+	s := resources.BuildEmptyRuntimeTokenSecret(h1, testOptions)
 	s.UID, s.ResourceVersion = "uid-forged", "1"
 	expiry := t0.Add(24 * time.Hour).Format(time.RFC3339)
-	s.Annotations = map[string]string{AnnotationIssuedForUID: "uid-h1", AnnotationExpiresAt: expiry}
+	s.Annotations = map[string]string{resources.AnnotationIssuedForUID: "uid-h1", resources.AnnotationExpiresAt: expiry}
 	if markValue != "" {
 		s.Annotations[mark.Annotation] = markValue
 	}
-	s.Data = map[string][]byte{KeyBootstrapCredential: []byte("attacker-credential"), KeyExpiresAt: []byte(expiry)}
+	s.Data = map[string][]byte{resources.KeyBootstrapCredential: []byte("attacker-credential"), resources.KeyExpiresAt: []byte(expiry)}
 	return s
 }
 
@@ -50,7 +51,7 @@ func forgedSecret(markValue string) *corev1.Secret {
 func TestAForgedRuntimeTokenSecretIsReissued(t *testing.T) {
 	other := testOptions
 	other.RuntimeTokenMark = mark.NewKey("not-hcc's-secret", mark.PurposeRuntimeToken)
-	byOtherKey := BuildRuntimeTokenSecret(newHost("h1"), other, "attacker-credential", t0.Add(24*time.Hour))
+	byOtherKey := resources.BuildRuntimeTokenSecret(newHost("h1"), other, "attacker-credential", t0.Add(24*time.Hour))
 	byOtherKey.UID, byOtherKey.ResourceVersion = "uid-forged", "1"
 	for name, tc := range map[string]struct {
 		s     *corev1.Secret
@@ -65,9 +66,9 @@ func TestAForgedRuntimeTokenSecretIsReissued(t *testing.T) {
 			f.mustSync("h1")
 			assert.Equal(t, 1, f.issuer.calls(), "the Control API is asked")
 			s := f.secret(runtimeTokensH1)
-			assert.Equal(t, credentialValue, string(s.Data[KeyBootstrapCredential]), "the attacker's credential is overwritten")
-			assert.Equal(t, t0.Add(lifetime).Format(time.RFC3339), s.Annotations[AnnotationExpiresAt])
-			assert.Equal(t, Marked, ReadIssuance(cached(s).(*corev1.Secret), testOptions.RuntimeTokenMark).Trust,
+			assert.Equal(t, credentialValue, string(s.Data[resources.KeyBootstrapCredential]), "the attacker's credential is overwritten")
+			assert.Equal(t, t0.Add(lifetime).Format(time.RFC3339), s.Annotations[resources.AnnotationExpiresAt])
+			assert.Equal(t, resources.Marked, resources.ReadIssuance(cached(s).(*corev1.Secret), testOptions.RuntimeTokenMark).Trust,
 				"what HCC wrote verifies from the cache")
 			assert.Equal(t, with(without(created("h1"), "create secrets/"+runtimeTokensH1), "update secrets/"+runtimeTokensH1), f.writes())
 			ev := eventsWithPrefix(f.events(), "Warning "+EventForgedCredential)
@@ -95,7 +96,7 @@ func TestAForgedCredentialIsNeverMounted(t *testing.T) {
 	_, err := f.sync("h1")
 	require.Error(t, err)
 	assert.False(t, f.exists(kit.Deployments, hostNS, "h1"), "no pod mounts the forged credential")
-	assert.Equal(t, "attacker-credential", string(f.secret(runtimeTokensH1).Data[KeyBootstrapCredential]))
+	assert.Equal(t, "attacker-credential", string(f.secret(runtimeTokensH1).Data[resources.KeyBootstrapCredential]))
 	auth := f.condition("h1", clerumv1alpha1.ConditionAuthReady)
 	assert.Equal(t, metav1.ConditionFalse, auth.Status)
 	assert.Contains(t, auth.Message, "carries no mark")
@@ -431,7 +432,7 @@ func TestAnOlderMarkedCredentialPutBackIsReplaced(t *testing.T) {
 			f.syncCaches()
 			f.mustSync("h1")
 			assert.Equal(t, 3, f.issuer.calls(), "a new credential is issued")
-			assert.Equal(t, "C3-credential", string(f.secret(runtimeTokensH1).Data[KeyBootstrapCredential]),
+			assert.Equal(t, "C3-credential", string(f.secret(runtimeTokensH1).Data[resources.KeyBootstrapCredential]),
 				"the older credential is not left mounted")
 			assert.Contains(t, f.writes(), "update secrets/"+runtimeTokensH1)
 			ev := eventsWithPrefix(f.events(), "Warning "+EventForgedCredential)
@@ -477,5 +478,5 @@ func TestANewProcessBelievesAnOlderMarkedCredential(t *testing.T) {
 	f.syncCaches()
 	f.mustSync("h1")
 	assert.Equal(t, 2, f.issuer.calls())
-	assert.Equal(t, credentialValue, string(f.secret(runtimeTokensH1).Data[KeyBootstrapCredential]))
+	assert.Equal(t, credentialValue, string(f.secret(runtimeTokensH1).Data[resources.KeyBootstrapCredential]))
 }

@@ -1,6 +1,6 @@
 //go:build integration
 
-package host
+package resources
 
 import (
 	"context"

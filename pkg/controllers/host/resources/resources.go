@@ -1,18 +1,18 @@
-// Package host is the Host operator: each Host becomes an mcp-host
-// Deployment with its Service, workspace claim, runtime-token Secret and
-// per-Host identity (ServiceAccount, Role, RoleBinding), the desktop
-// sidecar and its NetworkPolicy when asked for, and in the channels
-// namespace a channel-reader Deployment, Service and egress policy.
+// Package resources holds what the Host operator writes, as pure
+// functions: objects in, objects out, no client. The controller
+// (pkg/controllers/host) and render (pkg/render) both plan a Host's
+// children with MakeChildren, so what render prints is what the controller
+// writes.
 //
-// This file holds the pure builders: objects in, objects out, no client.
-// The interfaces of the containers they run — environment, mounted files,
-// ports — and what the two NetworkPolicies allow are written down in
-// docs/host.md and pinned by the golden tests beside it. Builders emit every
-// field the API server would default, so a child that matches the builder
-// is never rewritten (kittest.RoundTrip proves it against a real API
-// server). They set no owner references: the kit adds them, and leaves them
-// off the channels-namespace children, which no reference can reach.
-package host
+// This file holds the builders. The interfaces of the containers they run
+// — environment, mounted files, ports — and what the two NetworkPolicies
+// allow are written down in docs/host.md and pinned by the golden tests
+// beside it. Builders emit every field the API server would default, so a
+// child that matches the builder is never rewritten (kittest.RoundTrip
+// proves it against a real API server). They set no owner references: the
+// kit adds them, and leaves them off the channels-namespace children, which
+// no reference can reach.
+package resources
 
 import (
 	"errors"
