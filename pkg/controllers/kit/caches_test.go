@@ -40,6 +40,7 @@ func TestConfigMapInformerStartsWithTheOthers(t *testing.T) {
 	timeout.Stop()
 	close(stop)
 	i.Shutdown()
+	assert.True(t, jwt.IsStopped(), "Shutdown waits for it")
 
 	mu.Lock()
 	defer mu.Unlock()

@@ -258,9 +258,9 @@ func Applied[T runtime.Object](f *Fixture, namespace, name string) []T {
 // lack: every object written gets a new, larger resourceVersion, and a
 // created one a UID; an update of the main resource keeps the status, an
 // update of the status subresource keeps all else; a Deployment's pod
-// template gets the serviceAccount default (the kit expects it). It
-// stores a copy, never changing the caller's object. Any other action
-// falls through to the fake's tracker.
+// template gets the serviceAccount default (the kit expects it). The fake
+// hands reactors a copy of the action, so the caller's object is never
+// changed. Any other action falls through to the fake's tracker.
 func (f *Fixture) serve(tracker core.ObjectTracker) core.ReactionFunc {
 	return func(action core.Action) (bool, runtime.Object, error) {
 		switch a := action.(type) {
@@ -268,7 +268,7 @@ func (f *Fixture) serve(tracker core.ObjectTracker) core.ReactionFunc {
 			if a.Subresource != "" {
 				return false, nil, nil
 			}
-			obj := a.Object.DeepCopyObject()
+			obj := a.Object
 			m, err := meta.Accessor(obj)
 			if err != nil {
 				return false, nil, nil
@@ -278,10 +278,9 @@ func (f *Fixture) serve(tracker core.ObjectTracker) core.ReactionFunc {
 			}
 			m.SetResourceVersion(strconv.FormatInt(f.rv.Add(1), 10))
 			defaults(obj)
-			a.Object = obj
 			return core.ObjectReaction(tracker)(a)
 		case core.UpdateActionImpl:
-			obj := a.Object.DeepCopyObject()
+			obj := a.Object
 			m, err := meta.Accessor(obj)
 			if err != nil {
 				return false, nil, nil
