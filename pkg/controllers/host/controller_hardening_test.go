@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -728,4 +729,33 @@ func TestRetryAfterIsHonoured(t *testing.T) {
 		assert.ErrorIs(t, err, controlapi.ErrUnavailable)
 		assert.Equal(t, time.Duration(0), res.RequeueAfter)
 	})
+}
+
+// An informer the operator cannot wire — one already stopped takes neither
+// a handler nor an indexer — fails Run before anything syncs: the operator
+// must not run deaf to Host events or without the indexes it reads.
+func TestAnInformerThatCannotBeWiredFailsRun(t *testing.T) {
+	f := newFixture(t)
+	hosts := f.deps.Informers.HCC(hostNS).Clerum().V1alpha1().Hosts().Informer()
+	stop := make(chan struct{})
+	close(stop)
+	hosts.Run(stop) // returns at once: the informer has stopped
+
+	d := f.deps // a second operator over the same informers
+	d.Registry = prometheus.NewRegistry()
+	d.Queues = kit.NewQueues(d.Registry, f.clock)
+	c := New(d, f.issuer, Config{ContextNamespace: contextNS, TargetNamespace: targetNS, Build: testOptions, Workers: 1})
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	err := c.Run(ctx) // without the check, it would wait for caches nobody started
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "host: wiring")
+	assert.Contains(t, err.Error(), "adding an event handler")
+	assert.Contains(t, err.Error(), "adding indexers")
+	assert.NoError(t, ctx.Err(), "Run failed at once, not at the deadline")
+	// The Context indexer conflicts with the first operator's: a third.
+	assert.Equal(t, 3.0, counter(t, d.Registry.(*prometheus.Registry), "clerum_hcc_host_reconcile_errors_total",
+		map[string]string{"controller": "host"}), "each wiring error is counted")
+	assert.Zero(t, f.issuer.calls())
+	assert.True(t, c.sweeps.ShuttingDown() && c.stops.ShuttingDown(), "no queue is left running")
 }
