@@ -337,7 +337,7 @@ func (c *Controller) hostHandlers(enqueue func(cache.ObjectName)) cache.Resource
 		DeleteFunc: func(obj any) {
 			if h, ok := kit.Unwrap(obj).(*clerumv1alpha1.Host); ok {
 				// Observed: its leftovers are cleaned up whatever the caps.
-				c.state.observeDeletion(h.Name, h.UID)
+				c.state.deleted.Observe(h.Name, h.UID)
 			}
 			own.OnDelete(obj)
 		},
@@ -442,13 +442,17 @@ func (c *Controller) contextHandlers() cache.ResourceEventHandler {
 // each Host's block reason and state, for events and gauges, and each
 // credential's expiry.
 type hostState struct {
-	mu       sync.Mutex
-	deleted  map[string]types.UID
-	reason   map[string]string
-	state    map[string]string
-	expiry   map[string]time.Time
-	byReason map[string]int
-	byState  map[string]int
+	// deleted are the Hosts this process saw deleted, until nothing of
+	// them is left.
+	deleted *kit.Deletions
+	// blocks are the Hosts' block reasons: one event per block and per
+	// release, and clerum_hcc_host_blocked.
+	blocks *kit.Reasons
+
+	mu      sync.Mutex
+	state   map[string]string
+	expiry  map[string]time.Time
+	byState map[string]int
 	// issuances are the credentials stored by this process, so a sync that
 	// reads a cache not yet showing one never asks for another.
 	issuances map[string]issuance
@@ -517,63 +521,8 @@ func (s *hostState) clearIssuance(host string) {
 }
 
 func newHostState() *hostState {
-	return &hostState{deleted: map[string]types.UID{}, reason: map[string]string{}, state: map[string]string{},
-		expiry: map[string]time.Time{}, byReason: map[string]int{}, byState: map[string]int{}}
-}
-
-func (s *hostState) observeDeletion(name string, uid types.UID) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.deleted[name] = uid
-}
-
-// wasDeleted reports whether this process saw a Host of that name deleted
-// and has not yet settled it (nothing of it was left at a later look);
-// deletedOwner tells its leftovers from a later Host's of the same name.
-func (s *hostState) wasDeleted(name string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	_, ok := s.deleted[name]
-	return ok
-}
-
-// deletedOwner reports whether o is a leftover of a Host this process saw
-// deleted: its Host's name was seen deleted and o's controller reference,
-// if any, names that very Host (UID), not a later one of the same name.
-func (s *hostState) deletedOwner(name string, o metav1.Object) bool {
-	s.mu.Lock()
-	uid, ok := s.deleted[name]
-	s.mu.Unlock()
-	if !ok {
-		return false
-	}
-	ref := metav1.GetControllerOfNoCopy(o)
-	return ref == nil || ref.Kind != gvk.Kind || ref.UID == uid
-}
-
-// settle forgets an observed deletion once nothing of it is left.
-func (s *hostState) settle(name string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.deleted, name)
-}
-
-// setBlock records h's block reason ("" for none) and reports the previous
-// one, so a block and its release are each one event.
-func (s *hostState) setBlock(host, reason string) (previous string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	previous = s.reason[host]
-	if previous != "" {
-		s.byReason[previous]--
-	}
-	if reason == "" {
-		delete(s.reason, host)
-	} else {
-		s.reason[host] = reason
-		s.byReason[reason]++
-	}
-	return previous
+	return &hostState{deleted: kit.NewDeletions(gvk.Kind), blocks: kit.NewReasons(),
+		state: map[string]string{}, expiry: map[string]time.Time{}, byState: map[string]int{}}
 }
 
 func (s *hostState) setState(host, state string) {
@@ -598,15 +547,12 @@ func (s *hostState) setExpiry(host string, at time.Time) {
 
 // forget drops a Host that is gone from the gauges.
 func (s *hostState) forget(host string) {
+	s.blocks.Forget(host)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if r, ok := s.reason[host]; ok {
-		s.byReason[r]--
-	}
 	if st, ok := s.state[host]; ok {
 		s.byState[st]--
 	}
-	delete(s.reason, host)
 	delete(s.state, host)
 	delete(s.expiry, host)
 	delete(s.issuances, host)
@@ -665,7 +611,8 @@ func NewMetrics(reg prometheus.Registerer, soonest func() float64) *Metrics {
 	return m
 }
 
-// refresh sets the gauges from st.
+// refresh sets the gauges from st. It holds st's lock throughout, so two
+// refreshes never interleave and the last one sets the latest counts.
 func (m *Metrics) refresh(st *hostState, now time.Time) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -673,7 +620,7 @@ func (m *Metrics) refresh(st *hostState, now time.Time) {
 		m.Hosts.WithLabelValues(s).Set(float64(st.byState[s]))
 	}
 	for _, r := range blockReasons {
-		m.Blocked.WithLabelValues(r).Set(float64(st.byReason[r]))
+		m.Blocked.WithLabelValues(r).Set(float64(st.blocks.Count(r)))
 	}
 }
 

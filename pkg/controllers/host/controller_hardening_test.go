@@ -646,7 +646,7 @@ func TestSweepChecksTheOwnerUID(t *testing.T) {
 		"delete services/channel-reader-gone1"}
 	t.Run("a deletion of another UID explains none of the owned children", func(t *testing.T) {
 		f := setup(t)
-		f.c.state.observeDeletion("gone1", "uid-old")
+		f.c.state.deleted.Observe("gone1", "uid-old")
 		require.NoError(t, f.sweep())
 		w := f.writes()
 		for _, x := range w {
@@ -663,7 +663,7 @@ func TestSweepChecksTheOwnerUID(t *testing.T) {
 	})
 	t.Run("a deletion of that UID explains them all, the claim included", func(t *testing.T) {
 		f := setup(t)
-		f.c.state.observeDeletion("gone1", "uid-new")
+		f.c.state.deleted.Observe("gone1", "uid-new")
 		require.NoError(t, f.sweep())
 		assert.Equal(t, deleted("gone1"), f.writes())
 		assert.Zero(t, counter(t, f.reg, "clerum_hcc_host_orphan_cap_trips_total", nil))

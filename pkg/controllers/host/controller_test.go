@@ -983,9 +983,9 @@ func TestOrphanSweep(t *testing.T) {
 		_, err := f.kube.NetworkingV1().NetworkPolicies(hostNS).Get(context.Background(), "ctx-ctx-1-someserver", metav1.GetOptions{})
 		assert.NoError(t, err)
 	})
-	t.Run("a Host seen deleted through state.observeDeletion alone", func(t *testing.T) {
+	t.Run("a Host seen deleted through state.deleted.Observe alone", func(t *testing.T) {
 		f := fleet(t, []string{"a1"}, []string{"gone1"})
-		f.c.state.observeDeletion("gone1", "uid-gone1")
+		f.c.state.deleted.Observe("gone1", "uid-gone1")
 		require.NoError(t, f.sweep())
 		assert.Equal(t, deleted("gone1"), f.writes())
 	})

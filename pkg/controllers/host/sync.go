@@ -180,7 +180,7 @@ func (c *Controller) revokeSecretRef(ctx context.Context, h *clerumv1alpha1.Host
 
 // reportBlock posts one event per block and per release.
 func (c *Controller) reportBlock(h *clerumv1alpha1.Host, block string, st *status) {
-	previous := c.state.setBlock(h.Name, block)
+	previous := c.state.blocks.Set(h.Name, block)
 	switch {
 	case block != "" && block != previous:
 		c.log.Info().Str("host", h.Name).Str("reason", block).Msg("host blocked")
@@ -637,7 +637,7 @@ func (c *Controller) patchFinalizers(ctx context.Context, h *clerumv1alpha1.Host
 // namespaces — its workspace claim included: the deletion was observed —
 // and removes HCC's finalizer once none is left but those on their way out.
 func (c *Controller) finalize(ctx context.Context, h *clerumv1alpha1.Host) error {
-	c.state.observeDeletion(h.Name, h.UID)
+	c.state.deleted.Observe(h.Name, h.UID)
 	remaining, err := c.deleteChildren(ctx, h.Name, func(metav1.Object) bool { return true })
 	if err != nil {
 		return err
@@ -673,15 +673,15 @@ func (c *Controller) finalize(ctx context.Context, h *clerumv1alpha1.Host) error
 func (c *Controller) gone(ctx context.Context, host string) error {
 	c.state.forget(host)
 	c.metrics.refresh(c.state, c.clock.Now())
-	if !c.state.wasDeleted(host) {
+	if !c.state.deleted.Seen(host) {
 		return nil
 	}
-	remaining, err := c.deleteChildren(ctx, host, func(o metav1.Object) bool { return c.state.deletedOwner(host, o) })
+	remaining, err := c.deleteChildren(ctx, host, func(o metav1.Object) bool { return c.state.deleted.Leftover(host, o) })
 	if err != nil {
 		return err
 	}
 	if remaining == 0 {
-		c.state.settle(host)
+		c.state.deleted.Settle(host)
 	}
 	return nil
 }
