@@ -1304,3 +1304,33 @@ func TestMetrics(t *testing.T) {
 	assert.Zero(t, gauge("clerum_hcc_host_blocked", "reason", reasons.SecretsMissing))
 	assert.Zero(t, gauge("clerum_hcc_host_hosts", "state", "blocked"))
 }
+
+// Every line about a Host names the operator and the Host as namespace/name
+// under kit.LogObject, and no other key names the Host
+// (docs/reconcilers.md#logs): its block and release, its credential, its
+// pods stopped on the fast path.
+func TestLogLinesNameTheHost(t *testing.T) {
+	f := newFixture(t, newHost("h1"))
+	f.mustSync("h1") // blocked: no Context
+	f.index(context1())
+	f.syncCaches()
+	f.mustSync("h1") // released, a credential stored, deployed
+	f.unindex(context1())
+	f.syncCaches()
+	_, err := f.c.syncStop(t.Context(), cache.ObjectName{Namespace: hostNS, Name: "h1"})
+	require.NoError(t, err)
+
+	seen := map[string]bool{}
+	for line := range strings.Lines(f.logs.String()) {
+		var fields map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &fields), line)
+		seen[fields["message"].(string)] = true
+		assert.Equal(t, "host", fields[kit.LogController], line)
+		assert.Equal(t, hostNS+"/h1", fields[kit.LogObject], line)
+		assert.NotContains(t, fields, "host", line)
+	}
+	for _, msg := range []string{"host blocked", "host released", "bootstrap credential stored",
+		"stopping the Host's pods: its Context no longer holds the contextId they carry"} {
+		assert.True(t, seen[msg], "logged: %s", msg)
+	}
+}
