@@ -296,6 +296,7 @@ func TestAnUnstoredCredentialIsStoredWithoutAskingAgain(t *testing.T) {
 		assert.Equal(t, credentialValue, string(s.Data[resources.KeyBootstrapCredential]))
 		assert.Equal(t, t0.Add(lifetime).Format(time.RFC3339), s.Annotations[resources.AnnotationExpiresAt])
 		assert.Equal(t, reasons.CredentialIssued, f.condition("h1", clerumv1alpha1.ConditionAuthReady).Reason)
+		require.Contains(t, f.logs.String(), "bootstrap credential stored", "the line that could leak it")
 		assert.NotContains(t, f.logs.String(), credentialValue)
 
 		// Stored once: the next sync after the cache caught up asks nothing.
