@@ -20,9 +20,7 @@ import (
 	"github.com/rs/zerolog"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
-	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -105,10 +103,8 @@ type Controller struct {
 	readerPolicies    networkinglisters.NetworkPolicyLister
 	// configMaps caches the one ConfigMap every mcp-host container loads
 	// (cfg.Build.ConfigMapName), and of it only that it exists; nil when
-	// no ConfigMap is named. Its factory is the operator's own: kit's
-	// factories select by label, this one by name.
-	configMaps       cache.SharedIndexInformer
-	configMapFactory kubeinformers.SharedInformerFactory
+	// no ConfigMap is named.
+	configMaps cache.SharedIndexInformer
 
 	base      *kit.Controller[cache.ObjectName]
 	queue     workqueue.TypedRateLimitingInterface[cache.ObjectName] // base's
@@ -233,14 +229,7 @@ func New(d kit.Deps, issuer controlapi.CredentialIssuer, cfg Config) *Controller
 	c.base.Watches(secrets.Informer(), c.secretHandlers(owner))
 	c.base.Watches(contexts.Informer(), c.contextHandlers())
 	if name := cfg.Build.ConfigMapName; name != "" {
-		c.configMapFactory = kubeinformers.NewSharedInformerFactoryWithOptions(d.Kube, 0, kubeinformers.WithNamespace(hostNS),
-			kubeinformers.WithTweakListOptions(func(o *metav1.ListOptions) {
-				o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
-			}))
-		c.configMaps = c.configMapFactory.Core().V1().ConfigMaps().Informer()
-		if err := c.configMaps.SetTransform(existenceOnly); err != nil {
-			c.base.Fail(fmt.Errorf("the ConfigMap informer's transform: %w", err))
-		}
+		c.configMaps = d.Informers.ConfigMap(hostNS, name, existenceOnly)
 		c.base.Watches(c.configMaps, cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(any) { c.queueAllHosts() },
 			UpdateFunc: func(any, any) {},
@@ -299,15 +288,6 @@ func (c *Controller) Name() string { return "host" }
 // periodic full reconcile), and serves the queue with cfg.Workers workers
 // and the stop fast path with one. A wiring error makes it fail at once.
 func (c *Controller) Run(ctx context.Context) error {
-	if c.configMapFactory != nil {
-		// Stopped on every way out, not only once ctx is done: Shutdown
-		// waits for the informer, and a Run failing at once must not wait
-		// for ctx (RunAll cancels it only once Run has returned).
-		cmCtx, cancel := context.WithCancel(ctx)
-		c.configMapFactory.Start(cmCtx.Done())
-		defer c.configMapFactory.Shutdown()
-		defer cancel()
-	}
 	// The base shuts down its own queue on every way out, and the sweep and
 	// stop queues when their loops return; these cover a Run that fails
 	// before they start.

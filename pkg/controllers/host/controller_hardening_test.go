@@ -745,7 +745,9 @@ func TestAnInformerThatCannotBeWiredFailsRun(t *testing.T) {
 	d := f.deps // a second operator over the same informers
 	d.Registry = prometheus.NewRegistry()
 	d.Queues = kit.NewQueues(d.Registry, f.clock)
-	c := New(d, f.issuer, Config{ContextNamespace: contextNS, TargetNamespace: targetNS, Build: testOptions, Workers: 1})
+	build := testOptions
+	build.ConfigMapName = "" // its one informer is the first operator's
+	c := New(d, f.issuer, Config{ContextNamespace: contextNS, TargetNamespace: targetNS, Build: build, Workers: 1})
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
 	err := c.Run(ctx) // without the check, it would wait for caches nobody started

@@ -268,8 +268,9 @@ func TestTheConfigMapInformerSelectsOneConfigMap(t *testing.T) {
 		return false, nil, nil
 	})
 	stop := make(chan struct{})
+	f.deps.Informers.Start(stop)
+	defer f.deps.Informers.Shutdown()
 	defer close(stop)
-	f.c.configMapFactory.Start(stop)
 	require.True(t, cache.WaitForCacheSync(stop, f.c.configMaps.HasSynced))
 	require.NotEmpty(t, selectors)
 	for _, s := range selectors {
