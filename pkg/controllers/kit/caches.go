@@ -19,7 +19,6 @@ import (
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	hccscheme "github.com/clerum/hcc/pkg/generated/clientset/versioned/scheme"
-	"github.com/clerum/hcc/pkg/secretdigest"
 )
 
 type namedKey struct{ namespace, name string }
@@ -95,8 +94,8 @@ func (i *Informers) Caches() []Cache {
 			panic(fmt.Sprintf("kit: %s: %v", gvr, err))
 		}
 		var transform cache.TransformFunc = StripManagedFields
-		if k.resource == "secrets" && i.digested[k.namespace] {
-			transform = secretdigest.Digest
+		if t, ok := i.transforms[k]; ok {
+			transform = t
 		}
 		var selector labels.Selector = labels.Everything()
 		if selection == ManagedObjects {

@@ -78,3 +78,28 @@ func TestCachesResolveTheBuiltInKinds(t *testing.T) {
 	assert.Len(t, got, 11)
 	assert.Panics(t, func() { kubeResource("events") }, "two stable kinds: ambiguous")
 }
+
+// A transform set with Transform is what the test caches store, and two
+// reconcilers sharing an informer cannot give it two transforms.
+func TestTransformIsRecordedForTheCaches(t *testing.T) {
+	i := NewInformers(kubefake.NewClientset(), hccfake.NewSimpleClientset())
+	pods := i.Kube("mcp-host", ManagedObjects, "pods").Core().V1().Pods().Informer()
+	nameOnly := func(obj any) (any, error) {
+		p := obj.(*corev1.Pod)
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name}}, nil
+	}
+	require.NoError(t, i.Transform("mcp-host", "pods", pods, nameOnly))
+	require.NoError(t, i.Transform("mcp-host", "pods", pods, nameOnly), "the same transform again")
+	require.Error(t, i.Transform("mcp-host", "pods", pods, StripManagedFields), "another transform")
+	var found bool
+	for _, c := range i.Caches() {
+		if c.Resource.Resource != "pods" {
+			continue
+		}
+		found = true
+		out, err := c.Transform(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "mcp-host", Name: "p", Labels: map[string]string{"a": "b"}}})
+		require.NoError(t, err)
+		assert.Empty(t, out.(*corev1.Pod).Labels, "the cache stores what the informer's transform keeps")
+	}
+	assert.True(t, found)
+}

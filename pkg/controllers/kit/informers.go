@@ -57,9 +57,10 @@ type Informers struct {
 	kubeBy  map[kubeKey]kubeinformers.SharedInformerFactory
 	hccBy   map[string]informers.SharedInformerFactory
 	claimed map[claimKey]Selection
-	// digested records the namespaces whose Secret informer has
-	// secretdigest.Digest installed.
-	digested map[string]bool
+	// transforms records the transforms set with Transform (Secrets:
+	// secretdigest.Digest), for Caches; every other informer strips
+	// managedFields.
+	transforms map[claimKey]cache.TransformFunc
 	// named are the one-ConfigMap informers from ConfigMap.
 	named map[namedKey]*namedConfigMap
 }

@@ -1,8 +1,12 @@
 package kit
 
 import (
-	"github.com/clerum/hcc/pkg/secretdigest"
+	"fmt"
+
 	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/clerum/hcc/pkg/secretdigest"
 )
 
 // Secrets returns the Secret informer of namespace. It watches every Secret
@@ -12,15 +16,33 @@ import (
 // one transform instead of racing to install their own.
 func (i *Informers) Secrets(namespace string) coreinformers.SecretInformer {
 	inf := i.Kube(namespace, AllObjects, "secrets").Core().V1().Secrets()
+	// Before Start (Kube checked it), so setting the transform cannot fail,
+	// and a second call sets the same one.
+	_ = i.Transform(namespace, "secrets", inf.Informer(), secretdigest.Digest)
+	return inf
+}
+
+// Transform sets transform on inf, the informer of resource in namespace
+// taken from Kube, in place of StripManagedFields, and records it, so a
+// test's caches (Caches) store what the informer would. It fails once inf
+// has started, and when another transform was set for the same informer:
+// two reconcilers sharing an informer must agree on what it caches.
+func (i *Informers) Transform(namespace, resource string, inf cache.SharedIndexInformer, transform cache.TransformFunc) error {
 	i.mu.Lock()
 	defer i.mu.Unlock()
-	if i.digested == nil {
-		i.digested = map[string]bool{}
+	k := claimKey{namespace, resource}
+	if have, ok := i.transforms[k]; ok {
+		if fmt.Sprintf("%p", have) != fmt.Sprintf("%p", transform) {
+			return fmt.Errorf("the %s informer of %s has another transform already", resource, namespace)
+		}
+		return nil
 	}
-	if !i.digested[namespace] {
-		// Before Start (Kube checked it), so SetTransform cannot fail.
-		_ = inf.Informer().SetTransform(secretdigest.Digest)
-		i.digested[namespace] = true
+	if err := inf.SetTransform(transform); err != nil {
+		return err
 	}
-	return inf
+	if i.transforms == nil {
+		i.transforms = map[claimKey]cache.TransformFunc{}
+	}
+	i.transforms[k] = transform
+	return nil
 }

@@ -244,7 +244,7 @@ func New(d kit.Deps, egress EgressSource, opts Options) *Controller {
 	// takes part in cacheVersions: passes read them from the caches always.
 	hostNS := opts.Plan.HostNamespace
 	pods := d.Informers.Kube(hostNS, kit.ManagedObjects, "pods").Core().V1().Pods()
-	if err := pods.Informer().SetTransform(podMetadata); err != nil {
+	if err := d.Informers.Transform(hostNS, "pods", pods.Informer(), podMetadata); err != nil {
 		c.base.Fail(fmt.Errorf("the Host pod informer's transform: %w", err))
 	}
 	hosts := d.Informers.HCC(hostNS).Clerum().V1alpha1().Hosts()

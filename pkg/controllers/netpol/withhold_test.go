@@ -254,15 +254,17 @@ func TestPodMetadataKeepsWhatAPassReads(t *testing.T) {
 
 func TestAnInformerThatCannotBeWiredFailsRun(t *testing.T) {
 	f, _ := newFixture(t, world{})
-	// The Host pod informer already runs: its transform can no longer be
-	// set, and the controller must not run without it.
-	pods := f.Deps().Informers.Kube("mcp-host", kit.ManagedObjects, "pods").Core().V1().Pods().Informer()
+	// The Host pod informer of another set of informers already runs
+	// without the controller's transform: it can no longer be set, and the
+	// controller must not run without it.
+	d := f.Deps()
+	d.Informers = kit.NewInformers(f.Kube, f.HCC)
+	pods := d.Informers.Kube("mcp-host", kit.ManagedObjects, "pods").Core().V1().Pods().Informer()
 	stop := make(chan struct{})
 	defer close(stop)
 	go pods.Run(stop)
 	require.Eventually(t, pods.HasSynced, 5*time.Second, 10*time.Millisecond)
 
-	d := f.Deps() // a second controller over the same informers
 	d.Readiness = f.readiness
 	d.Registry = prometheus.NewRegistry()
 	d.Queues = kit.NewQueues(d.Registry, f.Clock)
