@@ -654,3 +654,28 @@ func TestADeleteThatFailsHalfWayIsFinishedByTheRetry(t *testing.T) {
 	_, err = f.kube.AppsV1().Deployments("mcp-server").Get(context.Background(), "mongodb", metav1.GetOptions{})
 	assert.True(t, apierrors.IsNotFound(err))
 }
+
+// The McpServer informer already runs, so the Secret index can no longer be
+// added to it: the operator must fail to start, not run without the index
+// (a rotated Secret would re-queue no server).
+func TestAnInformerThatCannotBeWiredFailsRun(t *testing.T) {
+	f := newFixture(t, false)
+	servers := f.deps.Informers.HCC("mcp-server").Clerum().V1alpha1().McpServers().Informer()
+	stop := make(chan struct{})
+	defer close(stop)
+	go servers.Run(stop)
+	require.Eventually(t, servers.HasSynced, 5*time.Second, 10*time.Millisecond)
+
+	d := f.deps // a second operator over the same informers
+	d.Registry = prometheus.NewRegistry()
+	d.Queues = kit.NewQueues(d.Registry, clocktesting.NewFakeClock(time.Now()))
+	c := New(d, f.gate, Config{Namespace: "mcp-server", Build: testOptions, Workers: 1})
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	err := c.Run(ctx) // without the check, it would wait for caches nobody started
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "mcpserver: wiring: adding indexers")
+	var m dto.Metric
+	require.NoError(t, c.base.Errors().WithLabelValues("mcpserver").Write(&m))
+	assert.Equal(t, 1.0, m.GetCounter().GetValue(), "the wiring error is counted with the failed syncs")
+}
