@@ -7,6 +7,7 @@ package mcpserver
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -80,9 +81,17 @@ type Controller struct {
 	// statusWrites skips a status write the cache has not shown yet.
 	statusWrites *kit.StatusWrites
 
-	// blocked remembers the reason each server was last blocked for, so a
-	// block and its release are each one event, not one per sync.
-	blocked *blockState
+	// What the operator remembers of each server between syncs
+	// (docs/reconcilers.md#memory): blocked, why it was last blocked, so
+	// a block and its release are each one event, not one per sync;
+	// states, its state; warned, the generation a remote warning was last
+	// given for. Reasons and states are counted as they are set, so the
+	// gauges cost no walk over every server; gauges orders their
+	// refreshes.
+	blocked *kit.Reasons
+	states  *kit.Reasons
+	warned  *remoteWarnings
+	gauges  sync.Mutex
 }
 
 // New returns the operator over the McpServers of cfg.Namespace and the
@@ -115,7 +124,9 @@ func New(d kit.Deps, gate Gate, cfg Config) *Controller {
 		metrics:      NewMetrics(d.Registry),
 		clock:        clk,
 		statusWrites: kit.NewStatusWrites(clk),
-		blocked:      newBlockState(),
+		blocked:      kit.NewReasons(),
+		states:       kit.NewReasons(),
+		warned:       newRemoteWarnings(),
 	}
 	c.children = kit.NewChildren(d.Kube, clerumv1alpha1.FieldManagerMcpServer, d.Recorder, func(kind string, cause kit.Cause) {
 		c.metrics.Refused.WithLabelValues(kind, string(cause)).Inc()

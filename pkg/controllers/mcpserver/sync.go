@@ -50,8 +50,8 @@ func (c *Controller) syncMcpServer(ctx context.Context, key cache.ObjectName) (k
 	if apierrors.IsNotFound(err) || (err == nil && s.DeletionTimestamp != nil) {
 		// Gone, or going (a finalizer of someone else's holds it): its
 		// children go, and none is re-created.
-		c.blocked.forget(key.Name)
-		c.metrics.refresh(c.blocked)
+		c.forget(key.Name)
+		c.refreshGauges()
 		return kit.Result{}, c.deleteChildren(ctx, key)
 	}
 	if err != nil {
@@ -116,8 +116,8 @@ func (c *Controller) syncMcpServer(ctx context.Context, key cache.ObjectName) (k
 	if s.Spec.Remote != nil {
 		c.checkRemote(s, st)
 	}
-	c.blocked.setState(s.Name, st.stateOf())
-	c.metrics.refresh(c.blocked)
+	c.states.Set(s.Name, st.stateOf())
+	c.refreshGauges()
 	return result, c.applyStatus(ctx, s, st)
 }
 
@@ -229,7 +229,7 @@ func (c *Controller) checkRemote(s *clerumv1alpha1.McpServer, st *status) {
 	st.remote(covered, host, port)
 	// Both warnings are given once per generation, not on every resync.
 	insecure := strings.HasPrefix(strings.ToLower(s.Spec.Remote.URL), "http:")
-	if (covered && !insecure) || !c.blocked.remoteWarned(s.Name, s.Generation) {
+	if (covered && !insecure) || !c.warned.due(s.Name, s.Generation) {
 		return
 	}
 	if !covered {
@@ -264,8 +264,8 @@ func bindingCovers(b *clerumv1alpha1.EgressBinding, host string, port int32) boo
 // reportBlock emits one event when a server becomes blocked (or blocked for
 // another reason) and one when it is released, and keeps the gauges.
 func (c *Controller) reportBlock(s *clerumv1alpha1.McpServer, block string, st *status) {
-	was, changed := c.blocked.set(s.Name, block)
-	if !changed {
+	was := c.blocked.Set(s.Name, block)
+	if was == block {
 		return
 	}
 	log := c.base.Log()
