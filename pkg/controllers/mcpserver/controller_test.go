@@ -1,6 +1,7 @@
 package mcpserver
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -93,12 +94,13 @@ type fixture struct {
 	gate     *fakeGate
 	recorder *record.FakeRecorder
 	applied  []clerumv1alpha1.McpServerStatus
+	logs     *bytes.Buffer
 	deps     kit.Deps
 	server   *clerumv1alpha1.McpServer
 }
 
 func newFixture(t *testing.T, enforce bool, objs ...runtime.Object) *fixture {
-	f := &fixture{t: t, gate: &fakeGate{closed: map[string]bool{}}, recorder: record.NewFakeRecorder(100)}
+	f := &fixture{t: t, gate: &fakeGate{closed: map[string]bool{}}, recorder: record.NewFakeRecorder(100), logs: &bytes.Buffer{}}
 	var kubeObjs, hccObjs []runtime.Object
 	for _, o := range objs {
 		if s, ok := o.(*clerumv1alpha1.McpServer); ok {
@@ -121,7 +123,7 @@ func newFixture(t *testing.T, enforce bool, objs ...runtime.Object) *fixture {
 	reg := prometheus.NewRegistry()
 	clk := clocktesting.NewFakeClock(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))
 	f.deps = kit.Deps{Kube: f.kube, HCC: f.hcc, Informers: kit.NewInformers(f.kube, f.hcc), Recorder: f.recorder,
-		Registry: reg, Queues: kit.NewQueues(reg, clk), Clock: clk, Log: zerolog.Nop()}
+		Registry: reg, Queues: kit.NewQueues(reg, clk), Clock: clk, Log: zerolog.New(f.logs)}
 	f.c = New(f.deps, f.gate, Config{Namespace: "mcp-server", Build: testOptions, Images: policy, Enforce: enforce, Workers: 1})
 	for _, o := range objs {
 		f.index(o)
@@ -212,6 +214,21 @@ func (f *fixture) showStatus() {
 	s.Status = f.applied[len(f.applied)-1]
 	f.server = s
 	f.index(s)
+}
+
+// logLines returns the lines logged since the last call, decoded.
+func (f *fixture) logLines() []map[string]any {
+	var out []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(f.logs.String()), "\n") {
+		if line == "" {
+			continue
+		}
+		var m map[string]any
+		require.NoError(f.t, json.Unmarshal([]byte(line), &m), line)
+		out = append(out, m)
+	}
+	f.logs.Reset()
+	return out
 }
 
 func (f *fixture) events() []string {
@@ -678,4 +695,36 @@ func TestAnInformerThatCannotBeWiredFailsRun(t *testing.T) {
 	var m dto.Metric
 	require.NoError(t, c.base.Errors().WithLabelValues("mcpserver").Write(&m))
 	assert.Equal(t, 1.0, m.GetCounter().GetValue(), "the wiring error is counted with the failed syncs")
+}
+
+// Every line the operator logs about a server names the operator and the
+// server, as namespace/name under "object" (docs/reconcilers.md#logs).
+func TestLogLinesNameTheServer(t *testing.T) {
+	f := newFixture(t, false, mongodb())
+	f.sync() // blocked: its Secret is missing
+	f.index(secret("atlas", map[string]string{"uri": "x"}))
+	f.sync() // released
+	lines := f.logLines()
+	require.Len(t, lines, 2)
+	assert.Equal(t, "server blocked", lines[0]["message"])
+	assert.Equal(t, reasons.SecretsMissing, lines[0]["reason"])
+	assert.Equal(t, "server released", lines[1]["message"])
+	assert.Equal(t, reasons.SecretsMissing, lines[1]["was"])
+
+	f = newFixture(t, false, newServer("legacy", clerumv1alpha1.TransportSSE, func(s *clerumv1alpha1.McpServer) {
+		s.Spec.Image, s.Spec.Remote = "", &clerumv1alpha1.Remote{URL: "http://mcp.legacy.example:8080/sse"}
+	}))
+	f.sync()
+	insecure := f.logLines()
+	require.Len(t, insecure, 1)
+	assert.Equal(t, "mcp.legacy.example", insecure[0]["host"])
+	lines = append(lines, insecure...)
+
+	for i, object := range []string{"mcp-server/mongodb", "mcp-server/mongodb", "mcp-server/legacy"} {
+		l := lines[i]
+		assert.Equal(t, "mcpserver", l[kit.LogController], l["message"])
+		assert.Equal(t, object, l[kit.LogObject], l["message"])
+		assert.NotContains(t, l, "name", "the object is named once, under object")
+		assert.NotContains(t, l, "namespace")
+	}
 }

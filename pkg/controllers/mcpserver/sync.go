@@ -237,8 +237,8 @@ func (c *Controller) checkRemote(s *clerumv1alpha1.McpServer, st *status) {
 			"no egress binding of this server covers %s:%d: its proxy cannot reach the upstream", host, port)
 	}
 	if insecure {
-		log := c.base.Log()
-		log.Warn().Str("namespace", s.Namespace).Str("name", s.Name).Str("host", host).
+		log := c.base.LogFor(cache.MetaObjectToName(s))
+		log.Warn().Str("host", host).
 			Msg("remote server reached over plain http: its traffic and credentials cross the network unencrypted")
 		c.recorder.Eventf(s, corev1.EventTypeWarning, reasons.EventRemoteInsecure,
 			"spec.remote.url is plain http: traffic to %s:%d, credentials included, is not encrypted", host, port)
@@ -268,13 +268,13 @@ func (c *Controller) reportBlock(s *clerumv1alpha1.McpServer, block string, st *
 	if was == block {
 		return
 	}
-	log := c.base.Log()
+	log := c.base.LogFor(cache.MetaObjectToName(s))
 	switch {
 	case block != "":
-		log.Info().Str("namespace", s.Namespace).Str("name", s.Name).Str("reason", block).Msg("server blocked")
+		log.Info().Str("reason", block).Msg("server blocked")
 		c.recorder.Eventf(s, corev1.EventTypeWarning, reasons.EventBlocked, "%s: %s", block, st.blockMessage(block))
 	case was != "":
-		log.Info().Str("namespace", s.Namespace).Str("name", s.Name).Str("was", was).Msg("server released")
+		log.Info().Str("was", was).Msg("server released")
 		c.recorder.Event(s, corev1.EventTypeNormal, reasons.EventReleased, fmt.Sprintf("no longer blocked (%s)", was))
 	}
 }
