@@ -326,12 +326,15 @@ func TestARotatedSecretRollsThePodsAndAnUnrelatedOneDoesNot(t *testing.T) {
 	require.NotEmpty(t, before)
 
 	// An unrelated Secret changes: its event re-queues no server.
+	handler := f.c.secretHandlers() // the Secret informer's
 	changed := secret("other", map[string]string{"k": "w"})
 	changed.ResourceVersion = "2"
 	f.index(changed)
 	dependents, err := f.c.serverIndex.ByIndex(secretIndex, "other")
 	require.NoError(t, err)
 	assert.Empty(t, dependents)
+	handler.OnUpdate(secret("other", map[string]string{"k": "v"}), changed)
+	assert.Zero(t, f.c.queue.Len(), "the event re-queues no server")
 	f.sync()
 	assert.Empty(t, f.writes())
 
@@ -341,6 +344,11 @@ func TestARotatedSecretRollsThePodsAndAnUnrelatedOneDoesNot(t *testing.T) {
 	dependents, err = f.c.serverIndex.ByIndex(secretIndex, "atlas")
 	require.NoError(t, err)
 	assert.Len(t, dependents, 1, "exactly its dependents are re-queued")
+	handler.OnUpdate(secret("atlas", map[string]string{"uri": "one"}), rotated)
+	require.Equal(t, 1, f.c.queue.Len(), "its dependent is re-queued")
+	key, _ := f.c.queue.Get()
+	assert.Equal(t, cache.ObjectName{Namespace: "mcp-server", Name: "mongodb"}, key)
+	f.c.queue.Done(key)
 	f.sync()
 	assert.Equal(t, []string{"update deployments/mongodb"}, f.writes())
 	assert.NotEqual(t, before, f.deployment().Spec.Template.Annotations[resources.AnnotationSecretDigest])
@@ -352,6 +360,20 @@ func TestTheSecretCacheHoldsNoValue(t *testing.T) {
 	s := obj.(*corev1.Secret)
 	assert.NotContains(t, string(s.Data["uri"]), "secret")
 	assert.Len(t, s.Data["uri"], 64)
+
+	// What the operator's own Secret informer caches, listed from the API
+	// server (not put in its cache by hand, as the fixture does).
+	f := newFixture(t, false, secret("atlas", map[string]string{"uri": "mongodb+srv://secret"}))
+	inf := f.deps.Informers.Secrets("mcp-server").Informer()
+	require.NoError(t, inf.GetIndexer().Delete(s)) // the fixture's copy
+	stop := make(chan struct{})
+	defer close(stop)
+	go inf.Run(stop)
+	require.Eventually(t, inf.HasSynced, 5*time.Second, 10*time.Millisecond)
+	cached, err := f.c.secrets.Secrets("mcp-server").Get("atlas")
+	require.NoError(t, err)
+	assert.NotContains(t, string(cached.Data["uri"]), "secret")
+	assert.Len(t, cached.Data["uri"], 64)
 }
 
 // The pod-template digest is keyed: a reader of Deployments cannot test
