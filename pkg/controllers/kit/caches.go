@@ -176,7 +176,7 @@ func kubeResource(resource string) (schema.GroupVersionKind, schema.GroupVersion
 var hccKinds = sync.OnceValue(func() []schema.GroupVersionKind {
 	var out []schema.GroupVersionKind
 	for _, kinds := range kindsByResource(hccscheme.Scheme, func(gvk schema.GroupVersionKind) bool {
-		return gvk.GroupVersion() == clerumv1alpha1.SchemeGroupVersion
+		return gvk.GroupVersion() == schema.GroupVersion(clerumv1alpha1.GroupVersion)
 	}) {
 		out = append(out, kinds...)
 	}

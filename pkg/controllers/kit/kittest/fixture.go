@@ -388,7 +388,7 @@ func (f *Fixture) tracker(gvk schema.GroupVersionKind) core.ObjectTracker {
 }
 
 func isHCC(gvk schema.GroupVersionKind) bool {
-	return gvk.Group == clerumv1alpha1.SchemeGroupVersion.Group
+	return gvk.Group == clerumv1alpha1.GroupName
 }
 
 // kindOf is obj's kind, from its Go type.
