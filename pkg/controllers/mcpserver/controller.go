@@ -7,10 +7,10 @@ package mcpserver
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/rs/zerolog"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
@@ -71,21 +71,27 @@ type Controller struct {
 	services    corelisters.ServiceLister
 	configMaps  corelisters.ConfigMapLister
 	secrets     corelisters.SecretLister
-	synced      []cache.InformerSynced
 
-	queue    workqueue.TypedRateLimitingInterface[cache.ObjectName]
-	loop     *kit.Loop[cache.ObjectName]
+	base     *kit.Controller[cache.ObjectName]
+	queue    workqueue.TypedRateLimitingInterface[cache.ObjectName] // base's
 	children *kit.Children
 	recorder record.EventRecorder
 	metrics  *Metrics
 	clock    clock.Clock
 	// statusWrites skips a status write the cache has not shown yet.
 	statusWrites *kit.StatusWrites
-	log          zerolog.Logger
 
-	// blocked remembers the reason each server was last blocked for, so a
-	// block and its release are each one event, not one per sync.
-	blocked *blockState
+	// What the operator remembers of each server between syncs
+	// (docs/reconcilers.md#memory): blocked, why it was last blocked, so
+	// a block and its release are each one event, not one per sync;
+	// states, its state; warned, the generation a remote warning was last
+	// given for. Reasons and states are counted as they are set, so the
+	// gauges cost no walk over every server; gauges orders their
+	// refreshes.
+	blocked *kit.Reasons
+	states  *kit.Reasons
+	warned  *remoteWarnings
+	gauges  sync.Mutex
 }
 
 // New returns the operator over the McpServers of cfg.Namespace and the
@@ -102,69 +108,54 @@ func New(d kit.Deps, gate Gate, cfg Config) *Controller {
 	configMaps := d.Informers.Kube(ns, kit.ManagedObjects, "configmaps").Core().V1().ConfigMaps()
 	// The cache holds key names and value digests, never a value.
 	secrets := d.Informers.Secrets(ns)
-	_ = servers.Informer().AddIndexers(cache.Indexers{secretIndex: referencedSecrets})
 
 	c := &Controller{
-		kube:        d.Kube,
-		hcc:         d.HCC,
-		cfg:         cfg,
-		gate:        gate,
-		servers:     servers.Lister(),
-		serverIndex: servers.Informer().GetIndexer(),
-		deployments: deployments.Lister(),
-		services:    services.Lister(),
-		configMaps:  configMaps.Lister(),
-		secrets:     secrets.Lister(),
-		// A failed sync retries after 1 s, doubling to at most 5 min.
-		queue:        kit.New(d.Queues, "mcpserver", kit.Backoff[cache.ObjectName](time.Second, 5*time.Minute)),
+		kube:         d.Kube,
+		hcc:          d.HCC,
+		cfg:          cfg,
+		gate:         gate,
+		servers:      servers.Lister(),
+		serverIndex:  servers.Informer().GetIndexer(),
+		deployments:  deployments.Lister(),
+		services:     services.Lister(),
+		configMaps:   configMaps.Lister(),
+		secrets:      secrets.Lister(),
 		recorder:     d.Recorder,
 		metrics:      NewMetrics(d.Registry),
 		clock:        clk,
 		statusWrites: kit.NewStatusWrites(clk),
-		log:          d.Log.With().Str("controller", "mcpserver").Logger(),
-		blocked:      newBlockState(),
+		blocked:      kit.NewReasons(),
+		states:       kit.NewReasons(),
+		warned:       newRemoteWarnings(),
 	}
 	c.children = kit.NewChildren(d.Kube, clerumv1alpha1.FieldManagerMcpServer, d.Recorder, func(kind string, cause kit.Cause) {
 		c.metrics.Refused.WithLabelValues(kind, string(cause)).Inc()
 	})
-	c.loop = &kit.Loop[cache.ObjectName]{Name: "mcpserver", Queue: c.queue, Sync: c.syncMcpServer, Log: d.Log,
-		Resource: clerumv1alpha1.Resource("mcpservers"), Errors: c.metrics.SyncErrors}
+	// A failed sync retries after 1 s, doubling to at most 5 min.
+	c.base = kit.NewController(d, kit.Spec[cache.ObjectName]{Name: "mcpserver", Sync: c.syncMcpServer,
+		Resource: clerumv1alpha1.Resource("mcpservers"), BaseDelay: time.Second, MaxDelay: 5 * time.Minute,
+		Workers: cfg.Workers, ErrorsMetric: "clerum_hcc_mcpserver_reconcile_errors_total"})
+	c.queue = c.base.Queue()
 
-	enqueue := func(k cache.ObjectName) { c.queue.Add(k) }
-	_, _ = servers.Informer().AddEventHandler(kit.OwnHandlers(enqueue))
+	c.base.Indexes(servers.Informer(), cache.Indexers{secretIndex: referencedSecrets})
+	c.base.For(servers.Informer())
 	owner := kit.OwnerByRefOrLabel(resources.GVK.GroupVersion().String(), resources.GVK.Kind, ns, names.LabelMcpServer)
-	for _, inf := range []cache.SharedIndexInformer{deployments.Informer(), services.Informer(), configMaps.Informer()} {
-		_, _ = inf.AddEventHandler(kit.ChildHandlers(owner, enqueue))
-	}
-	_, _ = secrets.Informer().AddEventHandler(c.secretHandlers())
-	gate.OnGate(func(server string) { c.queue.Add(cache.ObjectName{Namespace: ns, Name: server}) })
-	c.synced = []cache.InformerSynced{servers.Informer().HasSynced, deployments.Informer().HasSynced,
-		services.Informer().HasSynced, configMaps.Informer().HasSynced, secrets.Informer().HasSynced}
+	c.base.Owns(owner, deployments.Informer(), services.Informer(), configMaps.Informer())
+	c.base.Watches(secrets.Informer(), c.secretHandlers())
+	gate.OnGate(func(server string) { c.base.Add(cache.ObjectName{Namespace: ns, Name: server}) })
+	// The first syncs wait for the gates' first word, so a restart does
+	// not block and release every server on its way up.
+	c.base.WaitFor(gate.Settled())
 	return c
 }
 
 // Name implements kit.Reconciler.
 func (c *Controller) Name() string { return "mcpserver" }
 
-// Run implements kit.Reconciler.
-func (c *Controller) Run(ctx context.Context) error {
-	if err := kit.WaitForSync("mcpserver", ctx.Done(), c.synced...); err != nil {
-		c.queue.ShutDown()
-		return err
-	}
-	select {
-	case <-c.gate.Settled():
-	case <-ctx.Done():
-		c.queue.ShutDown()
-		return nil
-	}
-	workers := c.cfg.Workers
-	if workers < 1 {
-		workers = 1
-	}
-	c.loop.Run(ctx, workers)
-	return nil
-}
+// Run implements kit.Reconciler: it waits for the caches and the gates'
+// first word, then syncs servers with cfg.Workers workers until ctx is
+// done. An informer that could not be wired makes it fail at once.
+func (c *Controller) Run(ctx context.Context) error { return c.base.Run(ctx) }
 
 // secretHandlers re-queue exactly the servers that name a changed Secret.
 func (c *Controller) secretHandlers() cache.ResourceEventHandler {
@@ -179,7 +170,7 @@ func (c *Controller) secretHandlers() cache.ResourceEventHandler {
 		}
 		for _, o := range dependents {
 			if k, ok := kit.KeyOf(o); ok {
-				c.queue.Add(k)
+				c.base.Add(k)
 			}
 		}
 	}
@@ -195,12 +186,13 @@ func (c *Controller) secretHandlers() cache.ResourceEventHandler {
 	}
 }
 
-// Metrics are the operator's series, all named clerum_hcc_mcpserver_*.
+// Metrics are the operator's series, all named clerum_hcc_mcpserver_*
+// (its error counter, clerum_hcc_mcpserver_reconcile_errors_total, is
+// kit.Controller's).
 type Metrics struct {
-	Servers    *prometheus.GaugeVec
-	Blocked    *prometheus.GaugeVec
-	SyncErrors *prometheus.CounterVec
-	Refused    *prometheus.CounterVec
+	Servers *prometheus.GaugeVec
+	Blocked *prometheus.GaugeVec
+	Refused *prometheus.CounterVec
 }
 
 // NewMetrics registers the operator's metrics with reg.
@@ -214,16 +206,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "clerum_hcc_mcpserver_blocked",
 			Help: "McpServers kept from deploying, by reason.",
 		}, []string{"reason"}),
-		SyncErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "clerum_hcc_mcpserver_reconcile_errors_total",
-			Help: "Failed McpServer syncs.",
-		}, []string{"controller"}),
 		Refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "clerum_hcc_mcpserver_children_refused_total",
 			Help: "Children not written because an object HCC does not own holds their name, by kind and cause.",
 		}, []string{"kind", "cause"}),
 	}
-	reg.MustRegister(m.Servers, m.Blocked, m.SyncErrors, m.Refused)
+	reg.MustRegister(m.Servers, m.Blocked, m.Refused)
 	return m
 }
 

@@ -6,14 +6,12 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"sort"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
-	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
@@ -24,17 +22,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	kubefake "k8s.io/client-go/kubernetes/fake"
 	core "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
-	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/controllers/kit"
+	"github.com/clerum/hcc/pkg/controllers/kit/kittest"
 	"github.com/clerum/hcc/pkg/controllers/mcpserver/resources"
-	hccfake "github.com/clerum/hcc/pkg/generated/clientset/versioned/fake"
 	"github.com/clerum/hcc/pkg/imagepolicy"
 	"github.com/clerum/hcc/pkg/reasons"
 	"github.com/clerum/hcc/pkg/secretdigest"
@@ -83,141 +78,110 @@ func newServer(name string, typ clerumv1alpha1.TransportType, opts ...func(*cler
 	return s
 }
 
-// fixture is the operator over fake clientsets whose caches are seeded by
-// hand; syncMcpServer is called directly and the exact writes asserted.
+// fixture is the operator over kittest's fake API server; syncMcpServer
+// is called directly and the exact writes asserted.
 type fixture struct {
-	t        *testing.T
-	kube     *kubefake.Clientset
-	hcc      *hccfake.Clientset
-	c        *Controller
-	gate     *fakeGate
-	recorder *record.FakeRecorder
-	applied  []clerumv1alpha1.McpServerStatus
-	deps     kit.Deps
-	server   *clerumv1alpha1.McpServer
+	*kittest.Fixture
+	t    *testing.T
+	c    *Controller
+	gate *fakeGate
+	// server is the server the test syncs, as the test last put it in the
+	// cache.
+	server *clerumv1alpha1.McpServer
 }
 
 func newFixture(t *testing.T, enforce bool, objs ...runtime.Object) *fixture {
-	f := &fixture{t: t, gate: &fakeGate{closed: map[string]bool{}}, recorder: record.NewFakeRecorder(100)}
-	var kubeObjs, hccObjs []runtime.Object
+	f := &fixture{Fixture: kittest.NewFixture(t, objs...), t: t, gate: &fakeGate{closed: map[string]bool{}}}
 	for _, o := range objs {
 		if s, ok := o.(*clerumv1alpha1.McpServer); ok {
-			hccObjs = append(hccObjs, s)
 			f.server = s
-		} else {
-			kubeObjs = append(kubeObjs, o)
 		}
 	}
-	f.kube = kubefake.NewClientset(kubeObjs...)
-	f.hcc = hccfake.NewClientset(hccObjs...)
-	f.hcc.PrependReactor("patch", "mcpservers", func(a core.Action) (bool, runtime.Object, error) {
-		var applied clerumv1alpha1.McpServer
-		require.NoError(t, json.Unmarshal(a.(core.PatchAction).GetPatch(), &applied))
-		f.applied = append(f.applied, applied.Status)
-		return true, f.server, nil
-	})
-	policy, err := imagepolicy.Parse([]string{"ghcr.io/evenfire-ai/", "mongodb/"})
-	require.NoError(t, err)
-	reg := prometheus.NewRegistry()
-	clk := clocktesting.NewFakeClock(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))
-	f.deps = kit.Deps{Kube: f.kube, HCC: f.hcc, Informers: kit.NewInformers(f.kube, f.hcc), Recorder: f.recorder,
-		Registry: reg, Queues: kit.NewQueues(reg, clk), Clock: clk, Log: zerolog.Nop()}
-	f.c = New(f.deps, f.gate, Config{Namespace: "mcp-server", Build: testOptions, Images: policy, Enforce: enforce, Workers: 1})
-	for _, o := range objs {
-		f.index(o)
-	}
+	f.c = f.newController(f.Deps(), enforce, testPrefixes)
+	f.SyncCaches()
 	return f
 }
 
-// index puts obj in its informer's cache, through the informer's
-// transform as the real informer would.
-func (f *fixture) index(obj runtime.Object) {
-	switch o := obj.(type) {
-	case *clerumv1alpha1.McpServer:
-		require.NoError(f.t, f.deps.Informers.HCC("mcp-server").Clerum().V1alpha1().McpServers().Informer().GetIndexer().Add(o))
-	case *corev1.Secret:
-		d, _ := secretdigest.Digest(o)
-		require.NoError(f.t, f.deps.Informers.Secrets("mcp-server").Informer().GetIndexer().Add(d))
-	case *appsv1.Deployment:
-		require.NoError(f.t, f.deps.Informers.Kube("mcp-server", kit.ManagedObjects, "deployments").Apps().V1().Deployments().Informer().GetIndexer().Add(o))
-	case *corev1.Service:
-		require.NoError(f.t, f.deps.Informers.Kube("mcp-server", kit.ManagedObjects, "services").Core().V1().Services().Informer().GetIndexer().Add(o))
-	case *corev1.ConfigMap:
-		require.NoError(f.t, f.deps.Informers.Kube("mcp-server", kit.ManagedObjects, "configmaps").Core().V1().ConfigMaps().Informer().GetIndexer().Add(o))
-	}
-}
-
-// syncCaches makes the child caches show what the fake API server holds,
-// as the informers would after the writes.
-func (f *fixture) syncCaches() {
-	ctx := context.Background()
-	ds, _ := f.kube.AppsV1().Deployments("mcp-server").List(ctx, metav1.ListOptions{})
-	for i := range ds.Items {
-		f.index(&ds.Items[i])
-	}
-	ss, _ := f.kube.CoreV1().Services("mcp-server").List(ctx, metav1.ListOptions{})
-	for i := range ss.Items {
-		f.index(&ss.Items[i])
-	}
-	cms, _ := f.kube.CoreV1().ConfigMaps("mcp-server").List(ctx, metav1.ListOptions{})
-	for i := range cms.Items {
-		f.index(&cms.Items[i])
-	}
-	f.kube.ClearActions()
-	f.hcc.ClearActions()
+func (f *fixture) newController(d kit.Deps, enforce bool, prefixes []string) *Controller {
+	policy, err := imagepolicy.Parse(prefixes)
+	require.NoError(f.t, err)
+	return New(d, f.gate, Config{Namespace: "mcp-server", Build: testOptions, Images: policy, Enforce: enforce, Workers: 1})
 }
 
 func (f *fixture) sync() kit.Result {
 	f.t.Helper()
-	res, err := f.c.syncMcpServer(context.Background(), cache.ObjectName{Namespace: "mcp-server", Name: f.server.Name})
+	res, err := f.c.syncMcpServer(context.Background(), cache.MetaObjectToName(f.server))
 	require.NoError(f.t, err)
 	return res
 }
 
-// writes lists the write actions on children as "verb resource/name".
-func (f *fixture) writes() []string {
-	var out []string
-	for _, a := range f.kube.Actions() {
-		switch a.GetVerb() {
-		case "create", "update", "delete", "patch":
-			name := ""
-			if o, ok := a.(interface{ GetObject() runtime.Object }); ok && o.GetObject() != nil {
-				name = o.GetObject().(metav1.Object).GetName()
-			} else if d, ok := a.(core.DeleteAction); ok {
-				name = d.GetName()
-			}
-			out = append(out, a.GetVerb()+" "+a.GetResource().Resource+"/"+name)
-		}
+// deployment is the server's Deployment as the fake API server holds it.
+func (f *fixture) deployment() *appsv1.Deployment {
+	d, err := f.Kube.AppsV1().Deployments("mcp-server").Get(context.Background(), f.server.Name, metav1.GetOptions{})
+	require.NoError(f.t, err)
+	return d
+}
+
+// statuses are the statuses applied to the server, in order.
+func (f *fixture) statuses() []clerumv1alpha1.McpServerStatus {
+	var out []clerumv1alpha1.McpServerStatus
+	for _, s := range kittest.Applied[*clerumv1alpha1.McpServer](f.Fixture, "mcp-server", f.server.Name) {
+		out = append(out, s.Status)
 	}
-	sort.Strings(out)
 	return out
 }
 
-func (f *fixture) deployment() *appsv1.Deployment {
-	d, err := f.kube.AppsV1().Deployments("mcp-server").Get(context.Background(), f.server.Name, metav1.GetOptions{})
-	require.NoError(f.t, err)
-	return d
+// last is the last status applied to the server.
+func (f *fixture) last() clerumv1alpha1.McpServerStatus {
+	f.t.Helper()
+	applied := f.statuses()
+	require.NotEmpty(f.t, applied, "no status applied")
+	return applied[len(applied)-1]
 }
 
 // condition returns condition typ of the last status applied.
 func (f *fixture) condition(typ string) *metav1.Condition {
 	f.t.Helper()
-	require.NotEmpty(f.t, f.applied, "no status applied")
-	return meta.FindStatusCondition(f.applied[len(f.applied)-1].Conditions, typ)
+	return meta.FindStatusCondition(f.last().Conditions, typ)
 }
 
-// showStatus makes the cached server show the last applied status.
+// showStatus makes the cached server show the last applied status, as the
+// fake API server holds it.
 func (f *fixture) showStatus() {
-	s := f.server.DeepCopy()
-	s.Status = f.applied[len(f.applied)-1]
+	s, err := f.HCC.ClerumV1alpha1().McpServers("mcp-server").Get(context.Background(), f.server.Name, metav1.GetOptions{})
+	require.NoError(f.t, err)
 	f.server = s
-	f.index(s)
+	f.Index(s)
 }
 
-func (f *fixture) events() []string {
-	var out []string
-	for len(f.recorder.Events) > 0 {
-		out = append(out, <-f.recorder.Events)
+// cacheUnselected puts obj in the cache of its kind's managed objects,
+// which would not list it (it lacks HCC's labels): the tests of foreign
+// children pin that Ensure and DeleteChild judge ownership, whatever the
+// cache holds.
+func (f *fixture) cacheUnselected(obj runtime.Object) {
+	f.t.Helper()
+	var inf cache.SharedIndexInformer
+	switch obj.(type) {
+	case *appsv1.Deployment:
+		inf = f.Deps().Informers.Kube("mcp-server", kit.ManagedObjects, "deployments").Apps().V1().Deployments().Informer()
+	case *corev1.ConfigMap:
+		inf = f.Deps().Informers.Kube("mcp-server", kit.ManagedObjects, "configmaps").Core().V1().ConfigMaps().Informer()
+	default:
+		f.t.Fatalf("cacheUnselected: %T", obj)
+	}
+	require.NoError(f.t, inf.GetIndexer().Add(obj))
+}
+
+// logLines returns the lines logged, decoded.
+func (f *fixture) logLines() []map[string]any {
+	var out []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(f.Log()), "\n") {
+		if line == "" {
+			continue
+		}
+		var m map[string]any
+		require.NoError(f.t, json.Unmarshal([]byte(line), &m), line)
+		out = append(out, m)
 	}
 	return out
 }
@@ -245,87 +209,97 @@ func secret(name string, data map[string]string) *corev1.Secret {
 func TestCreateThenNothingToWrite(t *testing.T) {
 	f := newFixture(t, false, mongodb(), secret("atlas", map[string]string{"uri": "mongodb+srv://secret"}))
 	f.sync()
-	assert.Equal(t, []string{"create deployments/mongodb", "create services/mongodb"}, f.writes())
+	assert.Equal(t, []string{"create deployments/mongodb", "create services/mongodb", "patch mcpservers/mongodb/status"}, f.Writes())
 	d := f.deployment()
 	assert.NotContains(t, toJSON(t, d), "mongodb+srv://secret", "a Secret value is never written into a child")
 	require.Len(t, d.OwnerReferences, 1)
 	assert.Equal(t, "McpServer", d.OwnerReferences[0].Kind)
 	assert.Equal(t, metav1.ConditionFalse, f.condition(clerumv1alpha1.ConditionReady).Status, "no replica is available yet")
-	assert.True(t, f.applied[0].Deployed)
+	assert.True(t, f.statuses()[0].Deployed)
 
 	// Resync over an unchanged cluster: zero writes, no status write.
-	f.syncCaches()
+	f.SyncCaches()
 	f.showStatus()
-	applied := len(f.applied)
+	applied := len(f.statuses())
 	f.sync()
-	assert.Empty(t, f.writes())
-	assert.Len(t, f.applied, applied)
+	assert.Empty(t, f.Writes())
+	assert.Len(t, f.statuses(), applied)
 }
 
 func TestReadinessFlowsBackFromTheDeployment(t *testing.T) {
 	f := newFixture(t, false, mongodb(), secret("atlas", map[string]string{"uri": "x"}))
 	f.sync()
-	f.syncCaches()
+	f.SyncCaches()
 	f.showStatus()
 	d := f.deployment()
 	d.Generation, d.Status.ObservedGeneration, d.Status.AvailableReplicas, d.Status.UpdatedReplicas = 1, 1, 1, 1
-	f.index(d)
+	f.Index(d)
 	f.sync()
 	assert.Equal(t, metav1.ConditionTrue, f.condition(clerumv1alpha1.ConditionReady).Status)
-	assert.True(t, f.applied[len(f.applied)-1].Ready)
+	assert.True(t, f.last().Ready)
 }
 
 func TestAMissingSecretBlocksTheServer(t *testing.T) {
 	f := newFixture(t, false, mongodb())
 	f.sync()
-	assert.Empty(t, f.writes(), "no Deployment before its Secret exists")
+	assert.Equal(t, []string{"patch mcpservers/mongodb/status"}, f.Writes(), "no Deployment before its Secret exists")
 	c := f.condition(clerumv1alpha1.ConditionSecretsResolved)
 	assert.Equal(t, metav1.ConditionFalse, c.Status)
 	assert.Equal(t, "Secret atlas does not exist", c.Message)
 	assert.Equal(t, reasons.SecretsMissing, f.condition(clerumv1alpha1.ConditionReady).Reason)
-	assert.Equal(t, []string{"Warning Blocked SecretsMissing: Secret atlas does not exist"}, f.events())
+	assert.Equal(t, []string{"Warning Blocked SecretsMissing: Secret atlas does not exist"}, f.Events())
 
 	// The Secret appears without the key: still blocked, one more event
 	// is not needed for the same reason.
 	f.showStatus()
-	f.index(secret("atlas", map[string]string{"other": "x"}))
+	f.Index(secret("atlas", map[string]string{"other": "x"}))
+	f.ClearWrites()
 	f.sync()
-	assert.Empty(t, f.writes())
+	assert.Equal(t, []string{"patch mcpservers/mongodb/status"}, f.Writes())
 	assert.Equal(t, "Secret atlas has no key uri", f.condition(clerumv1alpha1.ConditionSecretsResolved).Message)
-	assert.Empty(t, f.events(), "the block reason did not change")
+	assert.Empty(t, f.Events(), "the block reason did not change")
 
 	// The key is added: the server deploys and is released.
-	f.index(secret("atlas", map[string]string{"uri": "x"}))
+	f.Index(secret("atlas", map[string]string{"uri": "x"}))
+	f.ClearWrites()
 	f.sync()
-	assert.Equal(t, []string{"create deployments/mongodb", "create services/mongodb"}, f.writes())
-	assert.Equal(t, []string{"Normal Released no longer blocked (SecretsMissing)"}, f.events())
+	assert.Equal(t, []string{"create deployments/mongodb", "create services/mongodb", "patch mcpservers/mongodb/status"}, f.Writes())
+	assert.Equal(t, []string{"Normal Released no longer blocked (SecretsMissing)"}, f.Events())
 }
 
 func TestARotatedSecretRollsThePodsAndAnUnrelatedOneDoesNot(t *testing.T) {
 	f := newFixture(t, false, mongodb(), secret("atlas", map[string]string{"uri": "one"}), secret("other", map[string]string{"k": "v"}))
 	f.sync()
-	f.syncCaches()
+	f.SyncCaches()
 	before := f.deployment().Spec.Template.Annotations[resources.AnnotationSecretDigest]
 	require.NotEmpty(t, before)
 
 	// An unrelated Secret changes: its event re-queues no server.
+	handler := f.c.secretHandlers() // the Secret informer's
 	changed := secret("other", map[string]string{"k": "w"})
 	changed.ResourceVersion = "2"
-	f.index(changed)
+	f.Index(changed)
 	dependents, err := f.c.serverIndex.ByIndex(secretIndex, "other")
 	require.NoError(t, err)
 	assert.Empty(t, dependents)
+	handler.OnUpdate(secret("other", map[string]string{"k": "v"}), changed)
+	assert.Zero(t, f.c.queue.Len(), "the event re-queues no server")
 	f.sync()
-	assert.Empty(t, f.writes())
+	assert.Empty(t, f.Writes())
 
 	rotated := secret("atlas", map[string]string{"uri": "two"})
 	rotated.ResourceVersion = "3"
-	f.index(rotated)
+	f.Index(rotated)
 	dependents, err = f.c.serverIndex.ByIndex(secretIndex, "atlas")
 	require.NoError(t, err)
 	assert.Len(t, dependents, 1, "exactly its dependents are re-queued")
+	handler.OnUpdate(secret("atlas", map[string]string{"uri": "one"}), rotated)
+	require.Equal(t, 1, f.c.queue.Len(), "its dependent is re-queued")
+	key, _ := f.c.queue.Get()
+	assert.Equal(t, cache.ObjectName{Namespace: "mcp-server", Name: "mongodb"}, key)
+	f.c.queue.Done(key)
 	f.sync()
-	assert.Equal(t, []string{"update deployments/mongodb"}, f.writes())
+	assert.Equal(t, []string{"update deployments/mongodb"}, f.Writes())
 	assert.NotEqual(t, before, f.deployment().Spec.Template.Annotations[resources.AnnotationSecretDigest])
 }
 
@@ -335,6 +309,20 @@ func TestTheSecretCacheHoldsNoValue(t *testing.T) {
 	s := obj.(*corev1.Secret)
 	assert.NotContains(t, string(s.Data["uri"]), "secret")
 	assert.Len(t, s.Data["uri"], 64)
+
+	// What the operator's own Secret informer caches, listed from the API
+	// server (not put in its cache by hand, as the fixture does).
+	f := newFixture(t, false, secret("atlas", map[string]string{"uri": "mongodb+srv://secret"}))
+	inf := f.Deps().Informers.Secrets("mcp-server").Informer()
+	f.Unindex(s) // the fixture's copy
+	stop := make(chan struct{})
+	defer close(stop)
+	go inf.Run(stop)
+	require.Eventually(t, inf.HasSynced, 5*time.Second, 10*time.Millisecond)
+	cached, err := f.c.secrets.Secrets("mcp-server").Get("atlas")
+	require.NoError(t, err)
+	assert.NotContains(t, string(cached.Data["uri"]), "secret")
+	assert.Len(t, cached.Data["uri"], 64)
 }
 
 // The pod-template digest is keyed: a reader of Deployments cannot test
@@ -392,9 +380,9 @@ func TestTheImageAllowlist(t *testing.T) {
 			assert.Equal(t, tc.condition, c.Status)
 			assert.Equal(t, tc.reason, c.Reason)
 			if tc.deploys {
-				assert.Contains(t, f.writes(), "create deployments/mongodb")
+				assert.Contains(t, f.Writes(), "create deployments/mongodb")
 			} else {
-				assert.Empty(t, f.writes())
+				assert.Equal(t, []string{"patch mcpservers/mongodb/status"}, f.Writes())
 			}
 		})
 	}
@@ -404,7 +392,7 @@ func TestTheEgressGate(t *testing.T) {
 	f := newFixture(t, false, mongodb(func(s *clerumv1alpha1.McpServer) { s.Spec.EnvSecret = nil }))
 	f.gate.closed["mongodb"] = true
 	f.sync()
-	assert.Empty(t, f.writes(), "no Deployment before the egress policies are in the cluster")
+	assert.Equal(t, []string{"patch mcpservers/mongodb/status"}, f.Writes(), "no Deployment before the egress policies are in the cluster")
 	assert.Equal(t, reasons.EgressPending, f.condition(clerumv1alpha1.ConditionReady).Reason)
 
 	// The gate opens: the coordinator's callback re-queues the server.
@@ -412,7 +400,7 @@ func TestTheEgressGate(t *testing.T) {
 	f.gate.onGate("mongodb")
 	assert.Equal(t, 1, f.c.queue.Len())
 	f.sync()
-	assert.Contains(t, f.writes(), "create deployments/mongodb")
+	assert.Contains(t, f.Writes(), "create deployments/mongodb")
 }
 
 func TestADisabledServerRunsNoReplicas(t *testing.T) {
@@ -423,33 +411,34 @@ func TestADisabledServerRunsNoReplicas(t *testing.T) {
 	f.sync()
 	assert.Equal(t, int32(0), *f.deployment().Spec.Replicas)
 	assert.Equal(t, reasons.Disabled, f.condition(clerumv1alpha1.ConditionReady).Reason)
-	assert.False(t, f.applied[0].Deployed)
+	assert.False(t, f.statuses()[0].Deployed)
 }
 
 func TestADeletedServersChildrenAreDeleted(t *testing.T) {
 	f := newFixture(t, false, mongodb(func(s *clerumv1alpha1.McpServer) { s.Spec.EnvSecret = nil }))
 	f.sync()
-	f.syncCaches()
-	require.NoError(t, f.deps.Informers.HCC("mcp-server").Clerum().V1alpha1().McpServers().Informer().GetIndexer().Delete(f.server))
+	f.SyncCaches()
+	f.Unindex(f.server)
 	f.sync()
-	assert.Equal(t, []string{"delete deployments/mongodb", "delete services/mongodb"}, f.writes())
+	assert.Equal(t, []string{"delete deployments/mongodb", "delete services/mongodb"}, f.Writes())
 }
 
 func TestAnUnmanagedDeploymentIsNotAdopted(t *testing.T) {
 	foreign := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "mcp-server", Name: "mongodb", ResourceVersion: "1"}}
 	f := newFixture(t, false, mongodb(func(s *clerumv1alpha1.McpServer) { s.Spec.EnvSecret = nil }), foreign)
+	f.cacheUnselected(foreign)
 	res := f.sync()
-	assert.Empty(t, f.writes(), "the Deployment is neither updated nor deleted, and no Service fronts pods HCC did not judge")
+	assert.Equal(t, []string{"patch mcpservers/mongodb/status"}, f.Writes(), "the Deployment is neither updated nor deleted, and no Service fronts pods HCC did not judge")
 	assert.Equal(t, reasons.NotOwned, f.condition(clerumv1alpha1.ConditionReady).Reason)
 	assert.Equal(t, refusedRetry, res.RequeueAfter)
 	assert.Empty(t, f.deployment().Labels)
 
 	// Nor is it deleted when the server goes.
-	f.syncCaches()
-	f.index(foreign)
-	require.NoError(t, f.deps.Informers.HCC("mcp-server").Clerum().V1alpha1().McpServers().Informer().GetIndexer().Delete(f.server))
+	f.SyncCaches()
+	f.cacheUnselected(foreign)
+	f.Unindex(f.server)
 	f.sync()
-	assert.Empty(t, f.writes())
+	assert.Empty(t, f.Writes())
 }
 
 func TestAForeignProxyConfigIsNeverMounted(t *testing.T) {
@@ -458,24 +447,24 @@ func TestAForeignProxyConfigIsNeverMounted(t *testing.T) {
 	f := newFixture(t, false, newServer("atlassian", clerumv1alpha1.TransportSSE, func(s *clerumv1alpha1.McpServer) {
 		s.Spec.Image, s.Spec.Remote = "", &clerumv1alpha1.Remote{URL: "https://mcp.atlassian.com/v1/sse"}
 	}), foreign)
+	f.cacheUnselected(foreign)
 	f.sync()
-	assert.Empty(t, f.writes(), "no Deployment mounts a ConfigMap HCC did not write")
+	assert.Equal(t, []string{"patch mcpservers/atlassian/status"}, f.Writes(), "no Deployment mounts a ConfigMap HCC did not write")
 	assert.Equal(t, reasons.NotOwned, f.condition(clerumv1alpha1.ConditionReady).Reason)
 }
 
 func TestADisabledServerStopsEvenWhenBlocked(t *testing.T) {
 	f := newFixture(t, true, mongodb(), secret("atlas", map[string]string{"uri": "x"}))
 	f.sync()
-	f.syncCaches()
+	f.SyncCaches()
 	// Disabled, and its Secret gone: it cannot be rebuilt, but it stops.
 	disabled := f.server.DeepCopy()
 	disabled.Spec.Enabled, disabled.Generation = ptr.To(false), 2
 	f.server = disabled
-	f.index(disabled)
-	require.NoError(t, f.deps.Informers.Kube("mcp-server", kit.AllObjects, "secrets").Core().V1().Secrets().Informer().GetIndexer().Delete(
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "mcp-server", Name: "atlas"}}))
+	f.Index(disabled)
+	f.Unindex(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "mcp-server", Name: "atlas"}})
 	f.sync()
-	assert.Equal(t, []string{"update deployments/mongodb"}, f.writes())
+	assert.Equal(t, []string{"patch mcpservers/mongodb/status", "update deployments/mongodb"}, f.Writes())
 	assert.Equal(t, int32(0), *f.deployment().Spec.Replicas)
 	assert.Equal(t, reasons.Disabled, f.condition(clerumv1alpha1.ConditionReady).Reason)
 }
@@ -483,16 +472,15 @@ func TestADisabledServerStopsEvenWhenBlocked(t *testing.T) {
 func TestABlockedServerIsNotReady(t *testing.T) {
 	f := newFixture(t, false, mongodb(), secret("atlas", map[string]string{"uri": "x"}))
 	f.sync()
-	f.syncCaches()
+	f.SyncCaches()
 	f.showStatus()
 	d := f.deployment()
 	d.Generation, d.Status.ObservedGeneration, d.Status.AvailableReplicas, d.Status.UpdatedReplicas = 1, 1, 1, 1
-	f.index(d)
-	require.NoError(t, f.deps.Informers.Kube("mcp-server", kit.AllObjects, "secrets").Core().V1().Secrets().Informer().GetIndexer().Delete(
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "mcp-server", Name: "atlas"}}))
+	f.Index(d)
+	f.Unindex(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "mcp-server", Name: "atlas"}})
 	f.sync()
-	assert.False(t, f.applied[len(f.applied)-1].Ready, "pods left running are not offered as ready")
-	assert.Empty(t, f.writes(), "and are left as they are")
+	assert.False(t, f.last().Ready, "pods left running are not offered as ready")
+	assert.Equal(t, []string{"patch mcpservers/mongodb/status"}, f.Writes(), "and are left as they are")
 }
 
 func TestARemoteServerTurnedLocalLosesItsProxyConfig(t *testing.T) {
@@ -500,13 +488,13 @@ func TestARemoteServerTurnedLocalLosesItsProxyConfig(t *testing.T) {
 		s.Spec.Image, s.Spec.Remote = "", &clerumv1alpha1.Remote{URL: "https://mcp.atlassian.com/v1/sse"}
 	}))
 	f.sync()
-	f.syncCaches()
+	f.SyncCaches()
 	local := f.server.DeepCopy()
 	local.Spec.Remote, local.Spec.Image, local.Generation = nil, "ghcr.io/evenfire-ai/atlassian:1", 2
 	f.server = local
-	f.index(local)
+	f.Index(local)
 	f.sync()
-	assert.Contains(t, f.writes(), "delete configmaps/atlassian")
+	assert.Contains(t, f.Writes(), "delete configmaps/atlassian")
 }
 
 func TestFieldRefEnvNeedsNoWritePerSync(t *testing.T) {
@@ -533,9 +521,9 @@ func TestStdioAndRemoteServers(t *testing.T) {
 			s.Spec.Image, s.Spec.Remote = "", &clerumv1alpha1.Remote{URL: "https://mcp.atlassian.com/v1/sse"}
 		}))
 		f.sync()
-		assert.Equal(t, []string{"create configmaps/atlassian", "create deployments/atlassian", "create services/atlassian"}, f.writes())
+		assert.Equal(t, []string{"create configmaps/atlassian", "create deployments/atlassian", "create services/atlassian", "patch mcpservers/atlassian/status"}, f.Writes())
 		assert.Equal(t, metav1.ConditionFalse, f.condition(clerumv1alpha1.ConditionRemoteReachable).Status)
-		assert.Contains(t, f.events(), "Warning RemoteUnreachable no egress binding of this server covers mcp.atlassian.com:443: its proxy cannot reach the upstream")
+		assert.Contains(t, f.Events(), "Warning RemoteUnreachable no egress binding of this server covers mcp.atlassian.com:443: its proxy cannot reach the upstream")
 		assert.Equal(t, reasons.PlatformImage, f.condition(clerumv1alpha1.ConditionImageAllowed).Reason, "spec.image is not judged")
 	})
 	t.Run("a plain-http remote is warned about once per generation", func(t *testing.T) {
@@ -545,11 +533,11 @@ func TestStdioAndRemoteServers(t *testing.T) {
 		}))
 		f.sync()
 		assert.Equal(t, metav1.ConditionTrue, f.condition(clerumv1alpha1.ConditionRemoteReachable).Status)
-		assert.Equal(t, []string{"Warning RemoteInsecure spec.remote.url is plain http: traffic to mcp.legacy.example:8080, credentials included, is not encrypted"}, f.events())
-		f.syncCaches()
+		assert.Equal(t, []string{"Warning RemoteInsecure spec.remote.url is plain http: traffic to mcp.legacy.example:8080, credentials included, is not encrypted"}, f.Events())
+		f.SyncCaches()
 		f.showStatus()
 		f.sync()
-		assert.Empty(t, f.events(), "not again on a resync")
+		assert.Empty(t, f.Events(), "not again on a resync")
 	})
 	t.Run("a covering binding makes it reachable", func(t *testing.T) {
 		f := newFixture(t, false, newServer("atlassian", clerumv1alpha1.TransportSSE, func(s *clerumv1alpha1.McpServer) {
@@ -564,7 +552,7 @@ func TestStdioAndRemoteServers(t *testing.T) {
 func TestInvalidSpecsAreBlocked(t *testing.T) {
 	f := newFixture(t, false, newServer("files", clerumv1alpha1.TransportStdio))
 	f.sync()
-	assert.Empty(t, f.writes())
+	assert.Equal(t, []string{"patch mcpservers/files/status"}, f.Writes())
 	c := f.condition(clerumv1alpha1.ConditionReady)
 	assert.Equal(t, reasons.InvalidSpec, c.Reason)
 	assert.Equal(t, resources.ErrStdioCommand.Error(), c.Message)
@@ -586,13 +574,13 @@ func TestTheGaugesFollowBlocksAndDeletions(t *testing.T) {
 	f.sync()
 	assert.Equal(t, 1.0, gauge(f.c.metrics.Blocked, reasons.SecretsMissing))
 	assert.Equal(t, 1.0, gauge(f.c.metrics.Servers, "blocked"))
-	f.index(secret("atlas", map[string]string{"uri": "x"}))
+	f.Index(secret("atlas", map[string]string{"uri": "x"}))
 	f.sync()
 	assert.Zero(t, gauge(f.c.metrics.Blocked, reasons.SecretsMissing))
 	assert.Zero(t, gauge(f.c.metrics.Servers, "blocked"))
 	assert.Equal(t, 1.0, gauge(f.c.metrics.Servers, "deployed"))
-	f.syncCaches()
-	require.NoError(t, f.deps.Informers.HCC("mcp-server").Clerum().V1alpha1().McpServers().Informer().GetIndexer().Delete(f.server))
+	f.SyncCaches()
+	f.Unindex(f.server)
 	f.sync()
 	assert.Zero(t, gauge(f.c.metrics.Servers, "deployed"), "a deleted server leaves the gauges")
 }
@@ -628,10 +616,10 @@ func TestReadyNeedsTheCurrentTemplateAvailable(t *testing.T) {
 func TestADeleteThatFailsHalfWayIsFinishedByTheRetry(t *testing.T) {
 	f := newFixture(t, false, mongodb(func(s *clerumv1alpha1.McpServer) { s.Spec.EnvSecret = nil }))
 	f.sync()
-	f.syncCaches()
-	require.NoError(t, f.deps.Informers.HCC("mcp-server").Clerum().V1alpha1().McpServers().Informer().GetIndexer().Delete(f.server))
+	f.SyncCaches()
+	f.Unindex(f.server)
 	failing := true
-	f.kube.PrependReactor("delete", "deployments", func(core.Action) (bool, runtime.Object, error) {
+	f.Kube.PrependReactor("delete", "deployments", func(core.Action) (bool, runtime.Object, error) {
 		if failing {
 			return true, nil, apierrors.NewServiceUnavailable("etcd leader changed")
 		}
@@ -639,18 +627,74 @@ func TestADeleteThatFailsHalfWayIsFinishedByTheRetry(t *testing.T) {
 	})
 	_, err := f.c.syncMcpServer(context.Background(), cache.ObjectName{Namespace: "mcp-server", Name: "mongodb"})
 	require.Error(t, err, "the failed delete fails the sync, so it is retried")
-	assert.Equal(t, []string{"delete deployments/mongodb", "delete services/mongodb"}, f.writes(),
+	assert.Equal(t, []string{"delete deployments/mongodb", "delete services/mongodb"}, f.Writes(),
 		"the Service is deleted although the Deployment's delete failed")
-	_, err = f.kube.AppsV1().Deployments("mcp-server").Get(context.Background(), "mongodb", metav1.GetOptions{})
+	_, err = f.Kube.AppsV1().Deployments("mcp-server").Get(context.Background(), "mongodb", metav1.GetOptions{})
 	require.NoError(t, err, "the Deployment is still there")
 
 	// The retry: the Service is gone from the cache, the Deployment is not.
-	require.NoError(t, f.deps.Informers.Kube("mcp-server", kit.ManagedObjects, "services").Core().V1().Services().Informer().GetIndexer().Delete(
-		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "mcp-server", Name: "mongodb"}}))
-	f.kube.ClearActions()
+	f.Unindex(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "mcp-server", Name: "mongodb"}})
+	f.ClearWrites()
 	failing = false
 	f.sync()
-	assert.Equal(t, []string{"delete deployments/mongodb"}, f.writes())
-	_, err = f.kube.AppsV1().Deployments("mcp-server").Get(context.Background(), "mongodb", metav1.GetOptions{})
+	assert.Equal(t, []string{"delete deployments/mongodb"}, f.Writes())
+	_, err = f.Kube.AppsV1().Deployments("mcp-server").Get(context.Background(), "mongodb", metav1.GetOptions{})
 	assert.True(t, apierrors.IsNotFound(err))
+}
+
+// The McpServer informer already runs, so the Secret index can no longer be
+// added to it: the operator must fail to start, not run without the index
+// (a rotated Secret would re-queue no server).
+func TestAnInformerThatCannotBeWiredFailsRun(t *testing.T) {
+	f := newFixture(t, false)
+	servers := f.Deps().Informers.HCC("mcp-server").Clerum().V1alpha1().McpServers().Informer()
+	stop := make(chan struct{})
+	defer close(stop)
+	go servers.Run(stop)
+	require.Eventually(t, servers.HasSynced, 5*time.Second, 10*time.Millisecond)
+
+	d := f.Deps() // a second operator over the same informers
+	d.Registry = prometheus.NewRegistry()
+	d.Queues = kit.NewQueues(d.Registry, f.Clock)
+	c := New(d, f.gate, Config{Namespace: "mcp-server", Build: testOptions, Workers: 1})
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	err := c.Run(ctx) // without the check, it would wait for caches nobody started
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "mcpserver: wiring: adding indexers")
+	var m dto.Metric
+	require.NoError(t, c.base.Errors().WithLabelValues("mcpserver").Write(&m))
+	assert.Equal(t, 1.0, m.GetCounter().GetValue(), "the wiring error is counted with the failed syncs")
+}
+
+// Every line the operator logs about a server names the operator and the
+// server, as namespace/name under "object" (docs/reconcilers.md#logs).
+func TestLogLinesNameTheServer(t *testing.T) {
+	f := newFixture(t, false, mongodb())
+	f.sync() // blocked: its Secret is missing
+	f.Index(secret("atlas", map[string]string{"uri": "x"}))
+	f.sync() // released
+	lines := f.logLines()
+	require.Len(t, lines, 2)
+	assert.Equal(t, "server blocked", lines[0]["message"])
+	assert.Equal(t, reasons.SecretsMissing, lines[0]["reason"])
+	assert.Equal(t, "server released", lines[1]["message"])
+	assert.Equal(t, reasons.SecretsMissing, lines[1]["was"])
+
+	f = newFixture(t, false, newServer("legacy", clerumv1alpha1.TransportSSE, func(s *clerumv1alpha1.McpServer) {
+		s.Spec.Image, s.Spec.Remote = "", &clerumv1alpha1.Remote{URL: "http://mcp.legacy.example:8080/sse"}
+	}))
+	f.sync()
+	insecure := f.logLines()
+	require.Len(t, insecure, 1)
+	assert.Equal(t, "mcp.legacy.example", insecure[0]["host"])
+	lines = append(lines, insecure...)
+
+	for i, object := range []string{"mcp-server/mongodb", "mcp-server/mongodb", "mcp-server/legacy"} {
+		l := lines[i]
+		assert.Equal(t, "mcpserver", l[kit.LogController], l["message"])
+		assert.Equal(t, object, l[kit.LogObject], l["message"])
+		assert.NotContains(t, l, "name", "the object is named once, under object")
+		assert.NotContains(t, l, "namespace")
+	}
 }

@@ -6,41 +6,37 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/controllers/kit"
+	"github.com/clerum/hcc/pkg/controllers/kit/kittest"
 	"github.com/clerum/hcc/pkg/controllers/mcpserver/resources"
-	"github.com/clerum/hcc/pkg/imagepolicy"
 	"github.com/clerum/hcc/pkg/names"
 	"github.com/clerum/hcc/pkg/reasons"
 )
 
 // restart replaces the operator by a fresh one over the same fake API
 // server, as a rollout of hcc-controller with another configuration would:
-// new caches, filled from what the cluster holds (secrets are passed, as
-// the fake's Secrets are not the cache's).
-func (f *fixture) restart(enforce bool, prefixes []string, secrets ...*corev1.Secret) {
+// fresh memory and metrics, and caches filled from what the cluster holds
+// (the server as the test last put it). It shares the fixture's
+// informers, which SyncCaches fills as a fresh list would fill new ones;
+// their Secret index is there already, a wiring error the new operator's
+// Run would report, but the test only syncs.
+func (f *fixture) restart(enforce bool, prefixes []string) {
 	f.t.Helper()
-	policy, err := imagepolicy.Parse(prefixes)
-	require.NoError(f.t, err)
-	reg := prometheus.NewRegistry()
-	clk := clocktesting.NewFakeClock(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
-	f.deps = kit.Deps{Kube: f.kube, HCC: f.hcc, Informers: kit.NewInformers(f.kube, f.hcc), Recorder: f.recorder,
-		Registry: reg, Queues: kit.NewQueues(reg, clk), Clock: clk, Log: zerolog.Nop()}
-	f.c = New(f.deps, f.gate, Config{Namespace: "mcp-server", Build: testOptions, Images: policy, Enforce: enforce, Workers: 1})
-	f.index(f.server)
-	for _, s := range secrets {
-		f.index(s)
-	}
-	f.syncCaches()
-	f.events()
+	d := f.Deps()
+	d.Registry = prometheus.NewRegistry()
+	d.Queues = kit.NewQueues(d.Registry, f.Clock)
+	f.Clock.SetTime(kittest.T0.Add(time.Hour))
+	f.c = f.newController(d, enforce, prefixes)
+	f.SyncCaches()
+	f.Index(f.server)
+	f.Events()
 }
 
 // running makes the live Deployment report its replicas available.
@@ -48,9 +44,9 @@ func (f *fixture) running() {
 	d := f.deployment()
 	d.Generation, d.Status.ObservedGeneration = 1, 1
 	d.Status.Replicas, d.Status.AvailableReplicas, d.Status.UpdatedReplicas = *d.Spec.Replicas, *d.Spec.Replicas, *d.Spec.Replicas
-	_, err := f.kube.AppsV1().Deployments("mcp-server").UpdateStatus(context.Background(), d, metav1.UpdateOptions{})
+	_, err := f.Kube.AppsV1().Deployments("mcp-server").UpdateStatus(context.Background(), d, metav1.UpdateOptions{})
 	require.NoError(f.t, err)
-	f.syncCaches()
+	f.SyncCaches()
 }
 
 var testPrefixes = []string{"ghcr.io/evenfire-ai/", "mongodb/"}
@@ -64,15 +60,15 @@ func TestEnforceModeSwitchedOnAndOff(t *testing.T) {
 		s.Spec.Image, s.Spec.EnvSecret, s.Spec.Replicas = "evil.io/x:1", nil, ptr.To[int32](2)
 	}))
 	f.sync()
-	require.Contains(t, f.writes(), "create deployments/mongodb", "audit mode deploys the refused image")
-	f.syncCaches()
+	require.Contains(t, f.Writes(), "create deployments/mongodb", "audit mode deploys the refused image")
+	f.SyncCaches()
 	f.showStatus()
 	f.running()
 	before := f.deployment().Spec.Template.DeepCopy()
 
 	f.restart(true, testPrefixes)
 	f.sync()
-	assert.Equal(t, []string{"update deployments/mongodb"}, f.writes(), "scaled down, not deleted")
+	assert.Equal(t, []string{"patch mcpservers/mongodb/status", "update deployments/mongodb"}, f.Writes(), "scaled down, not deleted")
 	d := f.deployment()
 	assert.Equal(t, int32(0), *d.Spec.Replicas)
 	assert.Equal(t, *before, d.Spec.Template, "the pod template is kept as it was")
@@ -80,22 +76,22 @@ func TestEnforceModeSwitchedOnAndOff(t *testing.T) {
 	assert.Equal(t, metav1.ConditionFalse, ready.Status)
 	assert.Equal(t, reasons.ImageNotAllowed, ready.Reason)
 	assert.Contains(t, ready.Message, "scaled to zero")
-	last := f.applied[len(f.applied)-1]
+	last := f.last()
 	assert.False(t, last.Deployed)
 	assert.False(t, last.Ready)
-	assert.Equal(t, []string{"Warning Blocked ImageNotAllowed: image evil.io/x:1 is under no allowed prefix"}, f.events())
+	assert.Equal(t, []string{"Warning Blocked ImageNotAllowed: image evil.io/x:1 is under no allowed prefix"}, f.Events())
 
 	// A resync changes nothing more.
-	f.syncCaches()
+	f.SyncCaches()
 	f.showStatus()
 	f.sync()
-	assert.Empty(t, f.writes())
+	assert.Empty(t, f.Writes())
 
 	// Back to audit mode: the same Deployment scales back up; its template
 	// is byte for byte the one it had, so no new ReplicaSet is rolled.
 	f.restart(false, testPrefixes)
 	f.sync()
-	assert.Equal(t, []string{"update deployments/mongodb"}, f.writes())
+	assert.Equal(t, []string{"patch mcpservers/mongodb/status", "update deployments/mongodb"}, f.Writes())
 	d = f.deployment()
 	assert.Equal(t, int32(2), *d.Spec.Replicas)
 	assert.Equal(t, *before, d.Spec.Template, "restored without a rollout")
@@ -106,19 +102,19 @@ func TestEnforceModeSwitchedOnAndOff(t *testing.T) {
 func TestAnAllowlistEditRefusesARunningServer(t *testing.T) {
 	f := newFixture(t, true, mongodb(func(s *clerumv1alpha1.McpServer) { s.Spec.EnvSecret = nil }))
 	f.sync()
-	require.Contains(t, f.writes(), "create deployments/mongodb", "mongodb/ is allowed")
-	f.syncCaches()
+	require.Contains(t, f.Writes(), "create deployments/mongodb", "mongodb/ is allowed")
+	f.SyncCaches()
 	f.showStatus()
 	f.running()
 	before := f.deployment().Spec.Template.DeepCopy()
 
 	f.restart(true, []string{"ghcr.io/evenfire-ai/"}) // mongodb/ taken out
 	f.sync()
-	assert.Equal(t, []string{"update deployments/mongodb"}, f.writes())
+	assert.Equal(t, []string{"patch mcpservers/mongodb/status", "update deployments/mongodb"}, f.Writes())
 	assert.Equal(t, int32(0), *f.deployment().Spec.Replicas)
 	assert.Equal(t, *before, f.deployment().Spec.Template)
 	assert.Equal(t, reasons.ImageNotAllowed, f.condition(clerumv1alpha1.ConditionReady).Reason)
-	assert.False(t, f.applied[len(f.applied)-1].Deployed)
+	assert.False(t, f.last().Deployed)
 }
 
 // A Secret that goes missing reports SecretsMissing first, but must not
@@ -130,7 +126,7 @@ func TestAMissingSecretDoesNotKeepARefusedImageRunning(t *testing.T) {
 		s.Spec.Image, s.Spec.EnvSecret, s.Spec.Replicas = "evil.io/x:1", nil, ptr.To[int32](2)
 	}))
 	f.sync()
-	f.syncCaches()
+	f.SyncCaches()
 	f.showStatus()
 	f.running()
 	before := f.deployment().Spec.Template.DeepCopy()
@@ -166,7 +162,7 @@ func TestForbiddenSecrets(t *testing.T) {
 			tc.secret(bad)
 			f := newFixture(t, false, mongodb(), bad)
 			f.sync()
-			assert.Empty(t, f.writes(), "nothing is deployed")
+			assert.Equal(t, []string{"patch mcpservers/mongodb/status"}, f.Writes(), "nothing is deployed")
 			want := "Secret atlas may not be read by an McpServer: it " + tc.why
 			c := f.condition(clerumv1alpha1.ConditionSecretsResolved)
 			assert.Equal(t, metav1.ConditionFalse, c.Status)
@@ -182,7 +178,7 @@ func TestForbiddenSecrets(t *testing.T) {
 				s.Spec.Auth = &clerumv1alpha1.Auth{SecretRef: clerumv1alpha1.SecretKeyReference{Name: "token", Key: "key"}}
 			}), bad)
 			f.sync()
-			assert.Empty(t, f.writes())
+			assert.Equal(t, []string{"patch mcpservers/mongodb/status"}, f.Writes())
 			assert.Equal(t, "Secret token may not be read by an McpServer: it "+tc.why,
 				f.condition(clerumv1alpha1.ConditionSecretsResolved).Message)
 		})
@@ -193,18 +189,18 @@ func TestForbiddenSecrets(t *testing.T) {
 	good := secret("atlas", map[string]string{"uri": "x"})
 	f := newFixture(t, false, mongodb(), good)
 	f.sync()
-	f.syncCaches()
+	f.SyncCaches()
 	f.showStatus()
 	f.running()
 	before := f.deployment().Spec.Template.DeepCopy()
 	bad := good.DeepCopy()
 	bad.Type, bad.ResourceVersion = corev1.SecretTypeServiceAccountToken, "2"
-	f.index(bad)
+	f.Index(bad)
 	f.sync()
-	assert.Equal(t, []string{"update deployments/mongodb"}, f.writes())
+	assert.Equal(t, []string{"patch mcpservers/mongodb/status", "update deployments/mongodb"}, f.Writes())
 	assert.Equal(t, int32(0), *f.deployment().Spec.Replicas)
 	assert.Equal(t, *before, f.deployment().Spec.Template)
-	assert.False(t, f.applied[len(f.applied)-1].Deployed)
+	assert.False(t, f.last().Deployed)
 }
 
 // An McpServer holding a platform app value predates the CRD rule: it is
@@ -216,11 +212,11 @@ func TestAReservedNameGetsNoWorkload(t *testing.T) {
 				s.Spec.Image = "ghcr.io/evenfire-ai/x:1"
 			}))
 			f.sync()
-			assert.Empty(t, f.writes(), "no workload")
+			assert.Equal(t, []string{"patch mcpservers/" + name + "/status"}, f.Writes(), "no workload")
 			ready := f.condition(clerumv1alpha1.ConditionReady)
 			assert.Equal(t, reasons.InvalidSpec, ready.Reason)
 			assert.Contains(t, ready.Message, "reserved for a platform workload")
-			assert.False(t, f.applied[len(f.applied)-1].Deployed)
+			assert.False(t, f.last().Deployed)
 		})
 	}
 
@@ -235,7 +231,7 @@ func TestAReservedNameGetsNoWorkload(t *testing.T) {
 	}
 	f := newFixture(t, false, s, b.Deployment, b.Service)
 	f.sync()
-	assert.Equal(t, []string{"delete deployments/mcp-proxy", "delete services/mcp-proxy"}, f.writes())
+	assert.Equal(t, []string{"delete deployments/mcp-proxy", "delete services/mcp-proxy", "patch mcpservers/mcp-proxy/status"}, f.Writes())
 }
 
 // The container runs the normalized reference the allowlist judged, not
@@ -251,6 +247,6 @@ func TestTheContainerRunsTheJudgedReference(t *testing.T) {
 	// run: InvalidSpec, no workload.
 	f = newFixture(t, false, mongodb(func(s *clerumv1alpha1.McpServer) { s.Spec.Image, s.Spec.EnvSecret = "Evil.io//X", nil }))
 	f.sync()
-	assert.Empty(t, f.writes())
+	assert.Equal(t, []string{"patch mcpservers/mongodb/status"}, f.Writes())
 	assert.Equal(t, reasons.InvalidSpec, f.condition(clerumv1alpha1.ConditionReady).Reason)
 }

@@ -97,17 +97,17 @@ func (f *fixture) created() map[string]map[string]any {
 	f.t.Helper()
 	ctx := context.Background()
 	var objs []runtime.Object
-	ds, err := f.kube.AppsV1().Deployments("mcp-server").List(ctx, metav1.ListOptions{})
+	ds, err := f.Kube.AppsV1().Deployments("mcp-server").List(ctx, metav1.ListOptions{})
 	require.NoError(f.t, err)
 	for i := range ds.Items {
 		objs = append(objs, &ds.Items[i])
 	}
-	ss, err := f.kube.CoreV1().Services("mcp-server").List(ctx, metav1.ListOptions{})
+	ss, err := f.Kube.CoreV1().Services("mcp-server").List(ctx, metav1.ListOptions{})
 	require.NoError(f.t, err)
 	for i := range ss.Items {
 		objs = append(objs, &ss.Items[i])
 	}
-	cms, err := f.kube.CoreV1().ConfigMaps("mcp-server").List(ctx, metav1.ListOptions{})
+	cms, err := f.Kube.CoreV1().ConfigMaps("mcp-server").List(ctx, metav1.ListOptions{})
 	require.NoError(f.t, err)
 	for i := range cms.Items {
 		objs = append(objs, &cms.Items[i])

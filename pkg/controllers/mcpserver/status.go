@@ -158,24 +158,6 @@ func (st *status) build(now time.Time) (*applyv1alpha1.McpServerApplyConfigurati
 var ownedConditions = []string{clerumv1alpha1.ConditionReady, clerumv1alpha1.ConditionSecretsResolved,
 	clerumv1alpha1.ConditionImageAllowed, clerumv1alpha1.ConditionReplicasCapped, clerumv1alpha1.ConditionRemoteReachable}
 
-// blockState remembers, per server, why it was last blocked ("" for not
-// blocked), its state, and the generation a remote warning was last emitted
-// for. It keeps the gauges' counts as it goes, so a sync costs no walk over
-// every server.
-type blockState struct {
-	mu       sync.Mutex
-	reason   map[string]string
-	state    map[string]string
-	remote   map[string]int64
-	byReason map[string]int
-	byState  map[string]int
-}
-
-func newBlockState() *blockState {
-	return &blockState{reason: map[string]string{}, state: map[string]string{}, remote: map[string]int64{},
-		byReason: map[string]int{}, byState: map[string]int{}}
-}
-
 // Server states, the values of clerum_hcc_mcpserver_servers{state}.
 var serverStates = []string{"ready", "deployed", "blocked", "disabled", "not-owned"}
 
@@ -183,64 +165,52 @@ var serverStates = []string{"ready", "deployed", "blocked", "disabled", "not-own
 // gauge series exists (at zero) from the start.
 var blockReasons = []string{reasons.EgressPending, reasons.ImageNotAllowed, reasons.InvalidSpec, reasons.SecretsMissing}
 
-// set records server's block reason and returns the previous one and
-// whether it changed.
-func (b *blockState) set(server, reason string) (string, bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	was, seen := b.reason[server]
-	b.byReason[was]--
-	b.byReason[reason]++
-	b.reason[server] = reason
-	return was, !seen && reason != "" || seen && was != reason
+// remoteWarnings remembers, per server, the generation a remote warning was
+// last given for.
+type remoteWarnings struct {
+	mu         sync.Mutex
+	generation map[string]int64
 }
 
-// setState records server's state.
-func (b *blockState) setState(server, state string) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if was, ok := b.state[server]; ok {
-		b.byState[was]--
-	}
-	b.byState[state]++
-	b.state[server] = state
+func newRemoteWarnings() *remoteWarnings {
+	return &remoteWarnings{generation: map[string]int64{}}
 }
 
-// remoteWarned reports whether the remote warning for generation is due
-// (once per generation).
-func (b *blockState) remoteWarned(server string, generation int64) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.remote[server] == generation {
+// due reports whether the remote warning for generation is due (once per
+// generation), and records it given.
+func (w *remoteWarnings) due(server string, generation int64) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.generation[server] == generation {
 		return false
 	}
-	b.remote[server] = generation
+	w.generation[server] = generation
 	return true
 }
 
-func (b *blockState) forget(server string) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if r, ok := b.reason[server]; ok {
-		b.byReason[r]--
-	}
-	if st, ok := b.state[server]; ok {
-		b.byState[st]--
-	}
-	delete(b.reason, server)
-	delete(b.state, server)
-	delete(b.remote, server)
+func (w *remoteWarnings) forget(server string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.generation, server)
 }
 
-// refresh sets the gauges from the counts.
-func (m *Metrics) refresh(b *blockState) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
+// forget drops what the operator remembers of a server that is gone.
+func (c *Controller) forget(server string) {
+	c.blocked.Forget(server)
+	c.states.Forget(server)
+	c.warned.forget(server)
+}
+
+// refreshGauges sets the gauges from the counts. Refreshes are one at a
+// time, so the one that follows the last change leaves the gauges right.
+func (c *Controller) refreshGauges() {
+	c.gauges.Lock()
+	defer c.gauges.Unlock()
 	for _, r := range blockReasons {
-		m.Blocked.WithLabelValues(r).Set(float64(b.byReason[r]))
+		c.metrics.Blocked.WithLabelValues(r).Set(float64(c.blocked.Count(r)))
 	}
 	for _, st := range serverStates {
-		m.Servers.WithLabelValues(st).Set(float64(b.byState[st]))
+		c.metrics.Servers.WithLabelValues(st).Set(float64(c.states.Count(st)))
 	}
 }
 

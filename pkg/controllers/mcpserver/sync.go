@@ -50,8 +50,8 @@ func (c *Controller) syncMcpServer(ctx context.Context, key cache.ObjectName) (k
 	if apierrors.IsNotFound(err) || (err == nil && s.DeletionTimestamp != nil) {
 		// Gone, or going (a finalizer of someone else's holds it): its
 		// children go, and none is re-created.
-		c.blocked.forget(key.Name)
-		c.metrics.refresh(c.blocked)
+		c.forget(key.Name)
+		c.refreshGauges()
 		return kit.Result{}, c.deleteChildren(ctx, key)
 	}
 	if err != nil {
@@ -116,8 +116,8 @@ func (c *Controller) syncMcpServer(ctx context.Context, key cache.ObjectName) (k
 	if s.Spec.Remote != nil {
 		c.checkRemote(s, st)
 	}
-	c.blocked.setState(s.Name, st.stateOf())
-	c.metrics.refresh(c.blocked)
+	c.states.Set(s.Name, st.stateOf())
+	c.refreshGauges()
 	return result, c.applyStatus(ctx, s, st)
 }
 
@@ -229,7 +229,7 @@ func (c *Controller) checkRemote(s *clerumv1alpha1.McpServer, st *status) {
 	st.remote(covered, host, port)
 	// Both warnings are given once per generation, not on every resync.
 	insecure := strings.HasPrefix(strings.ToLower(s.Spec.Remote.URL), "http:")
-	if (covered && !insecure) || !c.blocked.remoteWarned(s.Name, s.Generation) {
+	if (covered && !insecure) || !c.warned.due(s.Name, s.Generation) {
 		return
 	}
 	if !covered {
@@ -237,7 +237,8 @@ func (c *Controller) checkRemote(s *clerumv1alpha1.McpServer, st *status) {
 			"no egress binding of this server covers %s:%d: its proxy cannot reach the upstream", host, port)
 	}
 	if insecure {
-		c.log.Warn().Str("namespace", s.Namespace).Str("name", s.Name).Str("host", host).
+		log := c.base.LogFor(cache.MetaObjectToName(s))
+		log.Warn().Str("host", host).
 			Msg("remote server reached over plain http: its traffic and credentials cross the network unencrypted")
 		c.recorder.Eventf(s, corev1.EventTypeWarning, reasons.EventRemoteInsecure,
 			"spec.remote.url is plain http: traffic to %s:%d, credentials included, is not encrypted", host, port)
@@ -263,16 +264,17 @@ func bindingCovers(b *clerumv1alpha1.EgressBinding, host string, port int32) boo
 // reportBlock emits one event when a server becomes blocked (or blocked for
 // another reason) and one when it is released, and keeps the gauges.
 func (c *Controller) reportBlock(s *clerumv1alpha1.McpServer, block string, st *status) {
-	was, changed := c.blocked.set(s.Name, block)
-	if !changed {
+	was := c.blocked.Set(s.Name, block)
+	if was == block {
 		return
 	}
+	log := c.base.LogFor(cache.MetaObjectToName(s))
 	switch {
 	case block != "":
-		c.log.Info().Str("namespace", s.Namespace).Str("name", s.Name).Str("reason", block).Msg("server blocked")
+		log.Info().Str("reason", block).Msg("server blocked")
 		c.recorder.Eventf(s, corev1.EventTypeWarning, reasons.EventBlocked, "%s: %s", block, st.blockMessage(block))
 	case was != "":
-		c.log.Info().Str("namespace", s.Namespace).Str("name", s.Name).Str("was", was).Msg("server released")
+		log.Info().Str("was", was).Msg("server released")
 		c.recorder.Event(s, corev1.EventTypeNormal, reasons.EventReleased, fmt.Sprintf("no longer blocked (%s)", was))
 	}
 }

@@ -1,9 +1,6 @@
 package resources
 
 import (
-	"flag"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -13,12 +10,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/yaml"
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
+	"github.com/clerum/hcc/pkg/controllers/kit/kittest/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 
 var testOptions = Options{
 	PullPolicy:       corev1.PullIfNotPresent,
@@ -45,19 +40,8 @@ func newServer(name string, typ clerumv1alpha1.TransportType, opts ...func(*cler
 	return s
 }
 
-// golden compares obj's YAML with testdata/name, or rewrites it with -update.
-func golden(t *testing.T, name string, obj any) {
-	t.Helper()
-	got, err := yaml.Marshal(obj)
-	require.NoError(t, err)
-	path := filepath.Join("testdata", name)
-	if *update {
-		require.NoError(t, os.WriteFile(path, got, 0o644))
-	}
-	want, err := os.ReadFile(path)
-	require.NoError(t, err, "run go test -update to write %s", path)
-	assert.Equal(t, string(want), string(got), "%s: the container interface is pinned (docs/containers.md); run go test -update only for an intended change", path)
-}
+// pinned is what the golden files pin.
+const pinned = "the container interface is pinned (docs/containers.md)"
 
 // The golden files pin the pods HCC runs: the container interfaces other
 // images rely on (docs/containers.md) change only on purpose.
@@ -85,12 +69,12 @@ func TestBuildersGolden(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			d, err := BuildDeployment(tc.server, "mcp-server", testOptions, tc.digest)
 			require.NoError(t, err)
-			golden(t, tc.name+".deployment.yaml", d)
-			golden(t, tc.name+".service.yaml", BuildService(tc.server, "mcp-server"))
+			golden.YAML(t, "testdata/"+tc.name+".deployment.yaml", d, pinned)
+			golden.YAML(t, "testdata/"+tc.name+".service.yaml", BuildService(tc.server, "mcp-server"), pinned)
 			cm, err := BuildProxyConfig(tc.server, "mcp-server")
 			require.NoError(t, err)
 			if tc.server.Spec.Remote != nil {
-				golden(t, tc.name+".configmap.yaml", cm)
+				golden.YAML(t, "testdata/"+tc.name+".configmap.yaml", cm, pinned)
 			} else {
 				assert.Nil(t, cm)
 			}
