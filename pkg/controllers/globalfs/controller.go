@@ -82,17 +82,16 @@ type Controller struct {
 	services          corelisters.ServiceLister
 	policies          networkinglisters.NetworkPolicyLister
 	jobs              batchlisters.JobLister
-	synced            []cache.InformerSynced
 
-	queue    workqueue.TypedRateLimitingInterface[cache.ObjectName]
-	loop     *kit.Loop[cache.ObjectName]
+	base     *kit.Controller[cache.ObjectName]
+	queue    workqueue.TypedRateLimitingInterface[cache.ObjectName] // base's
 	children *kit.Children
 	recorder record.EventRecorder
 	metrics  *Metrics
 	clock    clock.WithTicker
 	// statusWrites skips a status write the cache has not shown yet.
 	statusWrites *kit.StatusWrites
-	log          zerolog.Logger
+	log          zerolog.Logger // base's: every line names the reconciler
 
 	state *gfsState
 	// wait is the init container's wait target and the configuration
@@ -135,59 +134,55 @@ func New(d kit.Deps, cfg Config) *Controller {
 		services:          services.Lister(),
 		policies:          policies.Lister(),
 		jobs:              jobs.Lister(),
-		// A failed sync retries after 1 s, doubling to at most 5 min.
-		queue:        kit.New(d.Queues, "globalfilesystem", kit.Backoff[cache.ObjectName](time.Second, 5*time.Minute)),
-		recorder:     d.Recorder,
-		metrics:      NewMetrics(d.Registry),
-		clock:        clk,
-		statusWrites: kit.NewStatusWrites(clk),
-		log:          d.Log.With().Str("controller", "globalfilesystem").Logger(),
-		state:        newGFSState(),
+		recorder:          d.Recorder,
+		metrics:           NewMetrics(d.Registry),
+		clock:             clk,
+		statusWrites:      kit.NewStatusWrites(clk),
+		state:             newGFSState(),
 	}
+	// A failed sync retries after 1 s, doubling to at most 5 min.
+	c.base = kit.NewController(d, kit.Spec[cache.ObjectName]{Name: "globalfilesystem", Sync: c.syncGlobalFileSystem,
+		Resource:  clerumv1alpha1.Resource("globalfilesystems"),
+		BaseDelay: time.Second, MaxDelay: 5 * time.Minute, Workers: cfg.Workers,
+		ErrorsMetric: "clerum_hcc_gfs_reconcile_errors_total"})
+	c.queue, c.log = c.base.Queue(), c.base.Log()
 	c.children = kit.NewChildren(d.Kube, clerumv1alpha1.FieldManagerGlobalFileSystem, d.Recorder, func(kind string, cause kit.Cause) {
 		c.metrics.Refused.WithLabelValues(kind, string(cause)).Inc()
 	})
-	c.loop = &kit.Loop[cache.ObjectName]{Name: "globalfilesystem", Queue: c.queue, Sync: c.syncGlobalFileSystem, Log: d.Log,
-		Resource: clerumv1alpha1.Resource("globalfilesystems"), Errors: c.metrics.SyncErrors}
 
-	enqueue := func(k cache.ObjectName) { c.queue.Add(k) }
-	_, _ = filesystems.Informer().AddEventHandler(kit.OwnHandlers(enqueue))
+	c.base.For(filesystems.Informer())
 	// A drive is freed when its holder goes or names another drive, and
 	// when the holder's gfsc Deployment goes: every GlobalFileSystem is
 	// looked at again, so the next one takes the drive over.
-	_, _ = filesystems.Informer().AddEventHandler(c.drivesFreed())
-	_, _ = deployments.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: func(any) { c.enqueueAll() }})
-	owner := kit.OwnerByRefOrLabel(gvk.GroupVersion().String(), gvk.Kind, ns, names.LabelGlobalFileSystem)
-	for _, inf := range []cache.SharedIndexInformer{deployments.Informer(), services.Informer(), policies.Informer(), jobs.Informer()} {
-		_, _ = inf.AddEventHandler(kit.ChildHandlers(owner, enqueue))
-	}
-	_, _ = secrets.Informer().AddEventHandler(c.configHandlers(cfg.Build.PostgresSecret))
-	_, _ = configMaps.Informer().AddEventHandler(c.configHandlers(cfg.Build.JWTConfigMap))
-	c.synced = []cache.InformerSynced{filesystems.Informer().HasSynced, secrets.Informer().HasSynced,
-		configMaps.Informer().HasSynced, deployments.Informer().HasSynced, services.Informer().HasSynced,
-		policies.Informer().HasSynced, jobs.Informer().HasSynced}
+	c.base.Watches(filesystems.Informer(), c.drivesFreed())
+	c.base.Watches(deployments.Informer(), cache.ResourceEventHandlerFuncs{DeleteFunc: func(any) { c.enqueueAll() }})
+	c.base.Owns(kit.OwnerByRefOrLabel(gvk.GroupVersion().String(), gvk.Kind, ns, names.LabelGlobalFileSystem),
+		deployments.Informer(), services.Informer(), policies.Informer(), jobs.Informer())
+	c.base.Watches(secrets.Informer(), c.configHandlers(cfg.Build.PostgresSecret))
+	c.base.Watches(configMaps.Informer(), c.configHandlers(cfg.Build.JWTConfigMap))
+	// Every GlobalFileSystem once the caches synced, and again every
+	// cfg.Resync (the periodic full reconcile).
+	c.base.OnStart(func(context.Context) error { c.enqueueAll(); return nil })
+	c.base.Resync(cfg.Resync, c.enqueueAll)
 	return c
 }
 
 // Name implements kit.Reconciler.
-func (c *Controller) Name() string { return "globalfilesystem" }
+func (c *Controller) Name() string { return c.base.Name() }
 
-// Run implements kit.Reconciler: it waits for the caches, queues every
-// GlobalFileSystem once and then every Resync (the periodic full
-// reconcile), and serves the queue with cfg.Workers workers.
+// Run implements kit.Reconciler: it starts the JWT ConfigMap's informer,
+// waits for the caches, queues every GlobalFileSystem once and then every
+// Resync (the periodic full reconcile), and serves the queue with
+// cfg.Workers workers. An informer that could not be wired makes it fail
+// at once.
 func (c *Controller) Run(ctx context.Context) error {
-	c.configMapFactory.Start(ctx.Done())
+	// The informer stops with ctx, and Shutdown waits for it; on an early
+	// return (a wiring error) ctx is not done yet, so it is cancelled first.
+	ctx, cancel := context.WithCancel(ctx)
 	defer c.configMapFactory.Shutdown()
-	if err := kit.WaitForSync("globalfilesystem", ctx.Done(), c.synced...); err != nil {
-		c.queue.ShutDown()
-		return err
-	}
-	c.enqueueAll()
-	var wg sync.WaitGroup
-	wg.Go(func() { kit.Every(ctx, c.clock, c.cfg.Resync, c.enqueueAll) })
-	c.loop.Run(ctx, max(c.cfg.Workers, 1))
-	wg.Wait()
-	return nil
+	defer cancel()
+	c.configMapFactory.Start(ctx.Done())
+	return c.base.Run(ctx)
 }
 
 // enqueueAll queues every GlobalFileSystem in the cache.
@@ -337,10 +332,11 @@ func (s *gfsState) forget(gfs string) {
 	delete(s.phase, gfs)
 }
 
-// Metrics are the reconciler's series, all named clerum_hcc_gfs_*.
+// Metrics are the reconciler's series, all named clerum_hcc_gfs_*; its
+// error counter, clerum_hcc_gfs_reconcile_errors_total, is its
+// kit.Controller's.
 type Metrics struct {
 	FileSystems *prometheus.GaugeVec
-	SyncErrors  *prometheus.CounterVec
 	Refused     *prometheus.CounterVec
 }
 
@@ -351,16 +347,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "clerum_hcc_gfs_globalfilesystems",
 			Help: "GlobalFileSystems by phase (Initializing, Ready, Degraded).",
 		}, []string{"phase"}),
-		SyncErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "clerum_hcc_gfs_reconcile_errors_total",
-			Help: "Failed GlobalFileSystem syncs.",
-		}, []string{"controller"}),
 		Refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "clerum_hcc_gfs_children_refused_total",
 			Help: "Per-GlobalFileSystem objects not written because an object HCC does not own holds their name (or a change was refused), by kind and cause.",
 		}, []string{"kind", "cause"}),
 	}
-	reg.MustRegister(m.FileSystems, m.SyncErrors, m.Refused)
+	reg.MustRegister(m.FileSystems, m.Refused)
 	return m
 }
 

@@ -153,6 +153,7 @@ func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 	f.deps = kit.Deps{Kube: f.kube, HCC: f.hcc, Informers: kit.NewInformers(f.kube, f.hcc), Recorder: f.recorder,
 		Registry: f.reg, Queues: kit.NewQueues(f.reg, clk), Clock: clk, Log: zerolog.New(f.logs)}
 	f.c = New(f.deps, Config{Namespace: gfsNS, Build: testOptions, Resync: time.Minute, Workers: 1, SeedKey: testSeedKey})
+	require.NoError(t, f.c.base.Err(), "the reconciler is wired")
 	for _, o := range objs {
 		switch o := o.(type) {
 		case *clerumv1alpha1.GlobalFileSystem:
@@ -954,4 +955,27 @@ func TestOnlyAnotherFileSystemsOwnGFSCHoldsTheDrive(t *testing.T) {
 			assert.Equal(t, tc.starts, created, "writes: %v", f.writes())
 		})
 	}
+}
+
+// An informer the reconciler cannot add its handlers to (it has stopped)
+// fails Run at once, and is counted, instead of leaving the reconciler deaf
+// to GlobalFileSystems or waiting for a cache that never syncs.
+func TestAnInformerThatCannotBeWiredFailsRun(t *testing.T) {
+	f := newFixture(t)
+	filesystems := f.deps.Informers.HCC(gfsNS).Clerum().V1alpha1().GlobalFileSystems().Informer()
+	stop := make(chan struct{})
+	close(stop)
+	filesystems.Run(stop) // returns at once: the informer has stopped
+
+	d := f.deps // a second reconciler over the same informers
+	d.Registry = prometheus.NewRegistry()
+	d.Queues = kit.NewQueues(d.Registry, clocktesting.NewFakeClock(t0))
+	c := New(d, Config{Namespace: gfsNS, Build: testOptions, Resync: time.Minute, Workers: 1, SeedKey: testSeedKey})
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	err := c.Run(ctx) // without the check, it would wait for a cache nobody runs
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "globalfilesystem: wiring")
+	assert.Positive(t, value(t, c.base.Errors().WithLabelValues("globalfilesystem")))
+	assert.NoError(t, ctx.Err(), "Run failed at once, not when the caches gave up")
 }
