@@ -243,12 +243,13 @@ func metaOf(obj any) (string, bool) {
 }
 
 // gfsState is what the reconciler remembers between syncs, for events and
-// gauges: each GlobalFileSystem's block reason, whether its seed failure
-// was reported, and its phase.
+// gauges: each GlobalFileSystem's block reason and drive conflict (each
+// entered and left is one event), the seed Job it marked, whether its seed
+// failure was reported, and its phase.
 type gfsState struct {
-	mu       sync.Mutex
-	block    map[string]string
-	conflict map[string]string
+	block, conflict *kit.Reasons
+
+	mu sync.Mutex
 	// marked is the UID of the seed Job this process last created and
 	// marked, per GlobalFileSystem, so a cache that shows the Job before
 	// its mark does not get it replaced.
@@ -258,35 +259,8 @@ type gfsState struct {
 }
 
 func newGFSState() *gfsState {
-	return &gfsState{block: map[string]string{}, conflict: map[string]string{}, marked: map[string]types.UID{}, seedFailed: map[string]bool{}, phase: map[string]clerumv1alpha1.FileSystemPhase{}}
-}
-
-// setBlock records gfs's block reason ("" for none) and returns the
-// previous one, so a block and its release are each one event.
-func (s *gfsState) setBlock(gfs, reason string) (previous string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	previous = s.block[gfs]
-	if reason == "" {
-		delete(s.block, gfs)
-	} else {
-		s.block[gfs] = reason
-	}
-	return previous
-}
-
-// setConflict records gfs's drive conflict ("" for none) and returns the
-// previous one.
-func (s *gfsState) setConflict(gfs, conflict string) (previous string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	previous = s.conflict[gfs]
-	if conflict == "" {
-		delete(s.conflict, gfs)
-	} else {
-		s.conflict[gfs] = conflict
-	}
-	return previous
+	return &gfsState{block: kit.NewReasons(), conflict: kit.NewReasons(),
+		marked: map[string]types.UID{}, seedFailed: map[string]bool{}, phase: map[string]clerumv1alpha1.FileSystemPhase{}}
 }
 
 func (s *gfsState) setSeedMarked(gfs string, uid types.UID) {
@@ -323,10 +297,10 @@ func (s *gfsState) setPhase(gfs string, p clerumv1alpha1.FileSystemPhase) {
 
 // forget drops a GlobalFileSystem that is gone.
 func (s *gfsState) forget(gfs string) {
+	s.block.Forget(gfs)
+	s.conflict.Forget(gfs)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.block, gfs)
-	delete(s.conflict, gfs)
 	delete(s.marked, gfs)
 	delete(s.seedFailed, gfs)
 	delete(s.phase, gfs)

@@ -176,7 +176,7 @@ func (c *Controller) stopWriters(ctx context.Context, g *clerumv1alpha1.GlobalFi
 // reportConflict posts one Warning event when g enters a drive conflict
 // and one Normal event when it leaves it.
 func (c *Controller) reportConflict(g *clerumv1alpha1.GlobalFileSystem, drive, conflict string) {
-	previous := c.state.setConflict(g.Name, conflict)
+	previous := c.state.conflict.Set(g.Name, conflict)
 	switch {
 	case conflict != "" && conflict != previous:
 		c.log.Info().Str("globalfilesystem", g.Name).Str("drive", drive).Msg("globalfilesystem in a drive conflict")
@@ -189,7 +189,7 @@ func (c *Controller) reportConflict(g *clerumv1alpha1.GlobalFileSystem, drive, c
 
 // reportBlock posts one event per block and per release.
 func (c *Controller) reportBlock(g *clerumv1alpha1.GlobalFileSystem, a resources.Admission) {
-	previous := c.state.setBlock(g.Name, a.Block)
+	previous := c.state.block.Set(g.Name, a.Block)
 	switch {
 	case a.Block != "" && a.Block != previous:
 		c.log.Info().Str("globalfilesystem", g.Name).Str("reason", a.Block).Msg("globalfilesystem blocked")
