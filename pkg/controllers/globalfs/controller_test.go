@@ -644,6 +644,33 @@ func TestDeletionRemovesTheChildren(t *testing.T) {
 	assert.Empty(t, f.statuses())
 }
 
+// eventful takes a converged GlobalFileSystem main through what makes the
+// reconciler write events and log lines where its configuration is at
+// stake: a block of an invalid JWT key beside the Postgres Secret and its
+// release, then a rotated connection string, read from the API server,
+// whose roll fails: synced through the loop, which logs the failure.
+func eventful(t *testing.T, f *fixture) {
+	t.Helper()
+	g := converge(t, f, newGFS("main"))
+	f.index(jwtConfigMap("not a key"))
+	f.mustSync("main")
+	g = f.adopt(g, f.lastStatus())
+	f.index(jwtConfigMap(publicKeyPEM))
+	f.mustSync("main")
+	f.adopt(g, f.lastStatus())
+
+	rotated := pgSecret()
+	rotated.Data[testOptions.PostgresSecretKey] = []byte("postgres://gfsc:hunter2-rotated@control-postgres.control-plane:5432/gfs")
+	rotated.ResourceVersion = "2"
+	require.NoError(t, f.kube.Tracker().Update(corev1.SchemeGroupVersion.WithResource("secrets"), rotated, gfsNS))
+	f.index(rotated)
+	f.kube.PrependReactor("update", "deployments", func(core.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewServiceUnavailable("the API server is restarting")
+	})
+	f.c.queue.Add(cache.ObjectName{Namespace: gfsNS, Name: "main"})
+	require.True(t, f.c.base.Loop().ProcessNext(context.Background()))
+}
+
 func TestNoValueReachesLogsOrEvents(t *testing.T) {
 	f := newFixture(t, newGFS("main"), pgSecret(), jwtConfigMap(publicKeyPEM))
 	converge(t, f, newGFS("main"))
@@ -652,6 +679,21 @@ func TestNoValueReachesLogsOrEvents(t *testing.T) {
 	}
 	assert.NotContains(t, f.logs.String(), "hunter2")
 	assert.NotContains(t, fmt.Sprint(f.c.admit()), "hunter2")
+}
+
+// Every line the reconciler writes names it, and the GlobalFileSystem as
+// namespace/name under "object" (docs/reconcilers.md#logs).
+func TestEveryLogLineNamesTheReconcilerAndTheObject(t *testing.T) {
+	f := newFixture(t, newGFS("main"), pgSecret(), jwtConfigMap(publicKeyPEM))
+	eventful(t, f)
+	lines := strings.Split(strings.TrimSpace(f.logs.String()), "\n")
+	require.GreaterOrEqual(t, len(lines), 3, "the block, the release and the failed sync")
+	for _, line := range lines {
+		var fields map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &fields), line)
+		assert.Equal(t, "globalfilesystem", fields[kit.LogController], line)
+		assert.Equal(t, "gfs/main", fields[kit.LogObject], line)
+	}
 }
 
 // value reads one gauge or counter.
