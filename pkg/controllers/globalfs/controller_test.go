@@ -673,11 +673,20 @@ func eventful(t *testing.T, f *fixture) {
 
 func TestNoValueReachesLogsOrEvents(t *testing.T) {
 	f := newFixture(t, newGFS("main"), pgSecret(), jwtConfigMap(publicKeyPEM))
-	converge(t, f, newGFS("main"))
-	for _, e := range events(f) {
+	eventful(t, f)
+	// What is checked below is there to check: the block and release
+	// events, their log lines and the loop's line of the failed sync.
+	ev := events(f)
+	require.Len(t, ev, 2, "a block and its release: %v", ev)
+	logs := f.logs.String()
+	for _, line := range []string{"globalfilesystem blocked", "globalfilesystem released", "sync failed", "the API server is restarting"} {
+		require.Contains(t, logs, line)
+	}
+
+	for _, e := range ev {
 		assert.NotContains(t, e, "hunter2")
 	}
-	assert.NotContains(t, f.logs.String(), "hunter2")
+	assert.NotContains(t, logs, "hunter2")
 	assert.NotContains(t, fmt.Sprint(f.c.admit()), "hunter2")
 }
 
