@@ -586,6 +586,34 @@ func TestConfigLostAfterDeployingLeavesTheWorkloadAlone(t *testing.T) {
 	assert.True(t, strings.HasPrefix(ev[1], "Normal Released "), ev[1])
 }
 
+// A block is one Warning however many syncs it lasts, its release one
+// Normal event; a GlobalFileSystem deleted while blocked is forgotten, so
+// a later one of the same name, blocked too, is reported again.
+func TestABlockIsReportedOnceAndForgottenWithItsGlobalFileSystem(t *testing.T) {
+	f := newFixture(t, newGFS("main"), pgSecret())
+	for range 3 {
+		f.mustSync("main")
+	}
+	ev := events(f)
+	require.Len(t, ev, 1, "one event for the block: %v", ev)
+	assert.True(t, strings.HasPrefix(ev[0], "Warning Blocked "+reasons.ConfigMissing), ev[0])
+
+	f.unindex(newGFS("main"))
+	f.mustSync("main") // gone
+	later := newGFS("main")
+	later.UID = "uid-a-later-main"
+	f.setGFS(later)
+	f.mustSync("main")
+	ev = events(f)
+	require.Len(t, ev, 1, "the later one's block is its own: %v", ev)
+	assert.True(t, strings.HasPrefix(ev[0], "Warning Blocked "), ev[0])
+
+	f.index(jwtConfigMap(publicKeyPEM))
+	f.mustSync("main")
+	f.mustSync("main")
+	assert.Equal(t, []string{"Normal Released no longer blocked (was " + reasons.ConfigMissing + ")"}, events(f))
+}
+
 func TestUnmanagedObjectHoldingANameIsNotAdopted(t *testing.T) {
 	squatter := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: gfsNS, Name: "gfsc-main", ResourceVersion: "7"}}
 	f := newFixture(t, newGFS("main"), pgSecret(), jwtConfigMap(publicKeyPEM), squatter)
