@@ -17,11 +17,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	k8slabels "k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	batchlisters "k8s.io/client-go/listers/batch/v1"
@@ -74,9 +71,7 @@ type Controller struct {
 	filesystems clerumlisters.GlobalFileSystemLister
 	secrets     corelisters.SecretLister
 	configMaps  corelisters.ConfigMapLister
-	// configMapFactory is the informer of the one ConfigMap read; it is
-	// not one of kit.Informers', so Run starts it.
-	configMapFactory  kubeinformers.SharedInformerFactory
+	// configMapInformer is the informer of the one ConfigMap read.
 	configMapInformer cache.SharedIndexInformer
 	deployments       appslisters.DeploymentLister
 	services          corelisters.ServiceLister
@@ -114,8 +109,7 @@ func New(d kit.Deps, cfg Config) *Controller {
 	secrets := d.Informers.Secrets(ns)
 	// The JWT key ConfigMap is the platform's, unmanaged: only it is
 	// watched and cached, by name, not every ConfigMap of the namespace.
-	configMapFactory := namedConfigMap(d.Kube, ns, cfg.Build.JWTConfigMap)
-	configMaps := configMapFactory.Core().V1().ConfigMaps()
+	configMaps := d.Informers.ConfigMap(ns, cfg.Build.JWTConfigMap, nil)
 	deployments := d.Informers.Kube(ns, kit.ManagedObjects, "deployments").Apps().V1().Deployments()
 	services := d.Informers.Kube(ns, kit.ManagedObjects, "services").Core().V1().Services()
 	policies := d.Informers.Kube(ns, kit.ManagedObjects, "networkpolicies").Networking().V1().NetworkPolicies()
@@ -127,9 +121,8 @@ func New(d kit.Deps, cfg Config) *Controller {
 		cfg:               cfg,
 		filesystems:       filesystems.Lister(),
 		secrets:           secrets.Lister(),
-		configMaps:        configMaps.Lister(),
-		configMapFactory:  configMapFactory,
-		configMapInformer: configMaps.Informer(),
+		configMaps:        corelisters.NewConfigMapLister(configMaps.GetIndexer()),
+		configMapInformer: configMaps,
 		deployments:       deployments.Lister(),
 		services:          services.Lister(),
 		policies:          policies.Lister(),
@@ -159,7 +152,7 @@ func New(d kit.Deps, cfg Config) *Controller {
 	c.base.Owns(kit.OwnerByRefOrLabel(gvk.GroupVersion().String(), gvk.Kind, ns, names.LabelGlobalFileSystem),
 		deployments.Informer(), services.Informer(), policies.Informer(), jobs.Informer())
 	c.base.Watches(secrets.Informer(), c.configHandlers(cfg.Build.PostgresSecret))
-	c.base.Watches(configMaps.Informer(), c.configHandlers(cfg.Build.JWTConfigMap))
+	c.base.Watches(configMaps, c.configHandlers(cfg.Build.JWTConfigMap))
 	// Every GlobalFileSystem once the caches synced, and again every
 	// cfg.Resync (the periodic full reconcile).
 	c.base.OnStart(func(context.Context) error { c.enqueueAll(); return nil })
@@ -170,20 +163,11 @@ func New(d kit.Deps, cfg Config) *Controller {
 // Name implements kit.Reconciler.
 func (c *Controller) Name() string { return c.base.Name() }
 
-// Run implements kit.Reconciler: it starts the JWT ConfigMap's informer,
-// waits for the caches, queues every GlobalFileSystem once and then every
-// Resync (the periodic full reconcile), and serves the queue with
-// cfg.Workers workers. An informer that could not be wired makes it fail
-// at once.
-func (c *Controller) Run(ctx context.Context) error {
-	// The informer stops with ctx, and Shutdown waits for it; on an early
-	// return (a wiring error) ctx is not done yet, so it is cancelled first.
-	ctx, cancel := context.WithCancel(ctx)
-	defer c.configMapFactory.Shutdown()
-	defer cancel()
-	c.configMapFactory.Start(ctx.Done())
-	return c.base.Run(ctx)
-}
+// Run implements kit.Reconciler: it waits for the caches, queues every
+// GlobalFileSystem once and then every Resync (the periodic full
+// reconcile), and serves the queue with cfg.Workers workers. An informer
+// that could not be wired makes it fail at once.
+func (c *Controller) Run(ctx context.Context) error { return c.base.Run(ctx) }
 
 // enqueueAll queues every GlobalFileSystem in the cache.
 func (c *Controller) enqueueAll() {
@@ -343,14 +327,4 @@ func (m *Metrics) refresh(st *gfsState) {
 	for _, p := range phases {
 		m.FileSystems.WithLabelValues(string(p)).Set(float64(counts[p]))
 	}
-}
-
-// namedConfigMap is an informer factory whose ConfigMap informer lists and
-// watches only the ConfigMap name in namespace (a field selector).
-func namedConfigMap(kube kubernetes.Interface, namespace, name string) kubeinformers.SharedInformerFactory {
-	selector := fields.OneTermEqualSelector("metadata.name", name).String()
-	return kubeinformers.NewSharedInformerFactoryWithOptions(kube, 0,
-		kubeinformers.WithNamespace(namespace),
-		kubeinformers.WithTransform(kit.StripManagedFields),
-		kubeinformers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = selector }))
 }

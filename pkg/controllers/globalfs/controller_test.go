@@ -931,8 +931,8 @@ func TestTheInitContainerWaitsForTheConnectionStringsHostWithoutItsPassword(t *t
 func TestOnlyTheJWTConfigMapIsWatched(t *testing.T) {
 	f := newFixture(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	f.c.configMapFactory.Start(ctx.Done())
-	defer f.c.configMapFactory.Shutdown() // after cancel: it waits for the informer to stop
+	f.deps.Informers.Start(ctx.Done())
+	defer f.deps.Informers.Shutdown() // after cancel: it waits for the informers to stop
 	defer cancel()
 	require.Eventually(t, f.c.configMapInformer.HasSynced, 5*time.Second, 10*time.Millisecond)
 	var lists int
@@ -1041,14 +1041,14 @@ func TestOnlyAnotherFileSystemsOwnGFSCHoldsTheDrive(t *testing.T) {
 // to GlobalFileSystems or waiting for a cache that never syncs.
 func TestAnInformerThatCannotBeWiredFailsRun(t *testing.T) {
 	f := newFixture(t)
-	filesystems := f.deps.Informers.HCC(gfsNS).Clerum().V1alpha1().GlobalFileSystems().Informer()
+	d := f.deps // a second reconciler, over informers of its own
+	d.Informers = kit.NewInformers(f.kube, f.hcc)
+	d.Registry = prometheus.NewRegistry()
+	d.Queues = kit.NewQueues(d.Registry, clocktesting.NewFakeClock(t0))
+	filesystems := d.Informers.HCC(gfsNS).Clerum().V1alpha1().GlobalFileSystems().Informer()
 	stop := make(chan struct{})
 	close(stop)
 	filesystems.Run(stop) // returns at once: the informer has stopped
-
-	d := f.deps // a second reconciler over the same informers
-	d.Registry = prometheus.NewRegistry()
-	d.Queues = kit.NewQueues(d.Registry, clocktesting.NewFakeClock(t0))
 	c := New(d, Config{Namespace: gfsNS, Build: testOptions, Resync: time.Minute, Workers: 1, SeedKey: testSeedKey})
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
