@@ -17,11 +17,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	k8slabels "k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	batchlisters "k8s.io/client-go/listers/batch/v1"
@@ -74,25 +71,22 @@ type Controller struct {
 	filesystems clerumlisters.GlobalFileSystemLister
 	secrets     corelisters.SecretLister
 	configMaps  corelisters.ConfigMapLister
-	// configMapFactory is the informer of the one ConfigMap read; it is
-	// not one of kit.Informers', so Run starts it.
-	configMapFactory  kubeinformers.SharedInformerFactory
+	// configMapInformer is the informer of the one ConfigMap read.
 	configMapInformer cache.SharedIndexInformer
 	deployments       appslisters.DeploymentLister
 	services          corelisters.ServiceLister
 	policies          networkinglisters.NetworkPolicyLister
 	jobs              batchlisters.JobLister
-	synced            []cache.InformerSynced
 
-	queue    workqueue.TypedRateLimitingInterface[cache.ObjectName]
-	loop     *kit.Loop[cache.ObjectName]
+	base     *kit.Controller[cache.ObjectName]
+	queue    workqueue.TypedRateLimitingInterface[cache.ObjectName] // base's
 	children *kit.Children
 	recorder record.EventRecorder
 	metrics  *Metrics
 	clock    clock.WithTicker
 	// statusWrites skips a status write the cache has not shown yet.
 	statusWrites *kit.StatusWrites
-	log          zerolog.Logger
+	log          zerolog.Logger // base's: every line names the reconciler
 
 	state *gfsState
 	// wait is the init container's wait target and the configuration
@@ -115,8 +109,7 @@ func New(d kit.Deps, cfg Config) *Controller {
 	secrets := d.Informers.Secrets(ns)
 	// The JWT key ConfigMap is the platform's, unmanaged: only it is
 	// watched and cached, by name, not every ConfigMap of the namespace.
-	configMapFactory := namedConfigMap(d.Kube, ns, cfg.Build.JWTConfigMap)
-	configMaps := configMapFactory.Core().V1().ConfigMaps()
+	configMaps := d.Informers.ConfigMap(ns, cfg.Build.JWTConfigMap, nil)
 	deployments := d.Informers.Kube(ns, kit.ManagedObjects, "deployments").Apps().V1().Deployments()
 	services := d.Informers.Kube(ns, kit.ManagedObjects, "services").Core().V1().Services()
 	policies := d.Informers.Kube(ns, kit.ManagedObjects, "networkpolicies").Networking().V1().NetworkPolicies()
@@ -128,67 +121,53 @@ func New(d kit.Deps, cfg Config) *Controller {
 		cfg:               cfg,
 		filesystems:       filesystems.Lister(),
 		secrets:           secrets.Lister(),
-		configMaps:        configMaps.Lister(),
-		configMapFactory:  configMapFactory,
-		configMapInformer: configMaps.Informer(),
+		configMaps:        corelisters.NewConfigMapLister(configMaps.GetIndexer()),
+		configMapInformer: configMaps,
 		deployments:       deployments.Lister(),
 		services:          services.Lister(),
 		policies:          policies.Lister(),
 		jobs:              jobs.Lister(),
-		// A failed sync retries after 1 s, doubling to at most 5 min.
-		queue:        kit.New(d.Queues, "globalfilesystem", kit.Backoff[cache.ObjectName](time.Second, 5*time.Minute)),
-		recorder:     d.Recorder,
-		metrics:      NewMetrics(d.Registry),
-		clock:        clk,
-		statusWrites: kit.NewStatusWrites(clk),
-		log:          d.Log.With().Str("controller", "globalfilesystem").Logger(),
-		state:        newGFSState(),
+		recorder:          d.Recorder,
+		metrics:           NewMetrics(d.Registry),
+		clock:             clk,
+		statusWrites:      kit.NewStatusWrites(clk),
+		state:             newGFSState(),
 	}
+	// A failed sync retries after 1 s, doubling to at most 5 min.
+	c.base = kit.NewController(d, kit.Spec[cache.ObjectName]{Name: "globalfilesystem", Sync: c.syncGlobalFileSystem,
+		Resource:  clerumv1alpha1.Resource("globalfilesystems"),
+		BaseDelay: time.Second, MaxDelay: 5 * time.Minute, Workers: cfg.Workers,
+		ErrorsMetric: "clerum_hcc_gfs_reconcile_errors_total"})
+	c.queue, c.log = c.base.Queue(), c.base.Log()
 	c.children = kit.NewChildren(d.Kube, clerumv1alpha1.FieldManagerGlobalFileSystem, d.Recorder, func(kind string, cause kit.Cause) {
 		c.metrics.Refused.WithLabelValues(kind, string(cause)).Inc()
 	})
-	c.loop = &kit.Loop[cache.ObjectName]{Name: "globalfilesystem", Queue: c.queue, Sync: c.syncGlobalFileSystem, Log: d.Log,
-		Resource: clerumv1alpha1.Resource("globalfilesystems"), Errors: c.metrics.SyncErrors}
 
-	enqueue := func(k cache.ObjectName) { c.queue.Add(k) }
-	_, _ = filesystems.Informer().AddEventHandler(kit.OwnHandlers(enqueue))
+	c.base.For(filesystems.Informer())
 	// A drive is freed when its holder goes or names another drive, and
 	// when the holder's gfsc Deployment goes: every GlobalFileSystem is
 	// looked at again, so the next one takes the drive over.
-	_, _ = filesystems.Informer().AddEventHandler(c.drivesFreed())
-	_, _ = deployments.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: func(any) { c.enqueueAll() }})
-	owner := kit.OwnerByRefOrLabel(gvk.GroupVersion().String(), gvk.Kind, ns, names.LabelGlobalFileSystem)
-	for _, inf := range []cache.SharedIndexInformer{deployments.Informer(), services.Informer(), policies.Informer(), jobs.Informer()} {
-		_, _ = inf.AddEventHandler(kit.ChildHandlers(owner, enqueue))
-	}
-	_, _ = secrets.Informer().AddEventHandler(c.configHandlers(cfg.Build.PostgresSecret))
-	_, _ = configMaps.Informer().AddEventHandler(c.configHandlers(cfg.Build.JWTConfigMap))
-	c.synced = []cache.InformerSynced{filesystems.Informer().HasSynced, secrets.Informer().HasSynced,
-		configMaps.Informer().HasSynced, deployments.Informer().HasSynced, services.Informer().HasSynced,
-		policies.Informer().HasSynced, jobs.Informer().HasSynced}
+	c.base.Watches(filesystems.Informer(), c.drivesFreed())
+	c.base.Watches(deployments.Informer(), cache.ResourceEventHandlerFuncs{DeleteFunc: func(any) { c.enqueueAll() }})
+	c.base.Owns(kit.OwnerByRefOrLabel(gvk.GroupVersion().String(), gvk.Kind, ns, names.LabelGlobalFileSystem),
+		deployments.Informer(), services.Informer(), policies.Informer(), jobs.Informer())
+	c.base.Watches(secrets.Informer(), c.configHandlers(cfg.Build.PostgresSecret))
+	c.base.Watches(configMaps, c.configHandlers(cfg.Build.JWTConfigMap))
+	// Every GlobalFileSystem once the caches synced, and again every
+	// cfg.Resync (the periodic full reconcile).
+	c.base.OnStart(func(context.Context) error { c.enqueueAll(); return nil })
+	c.base.Resync(cfg.Resync, c.enqueueAll)
 	return c
 }
 
 // Name implements kit.Reconciler.
-func (c *Controller) Name() string { return "globalfilesystem" }
+func (c *Controller) Name() string { return c.base.Name() }
 
 // Run implements kit.Reconciler: it waits for the caches, queues every
 // GlobalFileSystem once and then every Resync (the periodic full
-// reconcile), and serves the queue with cfg.Workers workers.
-func (c *Controller) Run(ctx context.Context) error {
-	c.configMapFactory.Start(ctx.Done())
-	defer c.configMapFactory.Shutdown()
-	if err := kit.WaitForSync("globalfilesystem", ctx.Done(), c.synced...); err != nil {
-		c.queue.ShutDown()
-		return err
-	}
-	c.enqueueAll()
-	var wg sync.WaitGroup
-	wg.Go(func() { kit.Every(ctx, c.clock, c.cfg.Resync, c.enqueueAll) })
-	c.loop.Run(ctx, max(c.cfg.Workers, 1))
-	wg.Wait()
-	return nil
-}
+// reconcile), and serves the queue with cfg.Workers workers. An informer
+// that could not be wired makes it fail at once.
+func (c *Controller) Run(ctx context.Context) error { return c.base.Run(ctx) }
 
 // enqueueAll queues every GlobalFileSystem in the cache.
 func (c *Controller) enqueueAll() {
@@ -248,12 +227,13 @@ func metaOf(obj any) (string, bool) {
 }
 
 // gfsState is what the reconciler remembers between syncs, for events and
-// gauges: each GlobalFileSystem's block reason, whether its seed failure
-// was reported, and its phase.
+// gauges: each GlobalFileSystem's block reason and drive conflict (each
+// entered and left is one event), the seed Job it marked, whether its seed
+// failure was reported, and its phase.
 type gfsState struct {
-	mu       sync.Mutex
-	block    map[string]string
-	conflict map[string]string
+	block, conflict *kit.Reasons
+
+	mu sync.Mutex
 	// marked is the UID of the seed Job this process last created and
 	// marked, per GlobalFileSystem, so a cache that shows the Job before
 	// its mark does not get it replaced.
@@ -263,35 +243,8 @@ type gfsState struct {
 }
 
 func newGFSState() *gfsState {
-	return &gfsState{block: map[string]string{}, conflict: map[string]string{}, marked: map[string]types.UID{}, seedFailed: map[string]bool{}, phase: map[string]clerumv1alpha1.FileSystemPhase{}}
-}
-
-// setBlock records gfs's block reason ("" for none) and returns the
-// previous one, so a block and its release are each one event.
-func (s *gfsState) setBlock(gfs, reason string) (previous string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	previous = s.block[gfs]
-	if reason == "" {
-		delete(s.block, gfs)
-	} else {
-		s.block[gfs] = reason
-	}
-	return previous
-}
-
-// setConflict records gfs's drive conflict ("" for none) and returns the
-// previous one.
-func (s *gfsState) setConflict(gfs, conflict string) (previous string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	previous = s.conflict[gfs]
-	if conflict == "" {
-		delete(s.conflict, gfs)
-	} else {
-		s.conflict[gfs] = conflict
-	}
-	return previous
+	return &gfsState{block: kit.NewReasons(), conflict: kit.NewReasons(),
+		marked: map[string]types.UID{}, seedFailed: map[string]bool{}, phase: map[string]clerumv1alpha1.FileSystemPhase{}}
 }
 
 func (s *gfsState) setSeedMarked(gfs string, uid types.UID) {
@@ -328,19 +281,20 @@ func (s *gfsState) setPhase(gfs string, p clerumv1alpha1.FileSystemPhase) {
 
 // forget drops a GlobalFileSystem that is gone.
 func (s *gfsState) forget(gfs string) {
+	s.block.Forget(gfs)
+	s.conflict.Forget(gfs)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.block, gfs)
-	delete(s.conflict, gfs)
 	delete(s.marked, gfs)
 	delete(s.seedFailed, gfs)
 	delete(s.phase, gfs)
 }
 
-// Metrics are the reconciler's series, all named clerum_hcc_gfs_*.
+// Metrics are the reconciler's series, all named clerum_hcc_gfs_*; its
+// error counter, clerum_hcc_gfs_reconcile_errors_total, is its
+// kit.Controller's.
 type Metrics struct {
 	FileSystems *prometheus.GaugeVec
-	SyncErrors  *prometheus.CounterVec
 	Refused     *prometheus.CounterVec
 }
 
@@ -351,16 +305,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "clerum_hcc_gfs_globalfilesystems",
 			Help: "GlobalFileSystems by phase (Initializing, Ready, Degraded).",
 		}, []string{"phase"}),
-		SyncErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "clerum_hcc_gfs_reconcile_errors_total",
-			Help: "Failed GlobalFileSystem syncs.",
-		}, []string{"controller"}),
 		Refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "clerum_hcc_gfs_children_refused_total",
 			Help: "Per-GlobalFileSystem objects not written because an object HCC does not own holds their name (or a change was refused), by kind and cause.",
 		}, []string{"kind", "cause"}),
 	}
-	reg.MustRegister(m.FileSystems, m.SyncErrors, m.Refused)
+	reg.MustRegister(m.FileSystems, m.Refused)
 	return m
 }
 
@@ -377,14 +327,4 @@ func (m *Metrics) refresh(st *gfsState) {
 	for _, p := range phases {
 		m.FileSystems.WithLabelValues(string(p)).Set(float64(counts[p]))
 	}
-}
-
-// namedConfigMap is an informer factory whose ConfigMap informer lists and
-// watches only the ConfigMap name in namespace (a field selector).
-func namedConfigMap(kube kubernetes.Interface, namespace, name string) kubeinformers.SharedInformerFactory {
-	selector := fields.OneTermEqualSelector("metadata.name", name).String()
-	return kubeinformers.NewSharedInformerFactoryWithOptions(kube, 0,
-		kubeinformers.WithNamespace(namespace),
-		kubeinformers.WithTransform(kit.StripManagedFields),
-		kubeinformers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = selector }))
 }

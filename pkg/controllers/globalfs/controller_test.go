@@ -1,7 +1,6 @@
 package globalfs
 
 import (
-	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -12,13 +11,11 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
-	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
@@ -32,17 +29,14 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	kubefake "k8s.io/client-go/kubernetes/fake"
 	core "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
-	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/controllers/globalfs/resources"
 	"github.com/clerum/hcc/pkg/controllers/kit"
-	hccfake "github.com/clerum/hcc/pkg/generated/clientset/versioned/fake"
+	"github.com/clerum/hcc/pkg/controllers/kit/kittest"
 	"github.com/clerum/hcc/pkg/mark"
 	"github.com/clerum/hcc/pkg/names"
 	"github.com/clerum/hcc/pkg/reasons"
@@ -108,110 +102,35 @@ func jwtConfigMap(pemValue string) *corev1.ConfigMap {
 		Data: map[string]string{testOptions.JWTConfigMapKey: pemValue}}
 }
 
-// fixture is the reconciler over fake clientsets whose caches are seeded by
-// hand; syncGlobalFileSystem is called directly and the exact writes
-// asserted.
+// fixture is the reconciler over kittest's fake API server, its caches
+// seeded from it; syncGlobalFileSystem is called directly and the exact
+// writes asserted.
 type fixture struct {
-	t        *testing.T
-	kube     *kubefake.Clientset
-	hcc      *hccfake.Clientset
-	c        *Controller
-	deps     kit.Deps
-	reg      *prometheus.Registry
-	recorder *record.FakeRecorder
-	logs     *bytes.Buffer
-
-	mu      sync.Mutex
-	applied []clerumv1alpha1.GlobalFileSystemStatus
+	*kittest.Fixture
+	t *testing.T
+	c *Controller
+	// seen counts the statuses of each GlobalFileSystem statuses returned.
+	seen map[string]int
 }
 
 func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 	t.Helper()
-	clk := clocktesting.NewFakeClock(t0)
-	f := &fixture{t: t, recorder: record.NewFakeRecorder(100), logs: &bytes.Buffer{}}
-	var kubeObjs []runtime.Object
-	for _, o := range objs {
-		if _, ok := o.(*clerumv1alpha1.GlobalFileSystem); !ok {
-			kubeObjs = append(kubeObjs, o)
-		}
-	}
-	f.kube = kubefake.NewClientset(kubeObjs...)
-	f.hcc = hccfake.NewClientset()
-	// The fake clientset cannot apply a CRD's status: capture it.
-	f.hcc.PrependReactor("patch", "globalfilesystems", func(a core.Action) (bool, runtime.Object, error) {
-		p := a.(core.PatchAction)
-		require.Equal(t, "status", p.GetSubresource())
-		require.Equal(t, types.ApplyPatchType, p.GetPatchType())
-		var applied clerumv1alpha1.GlobalFileSystem
-		require.NoError(t, json.Unmarshal(p.GetPatch(), &applied))
-		f.mu.Lock()
-		f.applied = append(f.applied, applied.Status)
-		f.mu.Unlock()
-		return true, &clerumv1alpha1.GlobalFileSystem{}, nil
-	})
-	f.reg = prometheus.NewRegistry()
-	f.deps = kit.Deps{Kube: f.kube, HCC: f.hcc, Informers: kit.NewInformers(f.kube, f.hcc), Recorder: f.recorder,
-		Registry: f.reg, Queues: kit.NewQueues(f.reg, clk), Clock: clk, Log: zerolog.New(f.logs)}
-	f.c = New(f.deps, Config{Namespace: gfsNS, Build: testOptions, Resync: time.Minute, Workers: 1, SeedKey: testSeedKey})
-	for _, o := range objs {
-		switch o := o.(type) {
-		case *clerumv1alpha1.GlobalFileSystem:
-			f.setGFS(o)
-		case *corev1.Secret, *corev1.ConfigMap:
-			f.index(o)
-		default:
-			// The informers of managed objects never see an unmanaged one.
-			if m, _ := meta.Accessor(o); m.GetLabels()[names.LabelManagedBy] == names.ManagedByValue {
-				f.index(o)
-			}
-		}
-	}
+	f := &fixture{Fixture: kittest.NewFixture(t, objs...), t: t, seen: map[string]int{}}
+	f.c = New(f.Deps(), Config{Namespace: gfsNS, Build: testOptions, Resync: time.Minute, Workers: 1, SeedKey: testSeedKey})
+	require.NoError(t, f.c.base.Err(), "the reconciler is wired")
+	f.SyncCaches()
 	return f
 }
-
-func (f *fixture) indexer(obj runtime.Object) cache.Indexer {
-	inf := f.deps.Informers
-	switch obj.(type) {
-	case *clerumv1alpha1.GlobalFileSystem:
-		return inf.HCC(gfsNS).Clerum().V1alpha1().GlobalFileSystems().Informer().GetIndexer()
-	case *corev1.Secret:
-		return inf.Secrets(gfsNS).Informer().GetIndexer()
-	case *corev1.ConfigMap:
-		return f.c.configMapInformer.GetIndexer()
-	case *appsv1.Deployment:
-		return inf.Kube(gfsNS, kit.ManagedObjects, "deployments").Apps().V1().Deployments().Informer().GetIndexer()
-	case *corev1.Service:
-		return inf.Kube(gfsNS, kit.ManagedObjects, "services").Core().V1().Services().Informer().GetIndexer()
-	case *networkingv1.NetworkPolicy:
-		return inf.Kube(gfsNS, kit.ManagedObjects, "networkpolicies").Networking().V1().NetworkPolicies().Informer().GetIndexer()
-	case *batchv1.Job:
-		return inf.Kube(gfsNS, kit.ManagedObjects, "jobs").Batch().V1().Jobs().Informer().GetIndexer()
-	}
-	f.t.Fatalf("no informer for %T", obj)
-	return nil
-}
-
-// index puts obj in its informer's cache, through the informer's transform.
-func (f *fixture) index(obj runtime.Object) {
-	obj = obj.DeepCopyObject()
-	if s, ok := obj.(*corev1.Secret); ok {
-		d, _ := secretdigest.Digest(s)
-		obj = d.(*corev1.Secret)
-	}
-	require.NoError(f.t, f.indexer(obj).Update(obj))
-}
-
-func (f *fixture) unindex(obj runtime.Object) { require.NoError(f.t, f.indexer(obj).Delete(obj)) }
 
 // setGFS stores g in the fake API server and the cache.
 func (f *fixture) setGFS(g *clerumv1alpha1.GlobalFileSystem) {
 	gvr := clerumv1alpha1.Resource("globalfilesystems").WithVersion("v1alpha1")
-	if _, err := f.hcc.Tracker().Get(gvr, g.Namespace, g.Name); err == nil {
-		require.NoError(f.t, f.hcc.Tracker().Update(gvr, g.DeepCopy(), g.Namespace))
+	if _, err := f.HCC.Tracker().Get(gvr, g.Namespace, g.Name); err == nil {
+		require.NoError(f.t, f.HCC.Tracker().Update(gvr, g.DeepCopy(), g.Namespace))
 	} else {
-		require.NoError(f.t, f.hcc.Tracker().Add(g.DeepCopy()))
+		require.NoError(f.t, f.HCC.Tracker().Add(g.DeepCopy()))
 	}
-	f.index(g)
+	f.Index(g)
 }
 
 // sync runs one sync of name.
@@ -226,37 +145,32 @@ func (f *fixture) mustSync(name string) kit.Result {
 	return res
 }
 
-// writes returns the kube writes since the last call, as "verb resource
-// name", and forgets them.
+// writes returns the writes to the children since the last call (the
+// statuses are statuses'), as "verb resource/name", and forgets them.
 func (f *fixture) writes() []string {
 	var out []string
-	for _, a := range f.kube.Actions() {
-		switch a.GetVerb() {
-		case "list", "watch", "get":
-			continue
+	for _, w := range f.Writes() {
+		if !strings.HasPrefix(w, "patch globalfilesystems/") {
+			out = append(out, w)
 		}
-		name := ""
-		switch a := a.(type) {
-		case interface{ GetObject() runtime.Object }: // create and update
-			if m, err := meta.Accessor(a.GetObject()); err == nil {
-				name = m.GetName()
-			}
-		case core.DeleteAction:
-			name = a.GetName()
-		}
-		out = append(out, a.GetVerb()+" "+a.GetResource().Resource+" "+name)
 	}
-	f.kube.ClearActions()
+	f.ClearWrites()
 	return out
 }
 
-// statuses returns the statuses applied since the last call and forgets
-// them.
+// statuses returns the statuses applied since the last call, by
+// GlobalFileSystem name.
 func (f *fixture) statuses() []clerumv1alpha1.GlobalFileSystemStatus {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	out := f.applied
-	f.applied = nil
+	list, err := f.HCC.ClerumV1alpha1().GlobalFileSystems(gfsNS).List(context.Background(), metav1.ListOptions{})
+	require.NoError(f.t, err)
+	var out []clerumv1alpha1.GlobalFileSystemStatus
+	for _, g := range list.Items {
+		applied := kittest.Applied[*clerumv1alpha1.GlobalFileSystem](f.Fixture, gfsNS, g.Name)
+		for _, a := range applied[min(f.seen[g.Name], len(applied)):] {
+			out = append(out, a.Status)
+		}
+		f.seen[g.Name] = len(applied)
+	}
 	return out
 }
 
@@ -268,8 +182,8 @@ func (f *fixture) lastStatus() clerumv1alpha1.GlobalFileSystemStatus {
 	return s[0]
 }
 
-// adopt indexes what the fake API server holds for name's children and
-// gives g the status last applied, as the informers would after a sync.
+// adopt caches what the fake API server holds for g's children and gives
+// g the status st, as the informers would after a sync.
 func (f *fixture) adopt(g *clerumv1alpha1.GlobalFileSystem, st clerumv1alpha1.GlobalFileSystemStatus) *clerumv1alpha1.GlobalFileSystem {
 	for _, o := range []struct {
 		gvr  schema.GroupVersionResource
@@ -280,9 +194,8 @@ func (f *fixture) adopt(g *clerumv1alpha1.GlobalFileSystem, st clerumv1alpha1.Gl
 		{networkingv1.SchemeGroupVersion.WithResource("networkpolicies"), names.GFSCEgressPolicy(g.Name)},
 		{batchv1.SchemeGroupVersion.WithResource("jobs"), resources.SeedJobName(g.Name)},
 	} {
-		obj, err := f.kube.Tracker().Get(o.gvr, gfsNS, o.name)
-		if err == nil {
-			f.index(obj)
+		if obj, err := f.Kube.Tracker().Get(o.gvr, gfsNS, o.name); err == nil {
+			f.Index(obj)
 		}
 	}
 	g = g.DeepCopy()
@@ -291,30 +204,30 @@ func (f *fixture) adopt(g *clerumv1alpha1.GlobalFileSystem, st clerumv1alpha1.Gl
 	return g
 }
 
-// setAvailable marks name's Deployment available (or not) in the cache.
+// setAvailable marks name's Deployment available (or not).
 func (f *fixture) setAvailable(name string, available bool) {
-	obj, err := f.kube.Tracker().Get(appsv1.SchemeGroupVersion.WithResource("deployments"), gfsNS, names.GFSCWorkload(name))
+	obj, err := f.Kube.Tracker().Get(appsv1.SchemeGroupVersion.WithResource("deployments"), gfsNS, names.GFSCWorkload(name))
 	require.NoError(f.t, err)
 	d := obj.(*appsv1.Deployment).DeepCopy()
 	d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation}
 	if available {
 		d.Status.AvailableReplicas, d.Status.UpdatedReplicas, d.Status.ReadyReplicas = 1, 1, 1
 	}
-	require.NoError(f.t, f.kube.Tracker().Update(appsv1.SchemeGroupVersion.WithResource("deployments"), d, gfsNS))
-	f.index(d)
-	f.kube.ClearActions()
+	require.NoError(f.t, f.Kube.Tracker().Update(appsv1.SchemeGroupVersion.WithResource("deployments"), d, gfsNS))
+	f.Index(d)
+	f.ClearWrites()
 }
 
 // setJob gives name's seed Job a finished condition of typ.
 func (f *fixture) setJob(name string, typ batchv1.JobConditionType) {
 	gvr := batchv1.SchemeGroupVersion.WithResource("jobs")
-	obj, err := f.kube.Tracker().Get(gvr, gfsNS, resources.SeedJobName(name))
+	obj, err := f.Kube.Tracker().Get(gvr, gfsNS, resources.SeedJobName(name))
 	require.NoError(f.t, err)
 	j := obj.(*batchv1.Job).DeepCopy()
 	j.Status.Conditions = []batchv1.JobCondition{{Type: typ, Status: corev1.ConditionTrue, Reason: "BackoffLimitExceeded"}}
-	require.NoError(f.t, f.kube.Tracker().Update(gvr, j, gfsNS))
-	f.index(j)
-	f.kube.ClearActions()
+	require.NoError(f.t, f.Kube.Tracker().Update(gvr, j, gfsNS))
+	f.Index(j)
+	f.ClearWrites()
 }
 
 func newGFS(name string, opts ...func(*clerumv1alpha1.GlobalFileSystem)) *clerumv1alpha1.GlobalFileSystem {
@@ -335,24 +248,12 @@ func condition(st clerumv1alpha1.GlobalFileSystemStatus, typ string) metav1.Cond
 	return *c
 }
 
-func events(f *fixture) []string {
-	var out []string
-	for {
-		select {
-		case e := <-f.recorder.Events:
-			out = append(out, e)
-		default:
-			return out
-		}
-	}
-}
-
 var creates = []string{
-	"create networkpolicies gfsc-main-egress",
-	"create services gfsc-main",
-	"create deployments gfsc-main",
-	"create jobs gfsc-main-seed",
-	"update jobs gfsc-main-seed", // its mark, once it has a UID
+	"create deployments/gfsc-main",
+	"create jobs/gfsc-main-seed",
+	"create networkpolicies/gfsc-main-egress",
+	"create services/gfsc-main",
+	"update jobs/gfsc-main-seed", // its mark, once it has a UID
 }
 
 // converge syncs a fresh GFS to Ready: children created, Deployment
@@ -373,6 +274,15 @@ func converge(t *testing.T, f *fixture, g *clerumv1alpha1.GlobalFileSystem) *cle
 func TestSyncCreatesTheChildrenAndReportsInitializing(t *testing.T) {
 	f := newFixture(t, newGFS("main"), pgSecret(), jwtConfigMap(publicKeyPEM))
 	f.mustSync("main")
+	// The write list is sorted; the order of the creates is pinned here:
+	// the egress policy first, so no pod starts unisolated.
+	var order []string
+	for _, a := range f.Kube.Actions() {
+		if a.GetVerb() == "create" {
+			order = append(order, a.GetResource().Resource)
+		}
+	}
+	assert.Equal(t, []string{"networkpolicies", "services", "deployments", "jobs"}, order)
 	assert.Equal(t, creates, f.writes())
 
 	st := f.lastStatus()
@@ -385,7 +295,7 @@ func TestSyncCreatesTheChildrenAndReportsInitializing(t *testing.T) {
 	assert.Equal(t, reasons.Progressing, condition(st, clerumv1alpha1.ConditionReady).Reason)
 	assert.Equal(t, metav1.ConditionFalse, condition(st, clerumv1alpha1.ConditionWorkloadReady).Status)
 
-	obj, err := f.kube.Tracker().Get(appsv1.SchemeGroupVersion.WithResource("deployments"), gfsNS, "gfsc-main")
+	obj, err := f.Kube.Tracker().Get(appsv1.SchemeGroupVersion.WithResource("deployments"), gfsNS, "gfsc-main")
 	require.NoError(t, err)
 	d := obj.(*appsv1.Deployment)
 	require.Len(t, d.OwnerReferences, 1)
@@ -450,9 +360,9 @@ func TestSeedJobIsNotRecreatedOnceSeeded(t *testing.T) {
 	f := newFixture(t, newGFS("main"), pgSecret(), jwtConfigMap(publicKeyPEM))
 	g := converge(t, f, newGFS("main"))
 	// The TTL controller removes the finished Job.
-	j, err := f.kube.Tracker().Get(batchv1.SchemeGroupVersion.WithResource("jobs"), gfsNS, "gfsc-main-seed")
+	j, err := f.Kube.Tracker().Get(batchv1.SchemeGroupVersion.WithResource("jobs"), gfsNS, "gfsc-main-seed")
 	require.NoError(t, err)
-	f.unindex(j)
+	f.Unindex(j)
 	f.mustSync(g.Name)
 	assert.Empty(t, f.writes())
 	assert.Empty(t, f.statuses())
@@ -464,7 +374,7 @@ func TestSeedFailureDegradesAndIsReportedOnce(t *testing.T) {
 	g := f.adopt(newGFS("main"), f.lastStatus())
 	f.setAvailable("main", true)
 	f.setJob("main", batchv1.JobFailed)
-	events(f)
+	f.Events()
 
 	f.mustSync("main")
 	st := f.lastStatus()
@@ -474,11 +384,11 @@ func TestSeedFailureDegradesAndIsReportedOnce(t *testing.T) {
 	assert.Contains(t, condition(st, clerumv1alpha1.ConditionRootSeeded).Message, "BackoffLimitExceeded")
 	assert.False(t, st.RootSeeded)
 	assert.Empty(t, f.writes(), "a failed Job is kept for its logs, not re-created at once")
-	assert.Equal(t, []string{"Warning SeedFailed " + condition(st, clerumv1alpha1.ConditionRootSeeded).Message}, events(f))
+	assert.Equal(t, []string{"Warning SeedFailed " + condition(st, clerumv1alpha1.ConditionRootSeeded).Message}, f.Events())
 
 	f.adopt(g, st)
 	f.mustSync("main")
-	assert.Empty(t, events(f))
+	assert.Empty(t, f.Events())
 	assert.Empty(t, f.statuses())
 }
 
@@ -490,10 +400,10 @@ func TestRotatedConfigReplacesAnUnfinishedSeedAndRollsThePods(t *testing.T) {
 	s := pgSecret()
 	s.Data[testOptions.PostgresSecretKey] = []byte("postgres://gfsc:rotated@db:5432/gfs")
 	s.ResourceVersion = "2"
-	f.index(s)
+	f.Index(s)
 
 	f.mustSync("main")
-	assert.Equal(t, []string{"update deployments gfsc-main", "delete jobs gfsc-main-seed"}, f.writes())
+	assert.Equal(t, []string{"delete jobs/gfsc-main-seed", "update deployments/gfsc-main"}, f.writes())
 }
 
 func TestDriveChangeRollsAndSeedsTheNewDrive(t *testing.T) {
@@ -514,13 +424,13 @@ func TestDriveChangeRollsAndSeedsTheNewDrive(t *testing.T) {
 
 	// Then the roll, and the old drive's Job replaced.
 	f.mustSync("main")
-	assert.Equal(t, []string{"update deployments gfsc-main", "delete jobs gfsc-main-seed"}, f.writes())
+	assert.Equal(t, []string{"delete jobs/gfsc-main-seed", "update deployments/gfsc-main"}, f.writes())
 	f.adopt(g, f.lastStatus())
 	// The old Job's deletion reaches the cache.
-	f.unindex(&batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: gfsNS, Name: "gfsc-main-seed"}})
+	f.Unindex(&batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: gfsNS, Name: "gfsc-main-seed"}})
 	f.mustSync("main")
-	assert.Equal(t, []string{"create jobs gfsc-main-seed", "update jobs gfsc-main-seed"}, f.writes())
-	obj, err := f.kube.Tracker().Get(batchv1.SchemeGroupVersion.WithResource("jobs"), gfsNS, "gfsc-main-seed")
+	assert.Equal(t, []string{"create jobs/gfsc-main-seed", "update jobs/gfsc-main-seed"}, f.writes())
+	obj, err := f.Kube.Tracker().Get(batchv1.SchemeGroupVersion.WithResource("jobs"), gfsNS, "gfsc-main-seed")
 	require.NoError(t, err)
 	assert.Equal(t, resources.SeedArgs("archive"), obj.(*batchv1.Job).Spec.Template.Spec.Containers[0].Args)
 }
@@ -552,7 +462,7 @@ func TestMissingOrInvalidConfigBlocksEverything(t *testing.T) {
 			assert.Equal(t, tc.reason, cr.Reason)
 			assert.Contains(t, cr.Message, tc.mention)
 			assert.Equal(t, tc.reason, condition(st, clerumv1alpha1.ConditionReady).Reason)
-			ev := events(f)
+			ev := f.Events()
 			require.Len(t, ev, 1)
 			assert.True(t, strings.HasPrefix(ev[0], "Warning Blocked "), ev[0])
 			raw, _ := json.Marshal(st)
@@ -565,8 +475,8 @@ func TestConfigLostAfterDeployingLeavesTheWorkloadAlone(t *testing.T) {
 	f := newFixture(t, newGFS("main"), pgSecret(), jwtConfigMap(publicKeyPEM))
 	g := converge(t, f, newGFS("main"))
 	f.writes()
-	events(f)
-	f.unindex(pgSecret())
+	f.Events()
+	f.Unindex(pgSecret())
 
 	f.mustSync("main")
 	assert.Empty(t, f.writes(), "nothing rolled or deleted")
@@ -576,13 +486,41 @@ func TestConfigLostAfterDeployingLeavesTheWorkloadAlone(t *testing.T) {
 	assert.Equal(t, "http://gfsc-main.gfs.svc.cluster.local:8087", st.Endpoint)
 	f.adopt(g, st)
 
-	f.index(pgSecret())
+	f.Index(pgSecret())
 	f.mustSync("main")
 	assert.Empty(t, f.writes())
 	assert.Equal(t, clerumv1alpha1.FileSystemReady, f.lastStatus().Phase)
-	ev := events(f)
+	ev := f.Events()
 	require.Len(t, ev, 2)
 	assert.True(t, strings.HasPrefix(ev[1], "Normal Released "), ev[1])
+}
+
+// A block is one Warning however many syncs it lasts, its release one
+// Normal event; a GlobalFileSystem deleted while blocked is forgotten, so
+// a later one of the same name, blocked too, is reported again.
+func TestABlockIsReportedOnceAndForgottenWithItsGlobalFileSystem(t *testing.T) {
+	f := newFixture(t, newGFS("main"), pgSecret())
+	for range 3 {
+		f.mustSync("main")
+	}
+	ev := f.Events()
+	require.Len(t, ev, 1, "one event for the block: %v", ev)
+	assert.True(t, strings.HasPrefix(ev[0], "Warning Blocked "+reasons.ConfigMissing), ev[0])
+
+	f.Unindex(newGFS("main"))
+	f.mustSync("main") // gone
+	later := newGFS("main")
+	later.UID = "uid-a-later-main"
+	f.setGFS(later)
+	f.mustSync("main")
+	ev = f.Events()
+	require.Len(t, ev, 1, "the later one's block is its own: %v", ev)
+	assert.True(t, strings.HasPrefix(ev[0], "Warning Blocked "), ev[0])
+
+	f.Index(jwtConfigMap(publicKeyPEM))
+	f.mustSync("main")
+	f.mustSync("main")
+	assert.Equal(t, []string{"Normal Released no longer blocked (was " + reasons.ConfigMissing + ")"}, f.Events())
 }
 
 func TestUnmanagedObjectHoldingANameIsNotAdopted(t *testing.T) {
@@ -590,21 +528,21 @@ func TestUnmanagedObjectHoldingANameIsNotAdopted(t *testing.T) {
 	f := newFixture(t, newGFS("main"), pgSecret(), jwtConfigMap(publicKeyPEM), squatter)
 	res := f.mustSync("main")
 	assert.Equal(t, []string{
-		"create networkpolicies gfsc-main-egress",
-		"create services gfsc-main",
-		"create deployments gfsc-main",
-		"create jobs gfsc-main-seed",
-		"update jobs gfsc-main-seed",
+		"create deployments/gfsc-main",
+		"create jobs/gfsc-main-seed",
+		"create networkpolicies/gfsc-main-egress",
+		"create services/gfsc-main",
+		"update jobs/gfsc-main-seed",
 	}, f.writes(), "the Service create meets the unmanaged object and stops; the others go on")
 	assert.Equal(t, refusedRetry, res.RequeueAfter)
 	st := f.lastStatus()
 	assert.Equal(t, clerumv1alpha1.FileSystemDegraded, st.Phase)
 	assert.Equal(t, reasons.NotOwned, condition(st, clerumv1alpha1.ConditionReady).Reason)
 	assert.Empty(t, st.Endpoint)
-	obj, err := f.kube.Tracker().Get(corev1.SchemeGroupVersion.WithResource("services"), gfsNS, "gfsc-main")
+	obj, err := f.Kube.Tracker().Get(corev1.SchemeGroupVersion.WithResource("services"), gfsNS, "gfsc-main")
 	require.NoError(t, err)
 	assert.Empty(t, obj.(*corev1.Service).Labels, "left as it is")
-	ev := events(f)
+	ev := f.Events()
 	require.NotEmpty(t, ev)
 	assert.Contains(t, ev[0], reasons.EventUnmanagedConflict)
 	assert.Equal(t, 1.0, value(t, f.c.metrics.Refused.WithLabelValues("Service", string(kit.CauseUnmanaged))))
@@ -617,8 +555,8 @@ func TestNoRuntimeWithoutItsEgressPolicy(t *testing.T) {
 	f := newFixture(t, newGFS("main"), pgSecret(), jwtConfigMap(publicKeyPEM), squatter)
 	res := f.mustSync("main")
 	assert.Equal(t, []string{
-		"create networkpolicies gfsc-main-egress",
-		"create services gfsc-main",
+		"create networkpolicies/gfsc-main-egress",
+		"create services/gfsc-main",
 	}, f.writes(), "no Deployment and no seed Job without the policy")
 	assert.Equal(t, refusedRetry, res.RequeueAfter)
 	st := f.lastStatus()
@@ -631,26 +569,77 @@ func TestDeletionRemovesTheChildren(t *testing.T) {
 	f.mustSync("main")
 	g := f.adopt(newGFS("main"), f.lastStatus())
 	f.writes()
-	require.NoError(t, f.indexer(g).Delete(g))
+	f.Unindex(g)
 
 	f.mustSync("main")
 	assert.ElementsMatch(t, []string{
-		"delete deployments gfsc-main",
-		"delete services gfsc-main",
-		"delete networkpolicies gfsc-main-egress",
-		"delete jobs gfsc-main-seed",
+		"delete deployments/gfsc-main",
+		"delete services/gfsc-main",
+		"delete networkpolicies/gfsc-main-egress",
+		"delete jobs/gfsc-main-seed",
 	}, f.writes())
 	assert.Empty(t, f.statuses())
 }
 
+// eventful takes a converged GlobalFileSystem main through what makes the
+// reconciler write events and log lines where its configuration is at
+// stake: a block of an invalid JWT key beside the Postgres Secret and its
+// release, then a rotated connection string, read from the API server,
+// whose roll fails: synced through the loop, which logs the failure.
+func eventful(t *testing.T, f *fixture) {
+	t.Helper()
+	g := converge(t, f, newGFS("main"))
+	f.Index(jwtConfigMap("not a key"))
+	f.mustSync("main")
+	g = f.adopt(g, f.lastStatus())
+	f.Index(jwtConfigMap(publicKeyPEM))
+	f.mustSync("main")
+	f.adopt(g, f.lastStatus())
+
+	rotated := pgSecret()
+	rotated.Data[testOptions.PostgresSecretKey] = []byte("postgres://gfsc:hunter2-rotated@control-postgres.control-plane:5432/gfs")
+	rotated.ResourceVersion = "2"
+	require.NoError(t, f.Kube.Tracker().Update(corev1.SchemeGroupVersion.WithResource("secrets"), rotated, gfsNS))
+	f.Index(rotated)
+	f.Kube.PrependReactor("update", "deployments", func(core.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewServiceUnavailable("the API server is restarting")
+	})
+	f.c.queue.Add(cache.ObjectName{Namespace: gfsNS, Name: "main"})
+	require.True(t, f.c.base.Loop().ProcessNext(context.Background()))
+}
+
 func TestNoValueReachesLogsOrEvents(t *testing.T) {
 	f := newFixture(t, newGFS("main"), pgSecret(), jwtConfigMap(publicKeyPEM))
-	converge(t, f, newGFS("main"))
-	for _, e := range events(f) {
+	eventful(t, f)
+	// What is checked below is there to check: the block and release
+	// events, their log lines and the loop's line of the failed sync.
+	ev := f.Events()
+	require.Len(t, ev, 2, "a block and its release: %v", ev)
+	logs := f.Log()
+	for _, line := range []string{"globalfilesystem blocked", "globalfilesystem released", "sync failed", "the API server is restarting"} {
+		require.Contains(t, logs, line)
+	}
+
+	for _, e := range ev {
 		assert.NotContains(t, e, "hunter2")
 	}
-	assert.NotContains(t, f.logs.String(), "hunter2")
+	assert.NotContains(t, logs, "hunter2")
 	assert.NotContains(t, fmt.Sprint(f.c.admit()), "hunter2")
+}
+
+// Every line the reconciler writes names it, and the GlobalFileSystem as
+// namespace/name under "object" (docs/reconcilers.md#logs).
+func TestEveryLogLineNamesTheReconcilerAndTheObject(t *testing.T) {
+	f := newFixture(t, newGFS("main"), pgSecret(), jwtConfigMap(publicKeyPEM))
+	eventful(t, f)
+	lines := strings.Split(strings.TrimSpace(f.Log()), "\n")
+	require.GreaterOrEqual(t, len(lines), 3, "the block, the release and the failed sync")
+	for _, line := range lines {
+		var fields map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &fields), line)
+		assert.Equal(t, "globalfilesystem", fields[kit.LogController], line)
+		assert.Equal(t, "gfs/main", fields[kit.LogObject], line)
+	}
 }
 
 // value reads one gauge or counter.
@@ -706,8 +695,8 @@ func TestAForgedSeedJobNeverSetsRootSeeded(t *testing.T) {
 			st := f.lastStatus()
 			assert.False(t, st.RootSeeded, "a Job HCC did not mark is not believed")
 			assert.Equal(t, reasons.SeedPending, condition(st, clerumv1alpha1.ConditionRootSeeded).Reason)
-			assert.Contains(t, f.writes(), "delete jobs gfsc-main-seed", "the forged Job is replaced")
-			assert.Contains(t, strings.Join(events(f), "\n"), "Warning "+resources.EventSeedJobUnmarked+" the seed Job gfsc-main-seed carries no valid mark")
+			assert.Contains(t, f.writes(), "delete jobs/gfsc-main-seed", "the forged Job is replaced")
+			assert.Contains(t, strings.Join(f.Events(), "\n"), "Warning "+resources.EventSeedJobUnmarked+" the seed Job gfsc-main-seed carries no valid mark")
 		})
 	}
 }
@@ -716,7 +705,7 @@ func TestTheSeedJobHCCCreatedCarriesAMarkThatVerifies(t *testing.T) {
 	g := newGFS("main")
 	f := newFixture(t, g, pgSecret(), jwtConfigMap(publicKeyPEM))
 	f.mustSync("main")
-	obj, err := f.kube.Tracker().Get(batchv1.SchemeGroupVersion.WithResource("jobs"), gfsNS, "gfsc-main-seed")
+	obj, err := f.Kube.Tracker().Get(batchv1.SchemeGroupVersion.WithResource("jobs"), gfsNS, "gfsc-main-seed")
 	require.NoError(t, err)
 	j := obj.(*batchv1.Job)
 	assert.True(t, resources.SeedJobMarked(testSeedKey, g, j))
@@ -733,7 +722,7 @@ func TestNoSeedJobWithoutAKey(t *testing.T) {
 	f.c.cfg.SeedKey = mark.Key{}
 	_, err := f.sync("main")
 	require.ErrorIs(t, err, errNoSeedKey)
-	assert.NotContains(t, f.writes(), "create jobs gfsc-main-seed")
+	assert.NotContains(t, f.writes(), "create jobs/gfsc-main-seed")
 }
 
 func TestTwoGlobalFileSystemsOnOneDriveRunOneWriter(t *testing.T) {
@@ -745,10 +734,10 @@ func TestTwoGlobalFileSystemsOnOneDriveRunOneWriter(t *testing.T) {
 
 	// The older one holds the drive, whatever the names say.
 	f.mustSync(older.Name)
-	assert.Contains(t, f.writes(), "create deployments gfsc-b-older")
+	assert.Contains(t, f.writes(), "create deployments/gfsc-b-older")
 	older = f.adopt(older, f.lastStatus())
 	f.writes()
-	events(f)
+	f.Events()
 
 	res := f.mustSync(younger.Name)
 	assert.Empty(t, f.writes(), "no gfsc, no seed, nothing else for the one that does not hold the drive")
@@ -758,41 +747,41 @@ func TestTwoGlobalFileSystemsOnOneDriveRunOneWriter(t *testing.T) {
 	assert.Equal(t, metav1.ConditionFalse, ready.Status)
 	assert.Equal(t, resources.ReasonDriveConflict, ready.Reason)
 	assert.Contains(t, ready.Message, "drive main is held by GlobalFileSystem b-older")
-	assert.Equal(t, []string{"Warning DriveConflict " + ready.Message}, events(f))
+	assert.Equal(t, []string{"Warning DriveConflict " + ready.Message}, f.Events())
 	assert.Equal(t, refusedRetry, res.RequeueAfter)
 	younger = f.adopt(younger, st)
 	f.mustSync(younger.Name)
 	assert.Empty(t, f.writes())
 	assert.Empty(t, f.statuses())
-	assert.Empty(t, events(f), "one event per conflict")
+	assert.Empty(t, f.Events(), "one event per conflict")
 
 	// The holder goes: while its gfsc is still there the next one waits,
 	// then takes the drive over.
 	gvr := clerumv1alpha1.Resource("globalfilesystems").WithVersion("v1alpha1")
-	require.NoError(t, f.hcc.Tracker().Delete(gvr, gfsNS, older.Name))
-	f.unindex(older)
+	require.NoError(t, f.HCC.Tracker().Delete(gvr, gfsNS, older.Name))
+	f.Unindex(older)
 	f.mustSync(younger.Name)
 	assert.Empty(t, f.writes())
 	st = f.lastStatus()
 	assert.Contains(t, condition(st, clerumv1alpha1.ConditionReady).Message, "still served by the gfsc Deployment gfsc-b-older")
 	younger = f.adopt(younger, st)
-	events(f)
+	f.Events()
 
 	f.mustSync(older.Name) // gone: its children are deleted
-	assert.Contains(t, f.writes(), "delete deployments gfsc-b-older")
+	assert.Contains(t, f.writes(), "delete deployments/gfsc-b-older")
 	d, err := f.c.deployments.Deployments(gfsNS).Get("gfsc-b-older")
 	require.NoError(t, err)
-	f.unindex(d)
+	f.Unindex(d)
 
 	f.mustSync(younger.Name)
 	assert.Equal(t, []string{
-		"create networkpolicies gfsc-a-younger-egress",
-		"create services gfsc-a-younger",
-		"create deployments gfsc-a-younger",
-		"create jobs gfsc-a-younger-seed",
-		"update jobs gfsc-a-younger-seed",
+		"create deployments/gfsc-a-younger",
+		"create jobs/gfsc-a-younger-seed",
+		"create networkpolicies/gfsc-a-younger-egress",
+		"create services/gfsc-a-younger",
+		"update jobs/gfsc-a-younger-seed",
 	}, f.writes())
-	assert.Equal(t, []string{"Normal Released holds drive main now; gfsc starts"}, events(f))
+	assert.Equal(t, []string{"Normal Released holds drive main now; gfsc starts"}, f.Events())
 	assert.NotEqual(t, resources.ReasonDriveConflict, condition(f.lastStatus(), clerumv1alpha1.ConditionReady).Reason)
 }
 
@@ -822,14 +811,14 @@ func TestAGlobalFileSystemThatLosesItsDriveStopsItsWriter(t *testing.T) {
 	younger = f.adopt(younger, st)
 
 	f.mustSync(younger.Name)
-	assert.Equal(t, []string{"delete deployments gfsc-younger", "delete jobs gfsc-younger-seed"}, f.writes())
+	assert.Equal(t, []string{"delete deployments/gfsc-younger", "delete jobs/gfsc-younger-seed"}, f.writes())
 	assert.Equal(t, resources.ReasonDriveConflict, condition(f.lastStatus(), clerumv1alpha1.ConditionReady).Reason)
 }
 
 func TestTheInitContainerWaitsForTheConnectionStringsHostWithoutItsPassword(t *testing.T) {
 	f := newFixture(t, newGFS("main"), pgSecret(), jwtConfigMap(publicKeyPEM))
 	f.mustSync("main")
-	obj, err := f.kube.Tracker().Get(appsv1.SchemeGroupVersion.WithResource("deployments"), gfsNS, "gfsc-main")
+	obj, err := f.Kube.Tracker().Get(appsv1.SchemeGroupVersion.WithResource("deployments"), gfsNS, "gfsc-main")
 	require.NoError(t, err)
 	init := obj.(*appsv1.Deployment).Spec.Template.Spec.InitContainers[0]
 	assert.Equal(t, []corev1.EnvVar{{Name: resources.EnvPostgresHost, Value: "control-postgres.control-plane"}, {Name: resources.EnvPostgresPort, Value: "5432"}}, init.Env)
@@ -838,9 +827,9 @@ func TestTheInitContainerWaitsForTheConnectionStringsHostWithoutItsPassword(t *t
 	assert.NotContains(t, string(out), "hunter2")
 
 	// Read once per configuration: a second sync reads no Secret.
-	f.kube.ClearActions()
+	f.Kube.ClearActions()
 	f.mustSync("main")
-	for _, a := range f.kube.Actions() {
+	for _, a := range f.Kube.Actions() {
 		assert.NotEqual(t, "secrets", a.GetResource().Resource, "the Secret is read again only when the configuration changes")
 	}
 }
@@ -851,12 +840,12 @@ func TestTheInitContainerWaitsForTheConnectionStringsHostWithoutItsPassword(t *t
 func TestOnlyTheJWTConfigMapIsWatched(t *testing.T) {
 	f := newFixture(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	f.c.configMapFactory.Start(ctx.Done())
-	defer f.c.configMapFactory.Shutdown() // after cancel: it waits for the informer to stop
+	f.Deps().Informers.Start(ctx.Done())
+	defer f.Deps().Informers.Shutdown() // after cancel: it waits for the informers to stop
 	defer cancel()
 	require.Eventually(t, f.c.configMapInformer.HasSynced, 5*time.Second, 10*time.Millisecond)
 	var lists int
-	for _, a := range f.kube.Actions() {
+	for _, a := range f.Kube.Actions() {
 		if a.GetResource().Resource != "configmaps" || (a.GetVerb() != "list" && a.GetVerb() != "watch") {
 			continue
 		}
@@ -879,21 +868,21 @@ func TestOnlyTheJWTConfigMapIsWatched(t *testing.T) {
 func TestACacheThatShowsTheSeedJobBeforeItsMarkDoesNotReplaceIt(t *testing.T) {
 	f := newFixture(t, newGFS("main"), pgSecret(), jwtConfigMap(publicKeyPEM))
 	// The fake API server assigns no UIDs; the real one does.
-	f.kube.PrependReactor("create", "jobs", func(a core.Action) (bool, runtime.Object, error) {
+	f.Kube.PrependReactor("create", "jobs", func(a core.Action) (bool, runtime.Object, error) {
 		a.(core.CreateAction).GetObject().(*batchv1.Job).UID = "uid-of-the-created-job"
 		return false, nil, nil
 	})
 	f.mustSync("main")
-	require.Contains(t, f.writes(), "update jobs gfsc-main-seed")
-	obj, err := f.kube.Tracker().Get(batchv1.SchemeGroupVersion.WithResource("jobs"), gfsNS, "gfsc-main-seed")
+	require.Contains(t, f.writes(), "update jobs/gfsc-main-seed")
+	obj, err := f.Kube.Tracker().Get(batchv1.SchemeGroupVersion.WithResource("jobs"), gfsNS, "gfsc-main-seed")
 	require.NoError(t, err)
 	stale := obj.(*batchv1.Job).DeepCopy()
 	delete(stale.Annotations, mark.Annotation)
-	f.index(stale)
+	f.Index(stale)
 
 	f.mustSync("main")
-	assert.NotContains(t, f.writes(), "delete jobs gfsc-main-seed")
-	assert.NotContains(t, strings.Join(events(f), "\n"), resources.EventSeedJobUnmarked)
+	assert.NotContains(t, f.writes(), "delete jobs/gfsc-main-seed")
+	assert.NotContains(t, strings.Join(f.Events(), "\n"), resources.EventSeedJobUnmarked)
 }
 
 // TestTheMarkIsWrittenAfterAConflict: the Job controller may update the
@@ -903,7 +892,7 @@ func TestTheMarkIsWrittenAfterAConflict(t *testing.T) {
 	g := newGFS("main")
 	f := newFixture(t, g, pgSecret(), jwtConfigMap(publicKeyPEM))
 	conflicts := 1
-	f.kube.PrependReactor("update", "jobs", func(core.Action) (bool, runtime.Object, error) {
+	f.Kube.PrependReactor("update", "jobs", func(core.Action) (bool, runtime.Object, error) {
 		if conflicts == 0 {
 			return false, nil, nil
 		}
@@ -911,7 +900,7 @@ func TestTheMarkIsWrittenAfterAConflict(t *testing.T) {
 		return true, nil, apierrors.NewConflict(batchv1.Resource("jobs"), "gfsc-main-seed", fmt.Errorf("the object has been modified"))
 	})
 	f.mustSync("main")
-	obj, err := f.kube.Tracker().Get(batchv1.SchemeGroupVersion.WithResource("jobs"), gfsNS, "gfsc-main-seed")
+	obj, err := f.Kube.Tracker().Get(batchv1.SchemeGroupVersion.WithResource("jobs"), gfsNS, "gfsc-main-seed")
 	require.NoError(t, err)
 	assert.True(t, resources.SeedJobMarked(testSeedKey, g, obj.(*batchv1.Job)))
 }
@@ -923,7 +912,7 @@ func TestTheMarkIsWrittenAfterAConflict(t *testing.T) {
 func TestOnlyAnotherFileSystemsOwnGFSCHoldsTheDrive(t *testing.T) {
 	built := newFixture(t, newGFS("main"), pgSecret(), jwtConfigMap(publicKeyPEM))
 	built.mustSync("main")
-	obj, err := built.kube.Tracker().Get(appsv1.SchemeGroupVersion.WithResource("deployments"), gfsNS, "gfsc-main")
+	obj, err := built.Kube.Tracker().Get(appsv1.SchemeGroupVersion.WithResource("deployments"), gfsNS, "gfsc-main")
 	require.NoError(t, err)
 	template := obj.(*appsv1.Deployment)
 
@@ -950,8 +939,27 @@ func TestOnlyAnotherFileSystemsOwnGFSCHoldsTheDrive(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, newGFS("main"), pgSecret(), jwtConfigMap(publicKeyPEM), tc.d)
 			_, _ = f.sync("main")
-			created := slices.Contains(f.writes(), "create deployments gfsc-main")
+			created := slices.Contains(f.writes(), "create deployments/gfsc-main")
 			assert.Equal(t, tc.starts, created, "writes: %v", f.writes())
 		})
 	}
+}
+
+// An informer the reconciler cannot add its handlers to (it has stopped)
+// fails Run at once, and is counted, instead of leaving the reconciler deaf
+// to GlobalFileSystems or waiting for a cache that never syncs.
+func TestAnInformerThatCannotBeWiredFailsRun(t *testing.T) {
+	f := kittest.NewFixture(t)
+	filesystems := f.Deps().Informers.HCC(gfsNS).Clerum().V1alpha1().GlobalFileSystems().Informer()
+	stop := make(chan struct{})
+	close(stop)
+	filesystems.Run(stop) // returns at once: the informer has stopped
+	c := New(f.Deps(), Config{Namespace: gfsNS, Build: testOptions, Resync: time.Minute, Workers: 1, SeedKey: testSeedKey})
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	err := c.Run(ctx) // without the check, it would wait for a cache nobody runs
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "globalfilesystem: wiring")
+	assert.Positive(t, value(t, c.base.Errors().WithLabelValues("globalfilesystem")))
+	assert.NoError(t, ctx.Err(), "Run failed at once, not when the caches gave up")
 }

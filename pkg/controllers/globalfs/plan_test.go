@@ -125,22 +125,22 @@ func (f *fixture) created(t *testing.T) []runtime.Object {
 	t.Helper()
 	ctx := context.Background()
 	var out []runtime.Object
-	deployments, err := f.kube.AppsV1().Deployments(gfsNS).List(ctx, metav1.ListOptions{})
+	deployments, err := f.Kube.AppsV1().Deployments(gfsNS).List(ctx, metav1.ListOptions{})
 	require.NoError(t, err)
 	for i := range deployments.Items {
 		out = append(out, &deployments.Items[i])
 	}
-	services, err := f.kube.CoreV1().Services(gfsNS).List(ctx, metav1.ListOptions{})
+	services, err := f.Kube.CoreV1().Services(gfsNS).List(ctx, metav1.ListOptions{})
 	require.NoError(t, err)
 	for i := range services.Items {
 		out = append(out, &services.Items[i])
 	}
-	policies, err := f.kube.NetworkingV1().NetworkPolicies(gfsNS).List(ctx, metav1.ListOptions{})
+	policies, err := f.Kube.NetworkingV1().NetworkPolicies(gfsNS).List(ctx, metav1.ListOptions{})
 	require.NoError(t, err)
 	for i := range policies.Items {
 		out = append(out, &policies.Items[i])
 	}
-	jobs, err := f.kube.BatchV1().Jobs(gfsNS).List(ctx, metav1.ListOptions{})
+	jobs, err := f.Kube.BatchV1().Jobs(gfsNS).List(ctx, metav1.ListOptions{})
 	require.NoError(t, err)
 	for i := range jobs.Items {
 		out = append(out, &jobs.Items[i])

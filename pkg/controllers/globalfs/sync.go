@@ -176,26 +176,28 @@ func (c *Controller) stopWriters(ctx context.Context, g *clerumv1alpha1.GlobalFi
 // reportConflict posts one Warning event when g enters a drive conflict
 // and one Normal event when it leaves it.
 func (c *Controller) reportConflict(g *clerumv1alpha1.GlobalFileSystem, drive, conflict string) {
-	previous := c.state.setConflict(g.Name, conflict)
+	previous := c.state.conflict.Set(g.Name, conflict)
+	log := kit.LogObjectOf(c.log, g.Namespace, g.Name)
 	switch {
 	case conflict != "" && conflict != previous:
-		c.log.Info().Str("globalfilesystem", g.Name).Str("drive", drive).Msg("globalfilesystem in a drive conflict")
+		log.Info().Str("drive", drive).Msg("globalfilesystem in a drive conflict")
 		c.recorder.Event(g, corev1.EventTypeWarning, resources.ReasonDriveConflict, conflict)
 	case conflict == "" && previous != "":
-		c.log.Info().Str("globalfilesystem", g.Name).Str("drive", drive).Msg("globalfilesystem holds its drive")
+		log.Info().Str("drive", drive).Msg("globalfilesystem holds its drive")
 		c.recorder.Eventf(g, corev1.EventTypeNormal, reasons.EventReleased, "holds drive %s now; gfsc starts", drive)
 	}
 }
 
 // reportBlock posts one event per block and per release.
 func (c *Controller) reportBlock(g *clerumv1alpha1.GlobalFileSystem, a resources.Admission) {
-	previous := c.state.setBlock(g.Name, a.Block)
+	previous := c.state.block.Set(g.Name, a.Block)
+	log := kit.LogObjectOf(c.log, g.Namespace, g.Name)
 	switch {
 	case a.Block != "" && a.Block != previous:
-		c.log.Info().Str("globalfilesystem", g.Name).Str("reason", a.Block).Msg("globalfilesystem blocked")
+		log.Info().Str("reason", a.Block).Msg("globalfilesystem blocked")
 		c.recorder.Eventf(g, corev1.EventTypeWarning, reasons.EventBlocked, "%s: %s; nothing is created or rolled", a.Block, a.Message)
 	case a.Block == "" && previous != "":
-		c.log.Info().Str("globalfilesystem", g.Name).Str("was", previous).Msg("globalfilesystem released")
+		log.Info().Str("was", previous).Msg("globalfilesystem released")
 		c.recorder.Eventf(g, corev1.EventTypeNormal, reasons.EventReleased, "no longer blocked (was %s)", previous)
 	}
 }

@@ -1,9 +1,7 @@
 package resources
 
 import (
-	"flag"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -12,14 +10,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"sigs.k8s.io/yaml"
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/config"
+	"github.com/clerum/hcc/pkg/controllers/kit/kittest/golden"
 	"github.com/clerum/hcc/pkg/names"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 
 var testOptions = Options{
 	ControlPlaneNamespace: "control-plane",
@@ -46,18 +42,10 @@ var testOptions = Options{
 
 const testDigest = "sha256:0000"
 
-// golden compares obj's YAML with testdata/name, or rewrites it with -update.
-func golden(t *testing.T, name string, obj any) {
+// goldenYAML compares obj's YAML with testdata/name (golden.YAML).
+func goldenYAML(t *testing.T, name string, obj any) {
 	t.Helper()
-	got, err := yaml.Marshal(obj)
-	require.NoError(t, err)
-	path := filepath.Join("testdata", name)
-	if *update {
-		require.NoError(t, os.WriteFile(path, got, 0o644))
-	}
-	want, err := os.ReadFile(path)
-	require.NoError(t, err, "run go test -update to write %s", path)
-	assert.Equal(t, string(want), string(got), "%s: the gfsc interface is pinned (docs/globalfilesystem.md); run go test -update only for an intended change", path)
+	golden.YAML(t, filepath.Join("testdata", name), obj, "the gfsc interface is pinned (docs/globalfilesystem.md)")
 }
 
 // The golden files pin the pods and the policy HCC runs for a
@@ -67,10 +55,10 @@ func TestBuildersGolden(t *testing.T) {
 	g := newGFS("main")
 	opts := testOptions
 	opts.NodeLocalDNSCIDR = netip.MustParsePrefix("169.254.20.10/32")
-	golden(t, "gfsc.deployment.yaml", BuildDeployment(g, opts, testDigest))
-	golden(t, "gfsc.service.yaml", BuildService(g, opts))
-	golden(t, "gfsc.networkpolicy.yaml", BuildEgressPolicy(g, opts))
-	golden(t, "gfsc.seed-job.yaml", BuildSeedJob(g, opts, testDigest))
+	goldenYAML(t, "gfsc.deployment.yaml", BuildDeployment(g, opts, testDigest))
+	goldenYAML(t, "gfsc.service.yaml", BuildService(g, opts))
+	goldenYAML(t, "gfsc.networkpolicy.yaml", BuildEgressPolicy(g, opts))
+	goldenYAML(t, "gfsc.seed-job.yaml", BuildSeedJob(g, opts, testDigest))
 }
 
 func TestBuildDeployment(t *testing.T) {
