@@ -234,8 +234,8 @@ func (c *Controller) ensure(ctx context.Context, g *clerumv1alpha1.GlobalFileSys
 	// connection string, never start or roll unisolated — not while the
 	// policy's name is held by an object HCC does not own, nor while its
 	// write fails.
-	isolated := write(ensure(ctx, c.children, kit.NetworkPolicies, owner, c.policies.NetworkPolicies(ns), desired.EgressPolicy))
-	if write(ensure(ctx, c.children, kit.Services, owner, c.services.Services(ns), desired.Service)) {
+	isolated := write(kit.EnsureFrom(ctx, c.children, kit.NetworkPolicies, owner, c.policies.NetworkPolicies(ns), desired.EgressPolicy))
+	if write(kit.EnsureFrom(ctx, c.children, kit.Services, owner, c.services.Services(ns), desired.Service)) {
 		st.endpoint = resources.Endpoint(g, opts)
 	}
 	cached, err := c.deployments.Deployments(ns).Get(names.GFSCWorkload(g.Name))
@@ -437,19 +437,4 @@ func (c *Controller) serviceOf(g *clerumv1alpha1.GlobalFileSystem) *corev1.Servi
 // ours reports whether a managed object's identity label names g.
 func (c *Controller) ours(g *clerumv1alpha1.GlobalFileSystem, l map[string]string) bool {
 	return l[names.LabelGlobalFileSystem] == names.Label(g.Name)
-}
-
-// lister is the part of a namespaced lister ensure reads.
-type lister[T kit.Child] interface {
-	Get(name string) (T, error)
-}
-
-// ensure is kit.Ensure with the live object read from l.
-func ensure[T kit.Child](ctx context.Context, c *kit.Children, kind kit.Kind[T], owner kit.Owner, l lister[T], desired T) error {
-	live, err := l.Get(desired.GetName())
-	if err != nil && !apierrors.IsNotFound(err) {
-		return err
-	}
-	_, _, err = kit.Ensure(ctx, c, kind, owner, live, desired)
-	return err
 }

@@ -235,10 +235,10 @@ func (c *Controller) ensure(ctx context.Context, h *clerumv1alpha1.Host, a resou
 
 	// The pod's identity and volumes: the Deployment needs them all.
 	ready := true
-	ready = write(ensure(ctx, c.children, kit.ServiceAccounts, owner, c.accounts.ServiceAccounts(h.Namespace), want.ServiceAccount)) && ready
-	ready = write(ensure(ctx, c.children, kit.Roles, owner, c.roles.Roles(h.Namespace), want.Role)) && ready
-	ready = write(ensure(ctx, c.children, kit.RoleBindings, owner, c.bindings.RoleBindings(h.Namespace), want.RoleBinding)) && ready
-	ready = write(ensure(ctx, c.children, c.claimKind, owner, c.claims.PersistentVolumeClaims(h.Namespace), want.WorkspaceClaim)) && ready
+	ready = write(kit.EnsureFrom(ctx, c.children, kit.ServiceAccounts, owner, c.accounts.ServiceAccounts(h.Namespace), want.ServiceAccount)) && ready
+	ready = write(kit.EnsureFrom(ctx, c.children, kit.Roles, owner, c.roles.Roles(h.Namespace), want.Role)) && ready
+	ready = write(kit.EnsureFrom(ctx, c.children, kit.RoleBindings, owner, c.bindings.RoleBindings(h.Namespace), want.RoleBinding)) && ready
+	ready = write(kit.EnsureFrom(ctx, c.children, c.claimKind, owner, c.claims.PersistentVolumeClaims(h.Namespace), want.WorkspaceClaim)) && ready
 	// A failed refresh leaves the credential in place (present): the
 	// Deployment is still ensured, and AuthReady says the refresh failed.
 	cred, err := c.ensureCredential(ctx, h, owner, st)
@@ -253,7 +253,7 @@ func (c *Controller) ensure(ctx context.Context, h *clerumv1alpha1.Host, a resou
 	// a host namespace without a default deny it is what confines their
 	// ingress, so the Deployment waits for it like for its volumes.
 	if want.DesktopPolicy != nil {
-		ready = write(ensure(ctx, c.children, kit.NetworkPolicies, owner, c.policies.NetworkPolicies(h.Namespace), want.DesktopPolicy)) && ready
+		ready = write(kit.EnsureFrom(ctx, c.children, kit.NetworkPolicies, owner, c.policies.NetworkPolicies(h.Namespace), want.DesktopPolicy)) && ready
 	}
 
 	var live *appsv1.Deployment
@@ -274,7 +274,7 @@ func (c *Controller) ensure(ctx context.Context, h *clerumv1alpha1.Host, a resou
 		// is not HCC's: the pods stop rather than run with someone else's.
 		errs = append(errs, c.stopPods(ctx, h))
 	}
-	write(ensure(ctx, c.children, kit.Services, owner, c.services.Services(h.Namespace), want.Service))
+	write(kit.EnsureFrom(ctx, c.children, kit.Services, owner, c.services.Services(h.Namespace), want.Service))
 	if want.DesktopPolicy == nil {
 		// Deleted after the Deployment has dropped the desktop.
 		if p, err := c.policies.NetworkPolicies(h.Namespace).Get(names.HostDesktopPolicy(h.Name)); err == nil {
@@ -321,33 +321,18 @@ func (c *Controller) ensure(ctx context.Context, h *clerumv1alpha1.Host, a resou
 func (c *Controller) ensureReader(ctx context.Context, h *clerumv1alpha1.Host, want resources.Children, reader kit.Owner, write func(error) bool) []error {
 	opts := c.cfg.Build
 	var errs []error
-	err := ensure(ctx, c.children, kit.NetworkPolicies, reader, c.readerPolicies.NetworkPolicies(opts.ChannelsNamespace), want.ChannelReaderPolicy)
+	err := kit.EnsureFrom(ctx, c.children, kit.NetworkPolicies, reader, c.readerPolicies.NetworkPolicies(opts.ChannelsNamespace), want.ChannelReaderPolicy)
 	switch {
 	case write(err):
-		write(ensure(ctx, c.children, kit.Deployments, reader, c.readerDeployments.Deployments(opts.ChannelsNamespace), want.ChannelReaderDeployment))
+		write(kit.EnsureFrom(ctx, c.children, kit.Deployments, reader, c.readerDeployments.Deployments(opts.ChannelsNamespace), want.ChannelReaderDeployment))
 	case isOwnership(err):
 		live, lerr := c.readerDeployments.Deployments(opts.ChannelsNamespace).Get(names.ChannelReader(h.Name))
 		if lerr == nil {
 			errs = append(errs, c.scaleToZero(ctx, h, reader, live))
 		}
 	}
-	write(ensure(ctx, c.children, kit.Services, reader, c.readerServices.Services(opts.ChannelsNamespace), want.ChannelReaderService))
+	write(kit.EnsureFrom(ctx, c.children, kit.Services, reader, c.readerServices.Services(opts.ChannelsNamespace), want.ChannelReaderService))
 	return errs
-}
-
-// lister is the part of a namespaced lister ensure reads.
-type lister[T kit.Child] interface {
-	Get(name string) (T, error)
-}
-
-// ensure is kit.Ensure with the live object read from l.
-func ensure[T kit.Child](ctx context.Context, c *kit.Children, kind kit.Kind[T], owner kit.Owner, l lister[T], desired T) error {
-	live, err := l.Get(desired.GetName())
-	if err != nil && !apierrors.IsNotFound(err) {
-		return err
-	}
-	_, _, err = kit.Ensure(ctx, c, kind, owner, live, desired)
-	return err
 }
 
 // credential is what ensureCredential found or made.

@@ -643,3 +643,22 @@ func (c *Children) forget(kind string, obj metav1.Object) {
 	delete(c.reported, key)
 	c.mu.Unlock()
 }
+
+// Lister is the part of a namespaced lister EnsureFrom reads the live
+// object from: every generated lister has it.
+type Lister[T Child] interface {
+	Get(name string) (T, error)
+}
+
+// EnsureFrom is Ensure with the live object read from l, the child's cache
+// (none when l has no object of desired's name). It returns only the error:
+// the reconcilers that call it read the outcome from the cache on the next
+// sync.
+func EnsureFrom[T Child](ctx context.Context, c *Children, kind Kind[T], owner Owner, l Lister[T], desired T) error {
+	live, err := l.Get(desired.GetName())
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	_, _, err = Ensure(ctx, c, kind, owner, live, desired)
+	return err
+}

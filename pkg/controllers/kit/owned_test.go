@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -861,5 +862,54 @@ func TestEnsure(t *testing.T) {
 		f := newEnsureFixture() // absent from the server: the cache is behind
 		_, _, err := kit.Ensure(ctx, f.children, kit.NetworkPolicies, owner, live, buildNetworkPolicy(ns, "p", "h1"))
 		assert.ErrorIs(t, err, kit.ErrCacheBehind, "a child deleted since the cache saw it is retried quietly")
+	})
+}
+
+// stubLister answers Get from one map, or with err.
+type stubLister[T kit.Child] struct {
+	objs map[string]T
+	err  error
+}
+
+func (l stubLister[T]) Get(name string) (T, error) {
+	var zero T
+	if l.err != nil {
+		return zero, l.err
+	}
+	if o, ok := l.objs[name]; ok {
+		return o, nil
+	}
+	return zero, apierrors.NewNotFound(schema.GroupResource{Resource: "services"}, name)
+}
+
+func TestEnsureFromReadsTheLiveObjectFromTheLister(t *testing.T) {
+	h := newHost("mcp-host", "h1", "uid-h1")
+	owner := ownerOf(h)
+	desired := buildService("mcp-host", "h1", "h1")
+	ctx := context.Background()
+
+	t.Run("not in the cache: created", func(t *testing.T) {
+		kube := kubefake.NewClientset()
+		children := kit.NewChildren(kube, "hcc-test", record.NewFakeRecorder(10), nil)
+		require.NoError(t, kit.EnsureFrom(ctx, children, kit.Services, owner, stubLister[*corev1.Service]{}, desired))
+		_, err := kube.CoreV1().Services("mcp-host").Get(ctx, "h1", metav1.GetOptions{})
+		require.NoError(t, err)
+	})
+	t.Run("in the cache as built: nothing written", func(t *testing.T) {
+		live := withRef(buildService("mcp-host", "h1", "h1"), h)
+		kube := kubefake.NewClientset(live)
+		children := kit.NewChildren(kube, "hcc-test", record.NewFakeRecorder(10), nil)
+		require.NoError(t, kit.EnsureFrom(ctx, children, kit.Services, owner,
+			stubLister[*corev1.Service]{objs: map[string]*corev1.Service{"h1": live}}, desired))
+		for _, a := range kube.Actions() {
+			assert.Contains(t, []string{"get", "list", "watch"}, a.GetVerb(), "nothing is written")
+		}
+	})
+	t.Run("a lister error is returned and nothing written", func(t *testing.T) {
+		kube := kubefake.NewClientset()
+		children := kit.NewChildren(kube, "hcc-test", record.NewFakeRecorder(10), nil)
+		err := kit.EnsureFrom(ctx, children, kit.Services, owner, stubLister[*corev1.Service]{err: errors.New("broken cache")}, desired)
+		require.ErrorContains(t, err, "broken cache")
+		assert.Empty(t, kube.Actions())
 	})
 }
