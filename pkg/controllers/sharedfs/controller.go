@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/rs/zerolog"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -78,10 +77,9 @@ type Controller struct {
 	services          corelisters.ServiceLister
 	claims            corelisters.PersistentVolumeClaimLister
 	policies          networkinglisters.NetworkPolicyLister
-	synced            []cache.InformerSynced
 
-	queue    workqueue.TypedRateLimitingInterface[cache.ObjectName]
-	loop     *kit.Loop[cache.ObjectName]
+	base     *kit.Controller[cache.ObjectName]
+	queue    workqueue.TypedRateLimitingInterface[cache.ObjectName] // base's
 	children *kit.Children
 	// claimKind writes the data claims under HCC's mark.
 	claimKind kit.Kind[*corev1.PersistentVolumeClaim]
@@ -90,7 +88,6 @@ type Controller struct {
 	clock     clock.WithTicker
 	// statusWrites skips a status write the cache has not shown yet.
 	statusWrites *kit.StatusWrites
-	log          zerolog.Logger
 
 	state *fsState
 }
@@ -129,59 +126,54 @@ func New(d kit.Deps, cfg Config) *Controller {
 		services:          services.Lister(),
 		claims:            claims.Lister(),
 		policies:          policies.Lister(),
-		// A failed sync retries after 1 s, doubling to at most 5 min.
-		queue:        kit.New(d.Queues, "sharedfilesystem", kit.Backoff[cache.ObjectName](time.Second, 5*time.Minute)),
-		recorder:     d.Recorder,
-		metrics:      NewMetrics(d.Registry),
-		clock:        clk,
-		statusWrites: kit.NewStatusWrites(clk),
-		log:          d.Log.With().Str("controller", "sharedfilesystem").Logger(),
-		state:        newFSState(),
+		recorder:          d.Recorder,
+		metrics:           NewMetrics(d.Registry),
+		clock:             clk,
+		statusWrites:      kit.NewStatusWrites(clk),
+		state:             newFSState(),
 	}
+	// A failed sync retries after 1 s, doubling to at most 5 min.
+	c.base = kit.NewController(d, kit.Spec[cache.ObjectName]{Name: "sharedfilesystem", Sync: c.syncSharedFileSystem,
+		Resource: clerumv1alpha1.Resource("sharedfilesystems"), BaseDelay: time.Second, MaxDelay: 5 * time.Minute,
+		Workers: cfg.Workers, ErrorsMetric: "clerum_hcc_sfs_reconcile_errors_total"})
+	c.queue = c.base.Queue()
 	c.claimKind = kit.PersistentVolumeClaims.WithMarker(kit.NewMarker(cfg.Build.ClaimMark))
 	c.children = kit.NewChildren(d.Kube, clerumv1alpha1.FieldManagerSharedFileSystem, d.Recorder, func(kind string, cause kit.Cause) {
 		c.metrics.Refused.WithLabelValues(kind, string(cause)).Inc()
 	})
-	c.loop = &kit.Loop[cache.ObjectName]{Name: "sharedfilesystem", Queue: c.queue, Sync: c.syncSharedFileSystem, Log: d.Log,
-		Resource: clerumv1alpha1.Resource("sharedfilesystems"), Errors: c.metrics.SyncErrors}
 
-	enqueue := func(k cache.ObjectName) { c.queue.Add(k) }
-	_, _ = filesystems.Informer().AddEventHandler(c.ownHandlers(enqueue))
+	// The primary kind, as For declares it, and its deletions recorded.
+	c.base.Watches(filesystems.Informer(), c.ownHandlers(c.base.Add))
 	// Children of Hosts share these informers; the owner lookup ignores
 	// them (their controller reference is a Host's, and they carry no
 	// clerum.io/sharedfilesystem).
-	owner := kit.OwnerByRefOrLabel(gvk.GroupVersion().String(), gvk.Kind, ns, names.LabelSharedFileSystem)
-	for _, inf := range []cache.SharedIndexInformer{deployments.Informer(), services.Informer(), claims.Informer(), policies.Informer()} {
-		_, _ = inf.AddEventHandler(kit.ChildHandlers(owner, enqueue))
-	}
-	_, _ = configMaps.Informer().AddEventHandler(c.configMapHandlers())
-	c.synced = []cache.InformerSynced{filesystems.Informer().HasSynced, configMaps.Informer().HasSynced,
-		deployments.Informer().HasSynced, services.Informer().HasSynced, claims.Informer().HasSynced,
-		policies.Informer().HasSynced}
+	c.base.Owns(kit.OwnerByRefOrLabel(gvk.GroupVersion().String(), gvk.Kind, ns, names.LabelSharedFileSystem),
+		deployments.Informer(), services.Informer(), claims.Informer(), policies.Informer())
+	c.base.Watches(configMaps.Informer(), c.configMapHandlers())
+	// Every SharedFileSystem at once and every Resync: the full reconcile
+	// (a claim bound or a pod become ready is also an informer event, but
+	// a holder of a name removed by hand is not).
+	c.base.OnStart(func(context.Context) error { c.queueAll(); return nil })
+	c.base.Resync(cfg.Resync, c.queueAll)
 	return c
 }
 
 // Name implements kit.Reconciler.
-func (c *Controller) Name() string { return "sharedfilesystem" }
+func (c *Controller) Name() string { return c.base.Name() }
 
-// Run implements kit.Reconciler: it waits for the caches, queues every
-// SharedFileSystem at once and every Resync (the full reconcile: a claim
-// bound or a pod become ready is also an informer event, but a holder of a
-// name removed by hand is not), and serves the queue with cfg.Workers
-// workers.
+// Run implements kit.Reconciler: it starts the JWT key ConfigMap's
+// informer, then runs the reconciler (kit.Controller.Run: it fails on a
+// wiring error, waits for the caches, queues every SharedFileSystem and
+// serves the queue with cfg.Workers workers), and returns once the informer
+// has stopped too.
 func (c *Controller) Run(ctx context.Context) error {
-	c.configMapFactory.Start(ctx.Done())
+	// Run may return before ctx is done (a wiring error): the informer is
+	// stopped either way, and Shutdown waits for it.
+	ctx, cancel := context.WithCancel(ctx)
 	defer c.configMapFactory.Shutdown()
-	if err := kit.WaitForSync("sharedfilesystem", ctx.Done(), c.synced...); err != nil {
-		c.queue.ShutDown()
-		return err
-	}
-	c.queueAll()
-	var wg sync.WaitGroup
-	wg.Go(func() { kit.Every(ctx, c.clock, c.cfg.Resync, c.queueAll) })
-	c.loop.Run(ctx, max(c.cfg.Workers, 1))
-	wg.Wait()
-	return nil
+	defer cancel()
+	c.configMapFactory.Start(ctx.Done())
+	return c.base.Run(ctx)
 }
 
 // queueAll queues every SharedFileSystem in the cache.
@@ -347,11 +339,12 @@ func (s *fsState) forget(name string) {
 	delete(s.available, name)
 }
 
-// Metrics are the reconciler's series, all named clerum_hcc_sfs_*.
+// Metrics are the reconciler's series, all named clerum_hcc_sfs_*; its
+// failed syncs are counted by its kit.Controller, in
+// clerum_hcc_sfs_reconcile_errors_total.
 type Metrics struct {
 	FileSystems *prometheus.GaugeVec
 	Blocked     *prometheus.GaugeVec
-	SyncErrors  *prometheus.CounterVec
 	Refused     *prometheus.CounterVec
 }
 
@@ -366,16 +359,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "clerum_hcc_sfs_blocked",
 			Help: "SharedFileSystems kept from deploying, by reason (ConfigMissing, ConfigInvalid).",
 		}, []string{"reason"}),
-		SyncErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "clerum_hcc_sfs_reconcile_errors_total",
-			Help: "Failed SharedFileSystem syncs.",
-		}, []string{"controller"}),
 		Refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "clerum_hcc_sfs_children_refused_total",
 			Help: "SharedFileSystem children not written because an object HCC does not own holds their name, or the change is one HCC does not make (a claim shrinking), by kind and cause.",
 		}, []string{"kind", "cause"}),
 	}
-	reg.MustRegister(m.FileSystems, m.Blocked, m.SyncErrors, m.Refused)
+	reg.MustRegister(m.FileSystems, m.Blocked, m.Refused)
 	return m
 }
 

@@ -664,6 +664,36 @@ func TestConfigMapChangesQueueEveryFileSystem(t *testing.T) {
 	assert.Equal(t, 2, f.c.queue.Len())
 }
 
+// TestAnInformerThatCannotBeWiredFailsRun: a handler that cannot be added
+// (here, to a SharedFileSystem informer already stopped) fails Run at once,
+// counted in the reconciler's error counter, instead of a reconciler
+// running deaf to its own kind.
+func TestAnInformerThatCannotBeWiredFailsRun(t *testing.T) {
+	f := newFixture(t)
+	stop := make(chan struct{})
+	close(stop)
+	f.deps.Informers.HCC(ns).Clerum().V1alpha1().SharedFileSystems().Informer().Run(stop) // returns at once: stopped
+
+	d := f.deps // a second reconciler over the same informers
+	reg := prometheus.NewRegistry()
+	d.Registry, d.Queues = reg, kit.NewQueues(reg, d.Clock)
+	c := New(d, Config{Namespace: ns, Build: testOptions, Resync: time.Minute, Workers: 1})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := c.Run(ctx) // without the check, it would wait for a cache that never syncs
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "sharedfilesystem: wiring")
+	assert.NoError(t, ctx.Err(), "Run returns at once, its ConfigMap informer stopped")
+	assert.Equal(t, 1.0, value(t, c.base.Errors().WithLabelValues("sharedfilesystem")))
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	var counted bool
+	for _, mf := range families {
+		counted = counted || mf.GetName() == "clerum_hcc_sfs_reconcile_errors_total"
+	}
+	assert.True(t, counted, "the error counter keeps its name")
+}
+
 func TestPlan(t *testing.T) {
 	key := rsaKey(t)
 	lookup := func(cm *corev1.ConfigMap) func(string) *corev1.ConfigMap {
