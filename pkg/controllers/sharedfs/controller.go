@@ -194,7 +194,7 @@ func (c *Controller) ownHandlers(enqueue func(cache.ObjectName)) cache.ResourceE
 		UpdateFunc: own.OnUpdate,
 		DeleteFunc: func(obj any) {
 			if fs, ok := kit.Unwrap(obj).(*clerumv1alpha1.SharedFileSystem); ok && fs != nil {
-				c.state.observeDeletion(fs.Name, fs.UID)
+				c.state.deleted.Observe(fs.Name, fs.UID)
 			}
 			own.OnDelete(obj)
 		},
@@ -239,12 +239,17 @@ func (c *Controller) configMapHandlers() cache.ResourceEventHandler {
 
 // fsState is what the reconciler remembers between syncs: the file systems
 // it saw deleted, and each one's phase and block reason, for events and
-// gauges.
+// gauges (docs/reconcilers.md#memory).
 type fsState struct {
-	mu      sync.Mutex
-	deleted map[string]types.UID
-	phase   map[string]clerumv1alpha1.FileSystemPhase
-	block   map[string]string
+	// deleted: a file system's children, the data claim included, are
+	// deleted only for a deletion this process observed.
+	deleted *kit.Deletions
+	// block is each file system's block reason, so a block and its release
+	// are each one event.
+	block *kit.Reasons
+
+	mu    sync.Mutex
+	phase map[string]clerumv1alpha1.FileSystemPhase
 	// available holds the UID of each file system whose WFC this process
 	// saw available: one that stops being available is Degraded, not
 	// Initializing.
@@ -252,23 +257,8 @@ type fsState struct {
 }
 
 func newFSState() *fsState {
-	return &fsState{deleted: map[string]types.UID{}, phase: map[string]clerumv1alpha1.FileSystemPhase{},
-		block: map[string]string{}, available: map[string]types.UID{}}
-}
-
-func (s *fsState) observeDeletion(name string, uid types.UID) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.deleted[name] = uid
-}
-
-// wasDeleted reports whether this process saw a file system of that name
-// deleted and has not yet settled it.
-func (s *fsState) wasDeleted(name string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	_, ok := s.deleted[name]
-	return ok
+	return &fsState{deleted: kit.NewDeletions(gvk.Kind), block: kit.NewReasons(),
+		phase: map[string]clerumv1alpha1.FileSystemPhase{}, available: map[string]types.UID{}}
 }
 
 // wasAvailable reports whether fs's WFC has been available: seen so by
@@ -289,53 +279,19 @@ func (s *fsState) markAvailable(fs *clerumv1alpha1.SharedFileSystem) {
 	s.available[fs.Name] = fs.UID
 }
 
-// deletedOwner reports whether o is a leftover of a file system this
-// process saw deleted: its controller reference, if any, names that very
-// object (UID), not a later one of the same name.
-func (s *fsState) deletedOwner(name string, o metav1.Object) bool {
-	s.mu.Lock()
-	uid, ok := s.deleted[name]
-	s.mu.Unlock()
-	if !ok {
-		return false
-	}
-	ref := metav1.GetControllerOfNoCopy(o)
-	return ref == nil || ref.Kind != gvk.Kind || ref.UID == uid
-}
-
-// settle forgets an observed deletion once nothing of it is left.
-func (s *fsState) settle(name string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.deleted, name)
-}
-
-// setBlock records fs's block reason ("" for none) and returns the
-// previous one, so a block and its release are each one event.
-func (s *fsState) setBlock(name, reason string) (previous string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	previous = s.block[name]
-	if reason == "" {
-		delete(s.block, name)
-	} else {
-		s.block[name] = reason
-	}
-	return previous
-}
-
 func (s *fsState) setPhase(name string, p clerumv1alpha1.FileSystemPhase) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.phase[name] = p
 }
 
-// forget drops a file system that is gone from the gauges.
+// forget drops a file system that is gone from the gauges. Its deletion,
+// if observed, is remembered until its children are gone (gone).
 func (s *fsState) forget(name string) {
+	s.block.Forget(name)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.phase, name)
-	delete(s.block, name)
 	delete(s.available, name)
 }
 
@@ -381,15 +337,11 @@ func (m *Metrics) refresh(st *fsState) {
 	for _, p := range st.phase {
 		byPhase[p]++
 	}
-	byReason := map[string]int{}
-	for _, r := range st.block {
-		byReason[r]++
-	}
 	for _, p := range phases {
 		m.FileSystems.WithLabelValues(string(p)).Set(float64(byPhase[p]))
 	}
 	for _, r := range blockReasons {
-		m.Blocked.WithLabelValues(r).Set(float64(byReason[r]))
+		m.Blocked.WithLabelValues(r).Set(float64(st.block.Count(r)))
 	}
 }
 

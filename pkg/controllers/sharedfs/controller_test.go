@@ -587,6 +587,31 @@ func TestConfigBlocks(t *testing.T) {
 	})
 }
 
+// TestTheBlockedGaugeCountsTheFileSystemsBlockedNow: each blocked file
+// system counts once under its reason, until it is released or gone.
+func TestTheBlockedGaugeCountsTheFileSystemsBlockedNow(t *testing.T) {
+	f := newFixture(t, newFS("a"), newFS("b"))
+	blocked := func(reason string) float64 { return value(t, f.c.metrics.Blocked.WithLabelValues(reason)) }
+	f.mustSync("a")
+	f.mustSync("b")
+	f.mustSync("b")
+	assert.Equal(t, 2.0, blocked(reasons.ConfigMissing), "one each, however often synced")
+
+	require.NoError(t, f.hcc.Tracker().Delete(clerumv1alpha1.Resource("sharedfilesystems").WithVersion("v1alpha1"), ns, "a"))
+	require.NoError(t, f.deps.Informers.HCC(ns).Clerum().V1alpha1().SharedFileSystems().Informer().GetIndexer().Delete(newFS("a")))
+	f.mustSync("a")
+	assert.Equal(t, 1.0, blocked(reasons.ConfigMissing), "a file system gone is not blocked")
+
+	f.index(jwtConfigMap("not a key"))
+	f.mustSync("b")
+	assert.Equal(t, 0.0, blocked(reasons.ConfigMissing))
+	assert.Equal(t, 1.0, blocked(reasons.ConfigInvalid), "moved to its new reason")
+
+	f.index(jwtConfigMap(rsaKey(t)))
+	f.mustSync("b")
+	assert.Equal(t, 0.0, blocked(reasons.ConfigInvalid), "released")
+}
+
 func TestDeletion(t *testing.T) {
 	f := deployed(t, newFS("team"), rsaKey(t))
 	f.bindClaim("team")
@@ -608,7 +633,7 @@ func TestDeletion(t *testing.T) {
 	f.syncCaches()
 	f.mustSync("team")
 	assert.Empty(t, f.writes())
-	assert.False(t, f.c.state.wasDeleted("team"), "settled once nothing is left")
+	assert.False(t, f.c.state.deleted.Seen("team"), "settled once nothing is left")
 }
 
 func TestAGoneFileSystemNotSeenDeletedKeepsItsClaim(t *testing.T) {

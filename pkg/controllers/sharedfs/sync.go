@@ -43,7 +43,7 @@ func (c *Controller) syncSharedFileSystem(ctx context.Context, key cache.ObjectN
 		return kit.Result{}, err
 	case fs.DeletionTimestamp != nil:
 		// Going (a foreground deletion waits for its children): observed.
-		c.state.observeDeletion(fs.Name, fs.UID)
+		c.state.deleted.Observe(fs.Name, fs.UID)
 		return kit.Result{}, c.gone(ctx, fs.Name)
 	}
 
@@ -85,7 +85,7 @@ func (c *Controller) configMap(name string) *corev1.ConfigMap {
 
 // reportBlock posts one event per block and per release.
 func (c *Controller) reportBlock(fs *clerumv1alpha1.SharedFileSystem, a resources.Admission) {
-	previous := c.state.setBlock(fs.Name, a.Block)
+	previous := c.state.block.Set(fs.Name, a.Block)
 	log := c.base.Log()
 	switch {
 	case a.Block != "" && a.Block != previous:
@@ -285,10 +285,10 @@ func (c *Controller) deploymentOf(fs *clerumv1alpha1.SharedFileSystem) *appsv1.D
 func (c *Controller) gone(ctx context.Context, name string) error {
 	c.state.forget(name)
 	c.metrics.refresh(c.state)
-	if !c.state.wasDeleted(name) {
+	if !c.state.deleted.Seen(name) {
 		return nil
 	}
-	leftover := func(o metav1.Object) bool { return c.state.deletedOwner(name, o) }
+	leftover := func(o metav1.Object) bool { return c.state.deleted.Leftover(name, o) }
 	ns := c.cfg.Namespace
 	var remaining int
 	var errs []error
@@ -305,7 +305,7 @@ func (c *Controller) gone(ctx context.Context, name string) error {
 		return err
 	}
 	if remaining == 0 {
-		c.state.settle(name)
+		c.state.deleted.Settle(name)
 	}
 	return nil
 }
