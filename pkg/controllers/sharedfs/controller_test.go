@@ -56,6 +56,7 @@ type fixture struct {
 	deps     kit.Deps
 	reg      *prometheus.Registry
 	recorder *record.FakeRecorder
+	logs     *logBuffer
 
 	mu      sync.Mutex
 	applied map[string][]clerumv1alpha1.SharedFileSystemStatus
@@ -70,7 +71,8 @@ func jwtConfigMap(value string) *corev1.ConfigMap {
 func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 	t.Helper()
 	clk := clocktesting.NewFakeClock(t0)
-	f := &fixture{t: t, recorder: record.NewFakeRecorder(1000), applied: map[string][]clerumv1alpha1.SharedFileSystemStatus{}}
+	f := &fixture{t: t, recorder: record.NewFakeRecorder(1000), logs: &logBuffer{},
+		applied: map[string][]clerumv1alpha1.SharedFileSystemStatus{}}
 	var kubeObjs []runtime.Object
 	for _, o := range objs {
 		if _, ok := o.(*clerumv1alpha1.SharedFileSystem); !ok {
@@ -123,7 +125,7 @@ func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 	})
 	f.reg = prometheus.NewRegistry()
 	f.deps = kit.Deps{Kube: f.kube, HCC: f.hcc, Informers: kit.NewInformers(f.kube, f.hcc), Recorder: f.recorder,
-		Registry: f.reg, Queues: kit.NewQueues(f.reg, clk), Clock: clk, Log: zerolog.New(&bytes.Buffer{})}
+		Registry: f.reg, Queues: kit.NewQueues(f.reg, clk), Clock: clk, Log: zerolog.New(f.logs)}
 	f.c = New(f.deps, Config{Namespace: ns, Build: testOptions, Resync: time.Minute, Workers: 1})
 	for _, o := range objs {
 		switch o := o.(type) {
@@ -302,6 +304,35 @@ func (f *fixture) events() []string {
 			return out
 		}
 	}
+}
+
+// logBuffer holds the reconciler's log lines.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// logLines returns every log line written, each as its fields.
+func (f *fixture) logLines() []map[string]any {
+	f.t.Helper()
+	f.logs.mu.Lock()
+	defer f.logs.mu.Unlock()
+	var out []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(f.logs.buf.String()), "\n") {
+		if l == "" {
+			continue
+		}
+		var m map[string]any
+		require.NoError(f.t, json.Unmarshal([]byte(l), &m), "%s", l)
+		out = append(out, m)
+	}
+	return out
 }
 
 func (f *fixture) deployment(name string) *appsv1.Deployment {
@@ -610,6 +641,29 @@ func TestTheBlockedGaugeCountsTheFileSystemsBlockedNow(t *testing.T) {
 	f.index(jwtConfigMap(rsaKey(t)))
 	f.mustSync("b")
 	assert.Equal(t, 0.0, blocked(reasons.ConfigInvalid), "released")
+}
+
+// TestBlockAndReleaseAreLoggedUnderTheObject: the reconciler's lines name
+// it and the file system as namespace/name, under the keys every
+// reconciler uses (docs/reconcilers.md#logs).
+func TestBlockAndReleaseAreLoggedUnderTheObject(t *testing.T) {
+	f := newFixture(t, newFS("team"))
+	f.mustSync("team")
+	f.index(jwtConfigMap(rsaKey(t)))
+	f.mustSync("team")
+	byMsg := map[string]map[string]any{}
+	for _, l := range f.logLines() {
+		byMsg[l["message"].(string)] = l
+	}
+	want := map[string]map[string]any{
+		"shared file system blocked":  {"level": "info", "controller": "sharedfilesystem", "object": "mcp-host/team", "reason": reasons.ConfigMissing},
+		"shared file system released": {"level": "info", "controller": "sharedfilesystem", "object": "mcp-host/team", "was": reasons.ConfigMissing},
+	}
+	for msg, fields := range want {
+		require.Contains(t, byMsg, msg)
+		delete(byMsg[msg], "message")
+		assert.Equal(t, fields, byMsg[msg], "%s: exactly these fields", msg)
+	}
 }
 
 func TestDeletion(t *testing.T) {

@@ -86,13 +86,13 @@ func (c *Controller) configMap(name string) *corev1.ConfigMap {
 // reportBlock posts one event per block and per release.
 func (c *Controller) reportBlock(fs *clerumv1alpha1.SharedFileSystem, a resources.Admission) {
 	previous := c.state.block.Set(fs.Name, a.Block)
-	log := c.base.Log()
+	log := c.base.LogFor(cache.MetaObjectToName(fs))
 	switch {
 	case a.Block != "" && a.Block != previous:
-		log.Info().Str("sharedfilesystem", fs.Name).Str("reason", a.Block).Msg("shared file system blocked")
+		log.Info().Str("reason", a.Block).Msg("shared file system blocked")
 		c.recorder.Eventf(fs, corev1.EventTypeWarning, reasons.EventBlocked, "%s: %s; nothing is created or rolled", a.Block, a.Message)
 	case a.Block == "" && previous != "":
-		log.Info().Str("sharedfilesystem", fs.Name).Str("was", previous).Msg("shared file system released")
+		log.Info().Str("was", previous).Msg("shared file system released")
 		c.recorder.Eventf(fs, corev1.EventTypeNormal, reasons.EventReleased, "no longer blocked (was %s)", previous)
 	}
 }
