@@ -692,6 +692,14 @@ func TestDeletion(t *testing.T) {
 
 func TestAGoneFileSystemNotSeenDeletedKeepsItsClaim(t *testing.T) {
 	f := deployed(t, newFS("team"), rsaKey(t))
+	// The children are in the cache: a sync that deleted them would be
+	// seen.
+	_, cached, err := f.indexer(&corev1.PersistentVolumeClaim{}).GetByKey(ns + "/wfc-team-data")
+	require.NoError(t, err)
+	require.True(t, cached, "the claim is cached")
+	_, cached, err = f.indexer(&appsv1.Deployment{}).GetByKey(ns + "/wfc-team")
+	require.NoError(t, err)
+	require.True(t, cached, "the Deployment is cached")
 	require.NoError(t, f.hcc.Tracker().Delete(clerumv1alpha1.Resource("sharedfilesystems").WithVersion("v1alpha1"), ns, "team"))
 	require.NoError(t, f.deps.Informers.HCC(ns).Clerum().V1alpha1().SharedFileSystems().Informer().GetIndexer().Delete(newFS("team")))
 	f.mustSync("team")
@@ -737,10 +745,34 @@ func TestUnmanagedObjectsAreNotAdopted(t *testing.T) {
 func TestConfigMapChangesQueueEveryFileSystem(t *testing.T) {
 	f := newFixture(t, newFS("a"), newFS("b"))
 	h := f.c.configMapHandlers()
+	// queued empties the queue and says how many keys it held.
+	queued := func() int {
+		n := f.c.queue.Len()
+		for range n {
+			k, _ := f.c.queue.Get()
+			f.c.queue.Done(k)
+		}
+		return n
+	}
 	h.OnAdd(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "unrelated"}}, false)
-	assert.Equal(t, 0, f.c.queue.Len())
+	assert.Equal(t, 0, queued())
 	h.OnAdd(jwtConfigMap("k"), false)
-	assert.Equal(t, 2, f.c.queue.Len())
+	assert.Equal(t, 2, queued())
+
+	// An update queues them only when the key's value changes: the
+	// ConfigMap is the platform's, shared with other keys.
+	other := jwtConfigMap("k")
+	other.Data["OTHER"] = "changed"
+	h.OnUpdate(jwtConfigMap("k"), other)
+	assert.Equal(t, 0, queued(), "another key changed")
+	h.OnUpdate(jwtConfigMap("k"), jwtConfigMap("k2"))
+	assert.Equal(t, 2, queued(), "the key's value changed")
+	dropped := jwtConfigMap("k")
+	delete(dropped.Data, testOptions.JWTConfigMapKey)
+	h.OnUpdate(jwtConfigMap(""), dropped)
+	assert.Equal(t, 2, queued(), "the key removed, even one with an empty value")
+	h.OnDelete(cache.DeletedFinalStateUnknown{Key: ns + "/" + testOptions.JWTConfigMap})
+	assert.Equal(t, 2, queued(), "the ConfigMap gone, seen as a tombstone")
 }
 
 // TestAnInformerThatCannotBeWiredFailsRun: a handler that cannot be added
