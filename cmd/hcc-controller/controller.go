@@ -233,6 +233,13 @@ func newReconcilers(deps kit.Deps, resolver resolve.Resolver) ([]kit.Reconciler,
 		Workers:   cfg.Core.FileSystemWorkers,
 		SeedKey:   mark.NewKey(cfg.ControlAPI.HMACSecret, mark.PurposeSeedJob),
 	})
+	// In the safety order, each declared to kit.Controller: the egress
+	// coordinator, whose startup DNS round the first NetworkPolicy pass
+	// waits for; the NetworkPolicy operator, whose default deny and
+	// revocations come before any workload is trusted; then the workloads,
+	// the McpServers first (they wait for the coordinator's gates), the
+	// Hosts, and the file systems. Run starts them all at once; the waits
+	// are in the reconcilers (WaitFor), not in this list.
 	return []kit.Reconciler{coordinator, policies, servers, hosts, sharedFileSystems, globalFileSystems}, nil
 }
 

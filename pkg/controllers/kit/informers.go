@@ -31,6 +31,9 @@ const (
 	ManagedObjects
 )
 
+// managedSelector is the label selector of ManagedObjects.
+var managedSelector = labels.SelectorFromSet(labels.Set{names.LabelManagedBy: names.ManagedByValue})
+
 func (s Selection) String() string {
 	if s == ManagedObjects {
 		return "managed"
@@ -57,6 +60,8 @@ type Informers struct {
 	// digested records the namespaces whose Secret informer has
 	// secretdigest.Digest installed.
 	digested map[string]bool
+	// named are the one-ConfigMap informers from ConfigMap.
+	named map[namedKey]*namedConfigMap
 }
 
 type kubeKey struct {
@@ -77,6 +82,7 @@ func NewInformers(kube kubernetes.Interface, hcc clientset.Interface) *Informers
 		kubeBy:  map[kubeKey]kubeinformers.SharedInformerFactory{},
 		hccBy:   map[string]informers.SharedInformerFactory{},
 		claimed: map[claimKey]Selection{},
+		named:   map[namedKey]*namedConfigMap{},
 	}
 }
 
@@ -95,7 +101,7 @@ func (i *Informers) Kube(namespace string, selection Selection, resource string)
 			kubeinformers.WithTransform(StripManagedFields),
 		}
 		if selection == ManagedObjects {
-			selector := labels.Set{names.LabelManagedBy: names.ManagedByValue}.String()
+			selector := managedSelector.String()
 			opts = append(opts, kubeinformers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.LabelSelector = selector }))
 		}
 		f = kubeinformers.NewSharedInformerFactoryWithOptions(i.kube, 0, opts...)
@@ -146,6 +152,9 @@ func (i *Informers) Start(stop <-chan struct{}) {
 	for _, f := range i.hccBy {
 		f.Start(stop)
 	}
+	for _, n := range i.named {
+		n.factory.Start(stop)
+	}
 }
 
 // Shutdown stops the informers and waits for their goroutines.
@@ -157,6 +166,9 @@ func (i *Informers) Shutdown() {
 	}
 	for _, f := range i.hccBy {
 		f.Shutdown()
+	}
+	for _, n := range i.named {
+		n.factory.Shutdown()
 	}
 }
 

@@ -1,5 +1,32 @@
 // Package kittest holds test helpers for reconcilers built on the kit.
 //
+// A Fixture is every reconciler's unit-test world: fake clientsets that
+// act as the API server does where the kit relies on it (a UID and a new
+// resourceVersion on each write, the status kept on an update, a
+// clerum.io status apply stored), the kit.Deps to build the reconciler
+// from, and caches filled through the reconciler's own informers and
+// their transforms. A test calls one sync and asserts what it sent:
+//
+//	func TestCreateThenNothingToWrite(t *testing.T) {
+//		f := kittest.NewFixture(t, newServer("s1"), secret("atlas")) // the fake API server
+//		c := New(f.Deps(), testConfig)                                 // asks for its informers
+//		f.SyncCaches()                                                 // the caches show the server
+//
+//		_, err := c.syncMcpServer(ctx, cache.ObjectName{Namespace: "mcp-server", Name: "s1"})
+//		require.NoError(t, err)
+//		assert.Equal(t, []string{"create deployments/s1", "create services/s1", "patch mcpservers/s1/status"}, f.Writes())
+//		st := kittest.Applied[*clerumv1alpha1.McpServer](f, "mcp-server", "s1")
+//		assert.False(t, st[len(st)-1].Status.Ready)
+//		assert.Empty(t, f.Events())
+//
+//		f.SyncCaches() // the informers deliver the writes
+//		_, err = c.syncMcpServer(ctx, cache.ObjectName{Namespace: "mcp-server", Name: "s1"})
+//		require.NoError(t, err)
+//		assert.Empty(t, f.Writes(), "nothing changed: zero writes")
+//	}
+//
+// The golden files of builders are package golden's.
+//
 // RoundTrip is how a builder proves that it emits its object as the API
 // server defaults it, which the kit's compare-and-update relies on for zero
 // writes on an unchanged cluster (kit.Ensure):

@@ -1,0 +1,80 @@
+package kit
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	core "k8s.io/client-go/testing"
+
+	hccfake "github.com/clerum/hcc/pkg/generated/clientset/versioned/fake"
+)
+
+// The one-ConfigMap informer is started and shut down with the others, and
+// lists only its ConfigMap, through its transform.
+func TestConfigMapInformerStartsWithTheOthers(t *testing.T) {
+	kube := kubefake.NewClientset(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "mcp-host", Name: "jwt",
+		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}}})
+	var mu sync.Mutex
+	var lists []core.ListRestrictions
+	kube.PrependReactor("list", "configmaps", func(a core.Action) (bool, runtime.Object, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		lists = append(lists, a.(core.ListAction).GetListRestrictions())
+		assert.Equal(t, "mcp-host", a.GetNamespace())
+		return false, nil, nil
+	})
+	i := NewInformers(kube, hccfake.NewSimpleClientset())
+	jwt := i.ConfigMap("mcp-host", "jwt", nil)
+
+	stop := make(chan struct{})
+	i.Start(stop)
+	timeout := time.AfterFunc(10*time.Second, func() { close(stop) })
+	require.NoError(t, WaitForSync("test", stop, jwt.HasSynced), "Start starts it")
+	timeout.Stop()
+	close(stop)
+	i.Shutdown()
+	assert.True(t, jwt.IsStopped(), "Shutdown waits for it")
+
+	mu.Lock()
+	defer mu.Unlock()
+	require.NotEmpty(t, lists)
+	assert.Equal(t, "metadata.name=jwt", lists[0].Fields.String(), "it lists only its ConfigMap")
+	obj, ok, err := jwt.GetIndexer().GetByKey("mcp-host/jwt")
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Empty(t, obj.(*corev1.ConfigMap).ManagedFields, "a nil transform is StripManagedFields")
+}
+
+func TestConfigMapAskedForTwicePanics(t *testing.T) {
+	i := NewInformers(kubefake.NewClientset(), hccfake.NewSimpleClientset())
+	i.ConfigMap("mcp-host", "jwt", nil)
+	i.ConfigMap("gfs", "jwt", nil) // another namespace: another ConfigMap
+	assert.Panics(t, func() { i.ConfigMap("mcp-host", "jwt", nil) })
+}
+
+func TestCachesResolveTheBuiltInKinds(t *testing.T) {
+	i := NewInformers(kubefake.NewClientset(), hccfake.NewSimpleClientset())
+	for _, r := range []string{"deployments", "services", "configmaps", "persistentvolumeclaims", "serviceaccounts",
+		"roles", "rolebindings", "networkpolicies", "jobs", "pods"} {
+		i.Kube("ns", ManagedObjects, r)
+	}
+	i.Secrets("ns")
+	got := map[string]string{}
+	for _, c := range i.Caches() {
+		got[c.Resource.Resource] = c.Kind.String()
+	}
+	assert.Equal(t, "apps/v1, Kind=Deployment", got["deployments"])
+	assert.Equal(t, "batch/v1, Kind=Job", got["jobs"])
+	assert.Equal(t, "networking.k8s.io/v1, Kind=NetworkPolicy", got["networkpolicies"])
+	assert.Equal(t, "rbac.authorization.k8s.io/v1, Kind=RoleBinding", got["rolebindings"])
+	assert.Equal(t, "/v1, Kind=Secret", got["secrets"])
+	assert.Len(t, got, 11)
+	assert.Panics(t, func() { kubeResource("events") }, "two stable kinds: ambiguous")
+}
