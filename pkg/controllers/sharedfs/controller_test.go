@@ -781,20 +781,20 @@ func TestConfigMapChangesQueueEveryFileSystem(t *testing.T) {
 // running deaf to its own kind.
 func TestAnInformerThatCannotBeWiredFailsRun(t *testing.T) {
 	f := newFixture(t)
+	d := f.deps // a second reconciler, over informers of its own
+	reg := prometheus.NewRegistry()
+	d.Informers, d.Registry, d.Queues = kit.NewInformers(f.kube, f.hcc), reg, kit.NewQueues(reg, d.Clock)
 	stop := make(chan struct{})
 	close(stop)
-	f.deps.Informers.HCC(ns).Clerum().V1alpha1().SharedFileSystems().Informer().Run(stop) // returns at once: stopped
+	d.Informers.HCC(ns).Clerum().V1alpha1().SharedFileSystems().Informer().Run(stop) // returns at once: stopped
 
-	d := f.deps // a second reconciler over the same informers
-	reg := prometheus.NewRegistry()
-	d.Registry, d.Queues = reg, kit.NewQueues(reg, d.Clock)
 	c := New(d, Config{Namespace: ns, Build: testOptions, Resync: time.Minute, Workers: 1})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	err := c.Run(ctx) // without the check, it would wait for a cache that never syncs
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "sharedfilesystem: wiring")
-	assert.NoError(t, ctx.Err(), "Run returns at once, its ConfigMap informer stopped")
+	assert.NoError(t, ctx.Err(), "Run returns at once")
 	assert.Equal(t, 1.0, value(t, c.base.Errors().WithLabelValues("sharedfilesystem")))
 	families, err := reg.Gather()
 	require.NoError(t, err)
@@ -940,8 +940,8 @@ func TestASizeAboveTheBoundIsNeverAskedOfTheCluster(t *testing.T) {
 func TestOnlyTheJWTConfigMapIsWatched(t *testing.T) {
 	f := newFixture(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	f.c.configMapFactory.Start(ctx.Done())
-	defer f.c.configMapFactory.Shutdown() // after cancel: it waits for the informer to stop
+	f.deps.Informers.Start(ctx.Done())
+	defer f.deps.Informers.Shutdown() // after cancel: it waits for the informers to stop
 	defer cancel()
 	require.Eventually(t, f.c.configMapInformer.HasSynced, 5*time.Second, 10*time.Millisecond)
 	var lists int
