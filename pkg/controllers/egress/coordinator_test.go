@@ -2,7 +2,6 @@ package egress
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"net"
 	"net/netip"
@@ -11,25 +10,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
-	core "k8s.io/client-go/testing"
-	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
-	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
-	"github.com/clerum/hcc/pkg/controllers/kit"
+	"github.com/clerum/hcc/pkg/controllers/kit/kittest"
 	netpolcontroller "github.com/clerum/hcc/pkg/controllers/netpol"
-	hccfake "github.com/clerum/hcc/pkg/generated/clientset/versioned/fake"
 	"github.com/clerum/hcc/pkg/netpol"
 	"github.com/clerum/hcc/pkg/reasons"
 )
@@ -91,55 +81,30 @@ func (r *fakeResolver) LookupNetIP(ctx context.Context, _, host string) ([]netip
 }
 
 type fixture struct {
+	*kittest.Fixture
 	c        *Coordinator
-	hcc      *hccfake.Clientset
 	resolver *fakeResolver
-	clock    *clocktesting.FakeClock
-	recorder *record.FakeRecorder
 	changes  int
-	server   *clerumv1alpha1.McpServer
-	indexer  cache.Indexer
-	applied  []clerumv1alpha1.McpServerStatus // status applies, in order
-	registry *prometheus.Registry
+	// server is s1 as the cache shows it.
+	server *clerumv1alpha1.McpServer
 }
 
 const refresh = 5 * time.Minute
 
 func newFixture(t *testing.T, bindings ...clerumv1alpha1.EgressBinding) *fixture {
-	server := &clerumv1alpha1.McpServer{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "mcp-server", Name: "s1", UID: "uid-1", Generation: 1},
-		Spec: clerumv1alpha1.McpServerSpec{
-			Image: "i", Transport: clerumv1alpha1.Transport{Type: clerumv1alpha1.TransportSSE},
-			EgressBindings: bindings,
-		},
-	}
 	f := &fixture{
-		hcc:      hccfake.NewSimpleClientset(server),
+		Fixture: kittest.NewFixture(t, &clerumv1alpha1.McpServer{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "mcp-server", Name: "s1", UID: "uid-1", Generation: 1},
+			Spec: clerumv1alpha1.McpServerSpec{
+				Image: "i", Transport: clerumv1alpha1.Transport{Type: clerumv1alpha1.TransportSSE},
+				EgressBindings: bindings,
+			},
+		}),
 		resolver: &fakeResolver{answers: map[string][]netip.Addr{}, errs: map[string]error{}},
-		clock:    clocktesting.NewFakeClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)),
-		recorder: record.NewFakeRecorder(100),
-		server:   server,
 	}
-	// The fake clientset has no schema for server-side apply of our types:
-	// capture the applied status instead, as the API server would merge it.
-	f.hcc.PrependReactor("patch", "mcpservers", func(a core.Action) (bool, runtime.Object, error) {
-		patch := a.(core.PatchAction)
-		require.Equal(t, types.ApplyPatchType, patch.GetPatchType())
-		require.Equal(t, "status", patch.GetSubresource())
-		var applied clerumv1alpha1.McpServer
-		require.NoError(t, json.Unmarshal(patch.GetPatch(), &applied))
-		f.applied = append(f.applied, applied.Status)
-		return true, server, nil
-	})
-	f.registry = prometheus.NewRegistry()
-	deps := kit.Deps{
-		HCC: f.hcc, Informers: kit.NewInformers(nil, f.hcc), Recorder: f.recorder,
-		Registry: f.registry, Queues: kit.NewQueues(f.registry, f.clock), Clock: f.clock, Log: zerolog.Nop(),
-	}
-	f.c = New(deps, f.resolver, Options{Namespace: "mcp-server", DNSTimeout: 50 * time.Millisecond, Refresh: refresh,
+	f.c = New(f.Deps(), f.resolver, Options{Namespace: "mcp-server", DNSTimeout: 50 * time.Millisecond, Refresh: refresh,
 		Rules: netpol.NewEgressRules(netpol.Options{ClusterDomain: "corp.example"})})
-	f.indexer = deps.Informers.HCC("mcp-server").Clerum().V1alpha1().McpServers().Informer().GetIndexer()
-	require.NoError(t, f.indexer.Add(server))
+	f.syncCaches()
 	f.c.OnChange(func() { f.changes++ })
 	// As after the first NetworkPolicy pass; TestStatusWaitsForTheFirstPass
 	// covers the time before it.
@@ -151,6 +116,15 @@ func newFixture(t *testing.T, bindings ...clerumv1alpha1.EgressBinding) *fixture
 	return f
 }
 
+// syncCaches makes the cache, and f.server, show the fake API server;
+// once s1 is gone, f.server stays as the cache last showed it.
+func (f *fixture) syncCaches() {
+	f.SyncCaches()
+	if s, err := f.c.lister.McpServers("mcp-server").Get("s1"); err == nil {
+		f.server = s
+	}
+}
+
 // sync runs one sync of s1 and returns when it asked to be seen again.
 func (f *fixture) sync(t *testing.T) time.Duration {
 	t.Helper()
@@ -159,14 +133,36 @@ func (f *fixture) sync(t *testing.T) time.Duration {
 	return after
 }
 
-// update makes the cache show server at the next generation.
+// update writes s1 changed, at the next generation, and makes the cache
+// show it.
 func (f *fixture) update(t *testing.T, change func(*clerumv1alpha1.McpServer)) {
 	t.Helper()
 	next := f.server.DeepCopy()
 	change(next)
 	next.Generation++
-	f.server = next
-	require.NoError(t, f.indexer.Update(next))
+	_, err := f.HCC.ClerumV1alpha1().McpServers("mcp-server").Update(context.Background(), next, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	f.syncCaches()
+}
+
+// create writes server, and makes the cache show it.
+func (f *fixture) create(t *testing.T, server *clerumv1alpha1.McpServer) {
+	t.Helper()
+	_, err := f.HCC.ClerumV1alpha1().McpServers("mcp-server").Create(context.Background(), server, metav1.CreateOptions{})
+	require.NoError(t, err)
+	f.syncCaches()
+}
+
+// remove deletes s1, and makes the cache show it gone.
+func (f *fixture) remove(t *testing.T) {
+	t.Helper()
+	require.NoError(t, f.HCC.ClerumV1alpha1().McpServers("mcp-server").Delete(context.Background(), "s1", metav1.DeleteOptions{}))
+	f.syncCaches()
+}
+
+// applied returns s1's status applies, in order.
+func (f *fixture) applied() []*clerumv1alpha1.McpServer {
+	return kittest.Applied[*clerumv1alpha1.McpServer](f.Fixture, "mcp-server", "s1")
 }
 
 func hostBinding(name, host string) clerumv1alpha1.EgressBinding {
@@ -174,12 +170,12 @@ func hostBinding(name, host string) clerumv1alpha1.EgressBinding {
 }
 
 // status returns the ExternalEgressReady condition and IPs of the last
-// status apply, and makes the cached server show them, as the informer would.
+// status apply, and makes the cache show them, as the informer would.
 func (f *fixture) status(t *testing.T) (*metav1.Condition, []string) {
-	require.NotEmpty(t, f.applied, "no status was applied")
-	last := f.applied[len(f.applied)-1]
-	f.server.Status = last
-	require.NoError(t, f.indexer.Update(f.server))
+	applied := f.applied()
+	require.NotEmpty(t, applied, "no status was applied")
+	last := applied[len(applied)-1].Status
+	f.syncCaches()
 	return meta.FindStatusCondition(last.Conditions, clerumv1alpha1.ConditionExternalEgressReady), last.ResolvedEgressIPs
 }
 
@@ -210,10 +206,10 @@ func TestResolvedHostIsPublishedThenGatedUntilApplied(t *testing.T) {
 	assert.Equal(t, reasons.Programmed, cond.Reason)
 	assert.Equal(t, int64(1), cond.ObservedGeneration)
 
-	calls, writes := f.resolver.calls, len(f.applied)
+	calls, writes := f.resolver.calls, len(f.applied())
 	f.sync(t)
 	assert.Equal(t, calls, f.resolver.calls, "no lookup before the refresh period")
-	assert.Equal(t, writes, len(f.applied), "no status write when nothing changed")
+	assert.Equal(t, writes, len(f.applied()), "no status write when nothing changed")
 	assert.Equal(t, 1, f.changes)
 }
 
@@ -242,7 +238,7 @@ func TestLookupFailuresRevokeAndBlockOnlyThatServer(t *testing.T) {
 			delete(f.resolver.answers, "api.example.com")
 			f.resolver.mu.Unlock()
 			tc.setup(f.resolver)
-			f.clock.Step(refresh)
+			f.Clock.Step(refresh)
 			after := f.sync(t)
 			assert.Equal(t, 2*time.Second, after, "a failing lookup is retried on the DNS backoff")
 			assert.Empty(t, f.resolved())
@@ -253,7 +249,7 @@ func TestLookupFailuresRevokeAndBlockOnlyThatServer(t *testing.T) {
 
 			// DNS recovers: the allow comes back on the next attempt.
 			f.resolver.set("api.example.com", "93.184.216.35")
-			f.clock.Step(after)
+			f.Clock.Step(after)
 			f.sync(t)
 			assert.Equal(t, []netip.Addr{netip.MustParseAddr("93.184.216.35")}, f.resolved())
 		})
@@ -292,7 +288,7 @@ func TestRoundRobinAnswersAreKeptForTwoRefreshPeriods(t *testing.T) {
 	f := newFixture(t, hostBinding("api", "api.example.com"))
 	step := func(addr string) []netip.Addr {
 		f.resolver.set("api.example.com", addr)
-		f.clock.Step(refresh)
+		f.Clock.Step(refresh)
 		f.sync(t)
 		return f.resolved()
 	}
@@ -306,7 +302,7 @@ func TestDeletedServerIsForgotten(t *testing.T) {
 	f := newFixture(t, hostBinding("api", "api.example.com"))
 	f.resolver.set("api.example.com", "93.184.216.34")
 	f.sync(t)
-	require.NoError(t, f.indexer.Delete(f.server))
+	f.remove(t)
 	f.sync(t)
 	snap, _ := f.c.Snapshot()
 	assert.Empty(t, snap)
@@ -322,7 +318,7 @@ func TestStatusWaitsForTheFirstPass(t *testing.T) {
 		f := newFixture(t)
 		f.c.settled, f.c.settleOnce = make(chan struct{}), sync.Once{}
 		f.sync(t)
-		assert.Empty(t, f.applied, "nothing published before a pass")
+		assert.Empty(t, f.applied(), "nothing published before a pass")
 		_, version := f.c.Snapshot()
 		f.c.Applied(version, netpolcontroller.EgressReport{})
 		select {
@@ -334,7 +330,7 @@ func TestStatusWaitsForTheFirstPass(t *testing.T) {
 		f.sync(t)
 		cond, _ := f.status(t)
 		assert.Equal(t, reasons.NoBindings, cond.Reason)
-		assert.Len(t, f.applied, 1, "one status write, not pending then ready")
+		assert.Len(t, f.applied(), 1, "one status write, not pending then ready")
 	})
 	t.Run("the deadline settles when no pass reports", func(t *testing.T) {
 		f := newFixture(t)
@@ -344,7 +340,7 @@ func TestStatusWaitsForTheFirstPass(t *testing.T) {
 		go func() { f.c.settleAfter(ctx, DefaultSettleDeadline); close(done) }()
 		defer func() { cancel(); <-done }()
 		require.Eventually(t, func() bool {
-			f.clock.Step(DefaultSettleDeadline)
+			f.Clock.Step(DefaultSettleDeadline)
 			select {
 			case <-f.c.Settled():
 				return true
@@ -393,12 +389,11 @@ func TestServersWithoutBindingsAreNotGated(t *testing.T) {
 	f.sync(t)
 	_, version = f.c.Snapshot()
 	f.c.Applied(version, netpolcontroller.EgressReport{})
-	require.NoError(t, f.indexer.Delete(f.server))
+	f.remove(t)
 	f.sync(t)
 	again := f.server.DeepCopy()
 	again.UID, again.Generation, again.Spec.EgressBindings = "uid-2", 1, nil
-	f.server = again
-	require.NoError(t, f.indexer.Add(again))
+	f.create(t, again)
 	f.sync(t)
 	assert.False(t, f.c.Ready(f.server), "the old incarnation's allow may still be in the cluster")
 	_, version = f.c.Snapshot()
@@ -437,7 +432,7 @@ func TestStatelessGateWaitsLikeASyncedOne(t *testing.T) {
 	f.sync(t)
 	_, version := f.c.Snapshot()
 	f.c.Applied(version, netpolcontroller.EgressReport{})
-	require.NoError(t, f.indexer.Delete(f.server))
+	f.remove(t)
 	f.sync(t)
 	again := f.server.DeepCopy()
 	again.UID, again.Generation, again.Spec.EgressBindings = "uid-2", 1, nil

@@ -92,8 +92,9 @@ func TestAPlannerRejectionReachesTheLoser(t *testing.T) {
 	assert.Equal(t, metav1.ConditionFalse, cond.Status)
 	assert.Equal(t, reasons.BindingRejected, cond.Reason)
 	assert.Equal(t, "binding dns: "+reason, cond.Message)
-	require.Len(t, f.recorder.Events, 1)
-	assert.Contains(t, <-f.recorder.Events, "Warning EgressBindingRejected binding dns: "+reason)
+	events := f.Events()
+	require.Len(t, events, 1)
+	assert.Contains(t, events[0], "Warning EgressBindingRejected binding dns: "+reason)
 
 	// The collision goes away with the next pass.
 	f.c.Applied(v, netpolcontroller.EgressReport{})
@@ -127,8 +128,8 @@ func TestTheUnionSpansOneServerAndOneDestination(t *testing.T) {
 		f.resolver.set("api.example.com", b.String())
 		recreated := f.server.DeepCopy()
 		recreated.UID, recreated.Generation = types.UID("uid-2"), 1
-		f.server = recreated
-		require.NoError(t, f.indexer.Update(recreated))
+		f.remove(t)
+		f.create(t, recreated)
 		f.sync(t)
 		assert.Equal(t, []netip.Addr{b}, f.resolved())
 	})
@@ -173,14 +174,14 @@ func TestNoRetryStorm(t *testing.T) {
 		next.Status.Ready = step%2 == 0
 		handlers.OnUpdate(f.server, next)
 		f.sync(t) // the worker also runs when the backoff delay fires
-		if len(f.applied) > 0 {
+		if len(f.applied()) > 0 {
 			f.status(t)
 		}
-		f.clock.Step(100 * time.Millisecond)
+		f.Clock.Step(100 * time.Millisecond)
 	}
 	assert.LessOrEqual(t, f.resolver.calls, 3, "lookups follow the backoff, not the events")
 	assert.GreaterOrEqual(t, f.resolver.calls, 2, "the backoff does retry")
-	assert.Len(t, f.applied, 1, "a steady failure writes status once")
+	assert.Len(t, f.applied(), 1, "a steady failure writes status once")
 	assert.Zero(t, f.c.queue.Len(), "status-only updates queue nothing")
 	cond, _ := f.status(t)
 	assert.Equal(t, "binding api: looking up api.example.com failed: timeout", cond.Message)
@@ -205,10 +206,12 @@ func TestPrimeIsBoundedInTimeAndConcurrency(t *testing.T) {
 		s := f.server.DeepCopy()
 		s.Name, s.UID = fmt.Sprintf("s%03d", i), types.UID(fmt.Sprintf("uid-%03d", i))
 		s.Spec.EgressBindings = []clerumv1alpha1.EgressBinding{hostBinding("api", fmt.Sprintf("h%03d.example.com", i))}
-		require.NoError(t, f.indexer.Add(s))
+		_, err := f.HCC.ClerumV1alpha1().McpServers("mcp-server").Create(context.Background(), s, metav1.CreateOptions{})
+		require.NoError(t, err)
 	}
+	f.SyncCaches()
 	f.c.resolver = blocking
-	f.c.synced = func() bool { return true } // the fixture seeds the cache by hand
+	f.c.synced = func() bool { return true } // the fixture seeds the caches without running the informers
 	f.c.OnChange(func() {})                  // refreshes run in parallel here
 	f.c.opts.DNSTimeout = time.Minute
 	f.c.opts.PrimeDeadline = 200 * time.Millisecond
@@ -235,14 +238,14 @@ func TestDNSFailureSeriesGoWithTheirServer(t *testing.T) {
 	f := newFixture(t, hostBinding("api", "api.example.com"))
 	f.sync(t) // NXDOMAIN
 	assert.Equal(t, 1, f.series(t, "clerum_hcc_netpol_dns_failures_total"))
-	require.NoError(t, f.indexer.Delete(f.server))
+	f.remove(t)
 	f.sync(t)
 	assert.Zero(t, f.series(t, "clerum_hcc_netpol_dns_failures_total"))
 }
 
 // series counts the series of metric name in the fixture's registry.
 func (f *fixture) series(t *testing.T, name string) int {
-	families, err := f.registry.Gather()
+	families, err := f.Registry.Gather()
 	require.NoError(t, err)
 	for _, mf := range families {
 		if mf.GetName() == name {
@@ -291,7 +294,7 @@ func TestAddressesNotConfirmedForTwoPeriodsLeaveTheSnapshot(t *testing.T) {
 	f := newFixture(t, hostBinding("api", "api.example.com"))
 	f.resolver.set("api.example.com", "93.184.216.34")
 	f.sync(t)
-	f.clock.Step(2 * refresh) // no refresh ran: a stalled worker
+	f.Clock.Step(2 * refresh) // no refresh ran: a stalled worker
 	snap, _ := f.c.Snapshot()
 	assert.Empty(t, snap["s1"], "an answer older than two periods proves nothing")
 }
@@ -304,7 +307,7 @@ func TestARotatingPoolKeepsTheGateOpen(t *testing.T) {
 	require.True(t, f.c.Ready(f.server))
 	changes := f.changes
 	f.resolver.set("api.example.com", "93.184.216.2")
-	f.clock.Step(refresh)
+	f.Clock.Step(refresh)
 	f.sync(t)
 	assert.Equal(t, changes+1, f.changes, "the new address asks for a pass")
 	assert.True(t, f.c.Ready(f.server), "the earlier address stays allowed, so the gate stays open")

@@ -32,7 +32,7 @@ func hostOwner(h *clerumv1alpha1.Host) kit.Owner {
 func TestTheWorkspaceClaimIsMarked(t *testing.T) {
 	f := deployed(t)
 	ctx := context.Background()
-	claim, err := f.kube.CoreV1().PersistentVolumeClaims(hostNS).Get(ctx, "h1-workspace", metav1.GetOptions{})
+	claim, err := f.Kube.CoreV1().PersistentVolumeClaims(hostNS).Get(ctx, "h1-workspace", metav1.GetOptions{})
 	require.NoError(t, err)
 	require.NotEmpty(t, claim.UID)
 	assert.True(t, kit.NewMarker(testOptions.ClaimMark).Verify(hostOwner(f.host("h1")), claim), "marked over its UID and the Host's")
@@ -40,16 +40,16 @@ func TestTheWorkspaceClaimIsMarked(t *testing.T) {
 	// The binder binds it to a static volume.
 	claim.Spec.VolumeName = "local-pv-42"
 	claim.Status.Phase = corev1.ClaimBound
-	require.NoError(t, f.kube.Tracker().Update(claimsGVR, claim, hostNS))
+	require.NoError(t, f.Kube.Tracker().Update(claimsGVR, claim, hostNS))
 	// The Deployment went (scaled down, rolled): it is written again.
-	require.NoError(t, f.kube.Tracker().Delete(appsv1.SchemeGroupVersion.WithResource("deployments"), hostNS, "h1"))
-	f.syncCaches()
+	require.NoError(t, f.Kube.Tracker().Delete(appsv1.SchemeGroupVersion.WithResource("deployments"), hostNS, "h1"))
+	f.SyncCaches()
 	f.mustSync("h1")
-	assert.Equal(t, []string{"create deployments/h1"}, f.writes(), "the Host starts on the bound claim; the claim is not written")
+	assert.Equal(t, []string{"create deployments/h1"}, f.Writes(), "the Host starts on the bound claim; the claim is not written")
 	assert.NotEqual(t, reasons.NotOwned, f.condition("h1", clerumv1alpha1.ConditionReady).Reason)
-	assert.Zero(t, counter(t, f.reg, "clerum_hcc_host_children_refused_total",
+	assert.Zero(t, counter(t, f.Registry, "clerum_hcc_host_children_refused_total",
 		map[string]string{"kind": "PersistentVolumeClaim", "cause": string(kit.CauseForeignVolume)}))
-	for _, e := range f.events() {
+	for _, e := range f.Events() {
 		assert.NotContains(t, e, "Warning", e)
 	}
 }
@@ -78,7 +78,7 @@ func TestAForgedWorkspaceClaimIsRefused(t *testing.T) {
 			f := newFixture(t, h, context1(), forged)
 			res, err := f.sync("h1")
 			require.NoError(t, err)
-			w := f.writes()
+			w := f.Writes()
 			assert.NotContains(t, w, "create deployments/h1", "no pod mounts it")
 			for _, x := range w {
 				assert.False(t, strings.Contains(x, "persistentvolumeclaims"), "the claim is not taken over: %s", x)
@@ -87,8 +87,8 @@ func TestAForgedWorkspaceClaimIsRefused(t *testing.T) {
 			assert.Equal(t, reasons.NotOwned, ready.Reason)
 			assert.Contains(t, ready.Message, "it names volume another-pv and carries no valid mark of HCC's")
 			assert.Equal(t, refusedRetry, res.RequeueAfter)
-			assert.Contains(t, strings.Join(f.events(), "\n"), "Warning UnmanagedConflict PersistentVolumeClaim mcp-host/h1-workspace is not written")
-			assert.Equal(t, 1.0, counter(t, f.reg, "clerum_hcc_host_children_refused_total",
+			assert.Contains(t, strings.Join(f.Events(), "\n"), "Warning UnmanagedConflict PersistentVolumeClaim mcp-host/h1-workspace is not written")
+			assert.Equal(t, 1.0, counter(t, f.Registry, "clerum_hcc_host_children_refused_total",
 				map[string]string{"kind": "PersistentVolumeClaim", "cause": string(kit.CauseForeignVolume)}))
 		})
 	}

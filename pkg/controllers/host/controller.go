@@ -20,9 +20,7 @@ import (
 	"github.com/rs/zerolog"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
-	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -105,14 +103,11 @@ type Controller struct {
 	readerPolicies    networkinglisters.NetworkPolicyLister
 	// configMaps caches the one ConfigMap every mcp-host container loads
 	// (cfg.Build.ConfigMapName), and of it only that it exists; nil when
-	// no ConfigMap is named. Its factory is the operator's own: kit's
-	// factories select by label, this one by name.
-	configMaps       cache.SharedIndexInformer
-	configMapFactory kubeinformers.SharedInformerFactory
-	synced           []cache.InformerSynced
+	// no ConfigMap is named.
+	configMaps cache.SharedIndexInformer
 
-	queue     workqueue.TypedRateLimitingInterface[cache.ObjectName]
-	loop      *kit.Loop[cache.ObjectName]
+	base      *kit.Controller[cache.ObjectName]
+	queue     workqueue.TypedRateLimitingInterface[cache.ObjectName] // base's
 	sweeps    workqueue.TypedRateLimitingInterface[string]
 	sweepLoop *kit.Loop[string]
 	// stops is the fast path that scales a Host's pods to zero when its
@@ -158,27 +153,6 @@ func New(d kit.Deps, issuer controlapi.CredentialIssuer, cfg Config) *Controller
 	readerServices := d.Informers.Kube(readerNS, kit.ManagedObjects, "services").Core().V1().Services()
 	readerPolicies := d.Informers.Kube(readerNS, kit.ManagedObjects, "networkpolicies").Networking().V1().NetworkPolicies()
 
-	_ = hosts.Informer().AddIndexers(cache.Indexers{
-		hostsByContext: func(obj any) ([]string, error) {
-			if h, ok := obj.(*clerumv1alpha1.Host); ok {
-				return []string{h.Spec.ContextRef}, nil
-			}
-			return nil, nil
-		},
-		hostsBySecret: func(obj any) ([]string, error) {
-			if h, ok := obj.(*clerumv1alpha1.Host); ok && h.Spec.SecretRef != nil && h.Spec.SecretRef.Name != "" {
-				return []string{h.Spec.SecretRef.Name}, nil
-			}
-			return nil, nil
-		},
-	})
-	_ = contexts.Informer().AddIndexers(cache.Indexers{contextsByID: func(obj any) ([]string, error) {
-		if c, ok := obj.(*clerumv1alpha1.Context); ok {
-			return []string{c.Spec.ContextID}, nil
-		}
-		return nil, nil
-	}})
-
 	c := &Controller{
 		kube:              d.Kube,
 		hcc:               d.HCC,
@@ -199,62 +173,75 @@ func New(d kit.Deps, issuer controlapi.CredentialIssuer, cfg Config) *Controller
 		readerDeployments: readerDeployments.Lister(),
 		readerServices:    readerServices.Lister(),
 		readerPolicies:    readerPolicies.Lister(),
-		// A failed sync retries after 1 s, doubling to at most 5 min: a
-		// Control API outage costs each Host one call per backoff step.
-		queue:        kit.New(d.Queues, "host", kit.Backoff[cache.ObjectName](time.Second, 5*time.Minute)),
-		sweeps:       kit.New(d.Queues, "host-sweep", kit.Backoff[string](time.Second, 5*time.Minute)),
-		stops:        kit.New(d.Queues, "host-stop", kit.Backoff[cache.ObjectName](100*time.Millisecond, time.Minute)),
-		recorder:     d.Recorder,
-		metrics:      nil, // below: its expiry gauge reads the state
-		clock:        clk,
-		statusWrites: kit.NewStatusWrites(clk),
-		log:          d.Log.With().Str("controller", "host").Logger(),
-		state:        newHostState(),
-		breaker:      &breaker{},
+		sweeps:            kit.New(d.Queues, "host-sweep", kit.Backoff[string](time.Second, 5*time.Minute)),
+		stops:             kit.New(d.Queues, "host-stop", kit.Backoff[cache.ObjectName](100*time.Millisecond, time.Minute)),
+		recorder:          d.Recorder,
+		metrics:           nil, // below: its expiry gauge reads the state
+		clock:             clk,
+		statusWrites:      kit.NewStatusWrites(clk),
+		state:             newHostState(),
+		breaker:           &breaker{},
 	}
+	// A failed sync retries after 1 s, doubling to at most 5 min: a
+	// Control API outage costs each Host one call per backoff step.
+	c.base = kit.NewController(d, kit.Spec[cache.ObjectName]{Name: "host", Sync: c.syncHost,
+		Resource: clerumv1alpha1.Resource("hosts"), BaseDelay: time.Second, MaxDelay: 5 * time.Minute,
+		Workers: cfg.Workers, ErrorsMetric: "clerum_hcc_host_reconcile_errors_total"})
+	c.queue, c.log = c.base.Queue(), c.base.Log()
 	c.metrics = NewMetrics(d.Registry, func() float64 { return c.state.soonestExpiry(c.clock.Now()) })
 	c.claimKind = kit.PersistentVolumeClaims.WithMarker(kit.NewMarker(cfg.Build.ClaimMark))
 	c.children = kit.NewChildren(d.Kube, clerumv1alpha1.FieldManagerHost, d.Recorder, func(kind string, cause kit.Cause) {
 		c.metrics.Refused.WithLabelValues(kind, string(cause)).Inc()
 	})
-	c.loop = &kit.Loop[cache.ObjectName]{Name: "host", Queue: c.queue, Sync: c.syncHost, Log: d.Log,
-		Resource: clerumv1alpha1.Resource("hosts"), Errors: c.metrics.SyncErrors}
-	c.sweepLoop = &kit.Loop[string]{Name: "host-sweep", Queue: c.sweeps, Sync: c.sweep, Log: d.Log, Errors: c.metrics.SyncErrors}
+	// The sweep and the stop fast path have queues and loops of their own,
+	// run beside the main workers; their failures count with the main
+	// queue's.
+	c.sweepLoop = &kit.Loop[string]{Name: "host-sweep", Queue: c.sweeps, Sync: c.sweep, Log: d.Log, Errors: c.base.Errors()}
 	c.stopLoop = &kit.Loop[cache.ObjectName]{Name: "host-stop", Queue: c.stops, Sync: c.syncStop, Log: d.Log,
-		Resource: clerumv1alpha1.Resource("hosts"), Errors: c.metrics.SyncErrors}
+		Resource: clerumv1alpha1.Resource("hosts"), Errors: c.base.Errors()}
 
-	enqueue := func(k cache.ObjectName) { c.queue.Add(k) }
+	c.base.Indexes(hosts.Informer(), cache.Indexers{
+		hostsByContext: func(obj any) ([]string, error) {
+			if h, ok := obj.(*clerumv1alpha1.Host); ok {
+				return []string{h.Spec.ContextRef}, nil
+			}
+			return nil, nil
+		},
+		hostsBySecret: func(obj any) ([]string, error) {
+			if h, ok := obj.(*clerumv1alpha1.Host); ok && h.Spec.SecretRef != nil && h.Spec.SecretRef.Name != "" {
+				return []string{h.Spec.SecretRef.Name}, nil
+			}
+			return nil, nil
+		},
+	})
+	c.base.Indexes(contexts.Informer(), cache.Indexers{contextsByID: func(obj any) ([]string, error) {
+		if c, ok := obj.(*clerumv1alpha1.Context); ok {
+			return []string{c.Spec.ContextID}, nil
+		}
+		return nil, nil
+	}})
 	// A Host's own change (its contextRef) may also stop its pods.
-	_, _ = hosts.Informer().AddEventHandler(c.hostHandlers(c.enqueueWithStop))
+	c.base.Watches(hosts.Informer(), c.hostHandlers(c.enqueueWithStop))
 	owner := kit.OwnerByRefOrLabel(gvk.GroupVersion().String(), gvk.Kind, hostNS, names.LabelHost)
-	for _, inf := range []cache.SharedIndexInformer{deployments.Informer(), services.Informer(), claims.Informer(),
+	c.base.Owns(owner, deployments.Informer(), services.Informer(), claims.Informer(),
 		accounts.Informer(), roles.Informer(), bindings.Informer(), policies.Informer(),
-		readerDeployments.Informer(), readerServices.Informer(), readerPolicies.Informer()} {
-		_, _ = inf.AddEventHandler(kit.ChildHandlers(owner, enqueue))
-	}
-	_, _ = secrets.Informer().AddEventHandler(c.secretHandlers(owner))
-	_, _ = contexts.Informer().AddEventHandler(c.contextHandlers())
+		readerDeployments.Informer(), readerServices.Informer(), readerPolicies.Informer())
+	c.base.Watches(secrets.Informer(), c.secretHandlers(owner))
+	c.base.Watches(contexts.Informer(), c.contextHandlers())
 	if name := cfg.Build.ConfigMapName; name != "" {
-		c.configMapFactory = kubeinformers.NewSharedInformerFactoryWithOptions(d.Kube, 0, kubeinformers.WithNamespace(hostNS),
-			kubeinformers.WithTweakListOptions(func(o *metav1.ListOptions) {
-				o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
-			}))
-		c.configMaps = c.configMapFactory.Core().V1().ConfigMaps().Informer()
-		_ = c.configMaps.SetTransform(existenceOnly)
-		_, _ = c.configMaps.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		c.configMaps = d.Informers.ConfigMap(hostNS, name, existenceOnly)
+		c.base.Watches(c.configMaps, cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(any) { c.queueAllHosts() },
 			UpdateFunc: func(any, any) {},
 			DeleteFunc: func(any) { c.queueAllHosts() },
 		})
 	}
-	c.synced = []cache.InformerSynced{hosts.Informer().HasSynced, contexts.Informer().HasSynced, secrets.Informer().HasSynced,
-		deployments.Informer().HasSynced, services.Informer().HasSynced, claims.Informer().HasSynced,
-		accounts.Informer().HasSynced, roles.Informer().HasSynced, bindings.Informer().HasSynced,
-		policies.Informer().HasSynced, readerDeployments.Informer().HasSynced, readerServices.Informer().HasSynced,
-		readerPolicies.Informer().HasSynced}
-	if c.configMaps != nil {
-		c.synced = append(c.synced, c.configMaps.HasSynced)
-	}
+	// The first sweep runs once the caches synced; each sweep asks for the
+	// next one Resync later (sweep's Result), and a failed one retries on
+	// the sweep queue's backoff.
+	c.base.OnStart(func(context.Context) error { c.sweeps.Add(sweepKey); return nil })
+	c.base.Beside(func(ctx context.Context) { c.sweepLoop.Run(ctx, 1) })
+	c.base.Beside(func(ctx context.Context) { c.stopLoop.Run(ctx, 1) })
 	return c
 }
 
@@ -298,26 +285,15 @@ func (c *Controller) Name() string { return "host" }
 
 // Run implements kit.Reconciler: it waits for the caches, sweeps orphans
 // once at startup and every Resync (each sweep also queues every Host: the
-// periodic full reconcile), and serves the queue with cfg.Workers workers.
+// periodic full reconcile), and serves the queue with cfg.Workers workers
+// and the stop fast path with one. A wiring error makes it fail at once.
 func (c *Controller) Run(ctx context.Context) error {
-	if c.configMapFactory != nil {
-		c.configMapFactory.Start(ctx.Done())
-		defer c.configMapFactory.Shutdown()
-	}
-	if err := kit.WaitForSync("host", ctx.Done(), c.synced...); err != nil {
-		c.queue.ShutDown()
-		c.sweeps.ShutDown()
-		c.stops.ShutDown()
-		return err
-	}
-	c.sweeps.Add(sweepKey)
-	workers := max(c.cfg.Workers, 1)
-	var wg sync.WaitGroup
-	wg.Go(func() { c.sweepLoop.Run(ctx, 1) })
-	wg.Go(func() { c.stopLoop.Run(ctx, 1) })
-	c.loop.Run(ctx, workers)
-	wg.Wait()
-	return nil
+	// The base shuts down its own queue on every way out, and the sweep and
+	// stop queues when their loops return; these cover a Run that fails
+	// before they start.
+	defer c.sweeps.ShutDown()
+	defer c.stops.ShutDown()
+	return c.base.Run(ctx)
 }
 
 // hostHandlers queue a Host on every change but a status-only one (its own
@@ -341,7 +317,7 @@ func (c *Controller) hostHandlers(enqueue func(cache.ObjectName)) cache.Resource
 		DeleteFunc: func(obj any) {
 			if h, ok := kit.Unwrap(obj).(*clerumv1alpha1.Host); ok {
 				// Observed: its leftovers are cleaned up whatever the caps.
-				c.state.observeDeletion(h.Name, h.UID)
+				c.state.deleted.Observe(h.Name, h.UID)
 			}
 			own.OnDelete(obj)
 		},
@@ -446,13 +422,17 @@ func (c *Controller) contextHandlers() cache.ResourceEventHandler {
 // each Host's block reason and state, for events and gauges, and each
 // credential's expiry.
 type hostState struct {
-	mu       sync.Mutex
-	deleted  map[string]types.UID
-	reason   map[string]string
-	state    map[string]string
-	expiry   map[string]time.Time
-	byReason map[string]int
-	byState  map[string]int
+	// deleted are the Hosts this process saw deleted, until nothing of
+	// them is left.
+	deleted *kit.Deletions
+	// blocks are the Hosts' block reasons: one event per block and per
+	// release, and clerum_hcc_host_blocked.
+	blocks *kit.Reasons
+
+	mu      sync.Mutex
+	state   map[string]string
+	expiry  map[string]time.Time
+	byState map[string]int
 	// issuances are the credentials stored by this process, so a sync that
 	// reads a cache not yet showing one never asks for another.
 	issuances map[string]issuance
@@ -521,63 +501,8 @@ func (s *hostState) clearIssuance(host string) {
 }
 
 func newHostState() *hostState {
-	return &hostState{deleted: map[string]types.UID{}, reason: map[string]string{}, state: map[string]string{},
-		expiry: map[string]time.Time{}, byReason: map[string]int{}, byState: map[string]int{}}
-}
-
-func (s *hostState) observeDeletion(name string, uid types.UID) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.deleted[name] = uid
-}
-
-// wasDeleted reports whether this process saw a Host of that name deleted
-// and has not yet settled it (nothing of it was left at a later look);
-// deletedOwner tells its leftovers from a later Host's of the same name.
-func (s *hostState) wasDeleted(name string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	_, ok := s.deleted[name]
-	return ok
-}
-
-// deletedOwner reports whether o is a leftover of a Host this process saw
-// deleted: its Host's name was seen deleted and o's controller reference,
-// if any, names that very Host (UID), not a later one of the same name.
-func (s *hostState) deletedOwner(name string, o metav1.Object) bool {
-	s.mu.Lock()
-	uid, ok := s.deleted[name]
-	s.mu.Unlock()
-	if !ok {
-		return false
-	}
-	ref := metav1.GetControllerOfNoCopy(o)
-	return ref == nil || ref.Kind != gvk.Kind || ref.UID == uid
-}
-
-// settle forgets an observed deletion once nothing of it is left.
-func (s *hostState) settle(name string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.deleted, name)
-}
-
-// setBlock records h's block reason ("" for none) and reports the previous
-// one, so a block and its release are each one event.
-func (s *hostState) setBlock(host, reason string) (previous string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	previous = s.reason[host]
-	if previous != "" {
-		s.byReason[previous]--
-	}
-	if reason == "" {
-		delete(s.reason, host)
-	} else {
-		s.reason[host] = reason
-		s.byReason[reason]++
-	}
-	return previous
+	return &hostState{deleted: kit.NewDeletions(gvk.Kind), blocks: kit.NewReasons(),
+		state: map[string]string{}, expiry: map[string]time.Time{}, byState: map[string]int{}}
 }
 
 func (s *hostState) setState(host, state string) {
@@ -602,15 +527,12 @@ func (s *hostState) setExpiry(host string, at time.Time) {
 
 // forget drops a Host that is gone from the gauges.
 func (s *hostState) forget(host string) {
+	s.blocks.Forget(host)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if r, ok := s.reason[host]; ok {
-		s.byReason[r]--
-	}
 	if st, ok := s.state[host]; ok {
 		s.byState[st]--
 	}
-	delete(s.reason, host)
 	delete(s.state, host)
 	delete(s.expiry, host)
 	delete(s.issuances, host)
@@ -618,16 +540,18 @@ func (s *hostState) forget(host string) {
 	delete(s.forged, host)
 }
 
-// Metrics are the operator's series, all named clerum_hcc_host_*.
+// Metrics are the operator's series, all named clerum_hcc_host_*; its
+// error counter, clerum_hcc_host_reconcile_errors_total{controller}, is
+// kit.Controller's (failed syncs of host, host-sweep and host-stop, and
+// wiring errors).
 type Metrics struct {
-	Hosts      *prometheus.GaugeVec
-	Blocked    *prometheus.GaugeVec
-	Expiry     prometheus.GaugeFunc
-	SyncErrors *prometheus.CounterVec
-	Refused    *prometheus.CounterVec
-	CapTrips   prometheus.Counter
-	Orphans    *prometheus.CounterVec
-	Forged     *prometheus.CounterVec
+	Hosts    *prometheus.GaugeVec
+	Blocked  *prometheus.GaugeVec
+	Expiry   prometheus.GaugeFunc
+	Refused  *prometheus.CounterVec
+	CapTrips prometheus.Counter
+	Orphans  *prometheus.CounterVec
+	Forged   *prometheus.CounterVec
 }
 
 // NewMetrics registers the operator's metrics with reg; soonest reports
@@ -646,10 +570,6 @@ func NewMetrics(reg prometheus.Registerer, soonest func() float64) *Metrics {
 			Name: "clerum_hcc_host_credential_expiry_seconds",
 			Help: "Seconds until the soonest bootstrap credential of any Host expires, at scrape time (negative: expired; +Inf with no credential).",
 		}, func() float64 { return soonest() }),
-		SyncErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "clerum_hcc_host_reconcile_errors_total",
-			Help: "Failed Host syncs and orphan sweeps.",
-		}, []string{"controller"}),
 		Refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "clerum_hcc_host_children_refused_total",
 			Help: "Per-Host objects not written because an object HCC does not own holds their name, by kind and cause.",
@@ -667,11 +587,12 @@ func NewMetrics(reg prometheus.Registerer, soonest func() float64) *Metrics {
 			Help: "Runtime-token Secrets found claiming a credential HCC does not believe, by trust: unmarked (no mark), mismatch (a mark that does not verify) or replayed (an older credential of HCC's than the one it wrote last). Each is re-issued.",
 		}, []string{"trust"}),
 	}
-	reg.MustRegister(m.Hosts, m.Blocked, m.Expiry, m.SyncErrors, m.Refused, m.CapTrips, m.Orphans, m.Forged)
+	reg.MustRegister(m.Hosts, m.Blocked, m.Expiry, m.Refused, m.CapTrips, m.Orphans, m.Forged)
 	return m
 }
 
-// refresh sets the gauges from st.
+// refresh sets the gauges from st. It holds st's lock throughout, so two
+// refreshes never interleave and the last one sets the latest counts.
 func (m *Metrics) refresh(st *hostState, now time.Time) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -679,7 +600,7 @@ func (m *Metrics) refresh(st *hostState, now time.Time) {
 		m.Hosts.WithLabelValues(s).Set(float64(st.byState[s]))
 	}
 	for _, r := range blockReasons {
-		m.Blocked.WithLabelValues(r).Set(float64(st.byReason[r]))
+		m.Blocked.WithLabelValues(r).Set(float64(st.blocks.Count(r)))
 	}
 }
 

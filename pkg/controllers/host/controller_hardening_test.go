@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -49,7 +50,7 @@ func envSecret(name, forHost string) *corev1.Secret {
 // as the fake API server holds it.
 func (f *fixture) secretRule() []string {
 	f.t.Helper()
-	role, err := f.kube.RbacV1().Roles(hostNS).Get(context.Background(), "host-h1", metav1.GetOptions{})
+	role, err := f.Kube.RbacV1().Roles(hostNS).Get(context.Background(), "host-h1", metav1.GetOptions{})
 	require.NoError(f.t, err)
 	for _, r := range role.Rules {
 		if len(r.Resources) == 1 && r.Resources[0] == "secrets" {
@@ -63,16 +64,16 @@ func (f *fixture) secretRule() []string {
 // setSecret replaces s in the fake API server and the Secret cache.
 func (f *fixture) setSecret(s *corev1.Secret) {
 	f.t.Helper()
-	require.NoError(f.t, f.kube.Tracker().Update(corev1.SchemeGroupVersion.WithResource("secrets"), s.DeepCopy(), s.Namespace))
-	f.index(s)
+	require.NoError(f.t, f.Kube.Tracker().Update(corev1.SchemeGroupVersion.WithResource("secrets"), s.DeepCopy(), s.Namespace))
+	f.Index(s)
 }
 
 // removeSecret deletes Secret name from the fake API server and the cache.
 func (f *fixture) removeSecret(name string) {
 	f.t.Helper()
 	s := f.secret(name)
-	require.NoError(f.t, f.kube.Tracker().Delete(corev1.SchemeGroupVersion.WithResource("secrets"), hostNS, name))
-	f.unindex(s)
+	require.NoError(f.t, f.Kube.Tracker().Delete(corev1.SchemeGroupVersion.WithResource("secrets"), hostNS, name))
+	f.Unindex(s)
 }
 
 func eventsWithPrefix(events []string, prefix string) []string {
@@ -100,8 +101,8 @@ func TestBreaker(t *testing.T) {
 		}
 
 		// Open: another Host needing a credential is not sent either.
-		f.clearActions()
-		f.events()
+		f.ClearWrites()
+		f.Events()
 		_, err := f.sync("h2")
 		require.Error(t, err, "retried by the loop")
 		assert.ErrorIs(t, err, controlapi.ErrUnavailable)
@@ -110,35 +111,35 @@ func TestBreaker(t *testing.T) {
 		assert.Equal(t, metav1.ConditionFalse, auth.Status)
 		assert.Equal(t, reasons.ControlAPIUnavailable, auth.Reason)
 		assert.Equal(t, reasons.CredentialPending, f.condition("h2", clerumv1alpha1.ConditionReady).Reason)
-		assert.Equal(t, without(created("h2"), "create deployments/h2", "create secrets/host-h2-mcp-host-runtime-tokens"), f.writes())
-		assert.Len(t, eventsWithPrefix(f.events(), "Warning CredentialFailed "), 1)
+		assert.Equal(t, without(created("h2"), "create deployments/h2", "create secrets/host-h2-mcp-host-runtime-tokens"), f.Writes())
+		assert.Len(t, eventsWithPrefix(f.Events(), "Warning CredentialFailed "), 1)
 
-		f.clock.Step(breakerBase - time.Second)
+		f.Clock.Step(breakerBase - time.Second)
 		_, err = f.sync("h1")
 		require.Error(t, err)
 		assert.Equal(t, 3, f.issuer.calls(), "still open at 14 s")
 		assert.Equal(t, reasons.ControlAPIUnavailable, f.condition("h1", clerumv1alpha1.ConditionAuthReady).Reason)
 
 		// 15 s: one probe, which fails and reopens it for 30 s.
-		f.clock.Step(time.Second)
+		f.Clock.Step(time.Second)
 		_, err = f.sync("h1")
 		require.Error(t, err)
 		assert.Equal(t, 4, f.issuer.calls(), "one probe once the pause is over")
 		_, err = f.sync("h2")
 		require.Error(t, err)
 		assert.Equal(t, 4, f.issuer.calls(), "the failed probe reopens it")
-		f.clock.Step(2*breakerBase - time.Second)
+		f.Clock.Step(2*breakerBase - time.Second)
 		_, err = f.sync("h2")
 		require.Error(t, err)
 		assert.Equal(t, 4, f.issuer.calls(), "the second pause is doubled: still open at 29 s")
 
 		// 30 s: the probe succeeds and closes it.
-		f.clock.Step(time.Second)
+		f.Clock.Step(time.Second)
 		f.issuer.fail(nil)
-		f.clearActions()
+		f.ClearWrites()
 		f.mustSync("h2")
 		assert.Equal(t, 5, f.issuer.calls())
-		assert.Contains(t, f.writes(), "create deployments/h2")
+		assert.Contains(t, f.Writes(), "create deployments/h2")
 		assert.Equal(t, reasons.CredentialIssued, f.condition("h2", clerumv1alpha1.ConditionAuthReady).Reason)
 		f.mustSync("h1")
 		assert.Equal(t, 6, f.issuer.calls(), "closed: every Host is served")
@@ -160,10 +161,10 @@ func TestBreaker(t *testing.T) {
 		pause := breakerBase
 		for range 8 {
 			calls := f.issuer.calls()
-			f.clock.Step(pause - time.Second)
+			f.Clock.Step(pause - time.Second)
 			_, _ = f.sync("h1")
 			require.Equal(t, calls, f.issuer.calls(), "open for %s", pause)
-			f.clock.Step(time.Second)
+			f.Clock.Step(time.Second)
 			_, _ = f.sync("h1")
 			require.Equal(t, calls+1, f.issuer.calls(), "a probe after %s", pause)
 			pause = min(2*pause, breakerMax)
@@ -240,15 +241,15 @@ func TestAnImmutableRuntimeTokenSecretIsFoundBeforeAsking(t *testing.T) {
 			if name == "holding a credential due for refresh" {
 				// The credential there is this Host's and still valid: the
 				// pods may use it while the Secret cannot take a new one.
-				assert.Equal(t, without(created("h1"), "create secrets/"+runtimeTokens), f.writes(), "the Secret is not written")
+				assert.Equal(t, without(created("h1"), "create secrets/"+runtimeTokens), f.Writes(), "the Secret is not written")
 				assert.True(t, f.exists(kit.Deployments, hostNS, "h1"))
 			} else {
-				assert.Equal(t, without(created("h1"), "create deployments/h1", "create secrets/"+runtimeTokens), f.writes(),
+				assert.Equal(t, without(created("h1"), "create deployments/h1", "create secrets/"+runtimeTokens), f.Writes(),
 					"no Deployment without a credential, and the Secret is not written")
 				assert.Equal(t, reasons.CredentialPending, f.condition("h1", clerumv1alpha1.ConditionReady).Reason)
 				assert.False(t, f.exists(kit.Deployments, hostNS, "h1"))
 			}
-			ev := f.events()
+			ev := f.Events()
 			assert.Len(t, eventsWithPrefix(ev, "Warning ChangeRefused Secret mcp-host/"+runtimeTokens+" is not written"), 1, "%v", ev)
 			assert.Empty(t, eventsWithPrefix(ev, "Warning CredentialFailed"), "the Control API was not asked")
 			assert.Equal(t, s.Data, f.secret(runtimeTokens).Data, "left as it is")
@@ -262,7 +263,7 @@ func TestAnImmutableRuntimeTokenSecretIsFoundBeforeAsking(t *testing.T) {
 func TestAnUnstoredCredentialIsStoredWithoutAskingAgain(t *testing.T) {
 	failOnce := func(f *fixture, verb string) *int {
 		n := 0
-		f.kube.PrependReactor(verb, "secrets", func(a core.Action) (bool, runtime.Object, error) {
+		f.Kube.PrependReactor(verb, "secrets", func(a core.Action) (bool, runtime.Object, error) {
 			if n > 0 {
 				return false, nil, nil
 			}
@@ -279,33 +280,34 @@ func TestAnUnstoredCredentialIsStoredWithoutAskingAgain(t *testing.T) {
 		require.Equal(t, 1, *failed)
 		assert.Equal(t, 1, f.issuer.calls())
 		assert.NotContains(t, err.Error(), credentialValue)
-		assert.NotContains(t, f.writes(), "create deployments/h1", "no Deployment without a stored credential")
-		_, err = f.kube.CoreV1().Secrets(hostNS).Get(context.Background(), runtimeTokens, metav1.GetOptions{})
+		assert.NotContains(t, f.Writes(), "create deployments/h1", "no Deployment without a stored credential")
+		_, err = f.Kube.CoreV1().Secrets(hostNS).Get(context.Background(), runtimeTokens, metav1.GetOptions{})
 		require.True(t, apierrors.IsNotFound(err))
 		assert.Equal(t, metav1.ConditionFalse, f.condition("h1", clerumv1alpha1.ConditionAuthReady).Status)
 
 		// Another credential would be a different value.
 		f.issuer.value = "another-credential"
-		f.syncCaches()
-		f.clock.Step(2 * time.Second)
+		f.SyncCaches()
+		f.Clock.Step(2 * time.Second)
 		f.mustSync("h1")
 		assert.Equal(t, 1, f.issuer.calls(), "the held credential is stored, not asked for again")
-		assert.Equal(t, []string{"create deployments/h1", "create secrets/" + runtimeTokens, "patch hosts/h1/status"}, f.writes())
+		assert.Equal(t, []string{"create deployments/h1", "create secrets/" + runtimeTokens, "patch hosts/h1/status"}, f.Writes())
 		s := f.secret(runtimeTokens)
 		assert.Equal(t, credentialValue, string(s.Data[resources.KeyBootstrapCredential]))
 		assert.Equal(t, t0.Add(lifetime).Format(time.RFC3339), s.Annotations[resources.AnnotationExpiresAt])
 		assert.Equal(t, reasons.CredentialIssued, f.condition("h1", clerumv1alpha1.ConditionAuthReady).Reason)
-		assert.NotContains(t, f.logs.String(), credentialValue)
+		require.Contains(t, f.Log(), "bootstrap credential stored", "the line that could leak it")
+		assert.NotContains(t, f.Log(), credentialValue)
 
 		// Stored once: the next sync after the cache caught up asks nothing.
-		f.syncCaches()
+		f.SyncCaches()
 		f.mustSync("h1")
-		assert.Empty(t, f.writes())
+		assert.Empty(t, f.Writes())
 		assert.Equal(t, 1, f.issuer.calls())
 	})
 	t.Run("a refresh", func(t *testing.T) {
 		f := deployed(t)
-		f.clock.Step(50 * time.Minute)
+		f.Clock.Step(50 * time.Minute)
 		f.issuer.value = "refreshed-1"
 		failOnce(f, "update")
 		_, err := f.sync("h1")
@@ -314,11 +316,11 @@ func TestAnUnstoredCredentialIsStoredWithoutAskingAgain(t *testing.T) {
 		assert.Equal(t, credentialValue, string(f.secret(runtimeTokens).Data[resources.KeyBootstrapCredential]), "the write failed")
 
 		f.issuer.value = "refreshed-2"
-		f.syncCaches()
-		f.clock.Step(2 * time.Second)
+		f.SyncCaches()
+		f.Clock.Step(2 * time.Second)
 		f.mustSync("h1")
 		assert.Equal(t, 2, f.issuer.calls(), "stored without asking again")
-		assert.Equal(t, []string{"patch hosts/h1/status", "update secrets/" + runtimeTokens}, f.writes())
+		assert.Equal(t, []string{"patch hosts/h1/status", "update secrets/" + runtimeTokens}, f.Writes())
 		assert.Equal(t, "refreshed-1", string(f.secret(runtimeTokens).Data[resources.KeyBootstrapCredential]))
 	})
 	t.Run("a held credential of an earlier Host of the name is not stored for the new one", func(t *testing.T) {
@@ -329,7 +331,7 @@ func TestAnUnstoredCredentialIsStoredWithoutAskingAgain(t *testing.T) {
 		f.removeHost("h1")
 		f.addHost(newHost("h1", func(h *clerumv1alpha1.Host) { h.UID = "uid-h1-again" }))
 		f.issuer.value = "for-the-new-host"
-		f.clearActions()
+		f.ClearWrites()
 		f.mustSync("h1")
 		assert.Equal(t, 2, f.issuer.calls())
 		assert.Equal(t, "for-the-new-host", string(f.secret(runtimeTokens).Data[resources.KeyBootstrapCredential]))
@@ -358,14 +360,14 @@ func TestDeletingTheRuntimeTokenSecretForgetsTheIssuance(t *testing.T) {
 			require.Equal(t, 1, f.issuer.calls())
 			// The caches are not refreshed: they never showed the Secret.
 			s := f.secret(runtimeTokens)
-			require.NoError(t, f.kube.Tracker().Delete(corev1.SchemeGroupVersion.WithResource("secrets"), hostNS, runtimeTokens))
-			cachedSecret := cached(s).(*corev1.Secret)
+			require.NoError(t, f.Kube.Tracker().Delete(corev1.SchemeGroupVersion.WithResource("secrets"), hostNS, runtimeTokens))
+			cachedSecret := cached(s)
 			forget(f, cachedSecret)
-			f.clearActions()
-			f.clock.Step(5 * time.Second)
+			f.ClearWrites()
+			f.Clock.Step(5 * time.Second)
 			f.mustSync("h1")
 			assert.Equal(t, 2, f.issuer.calls(), "the Secret is gone: a new credential, not the remembered one")
-			assert.Contains(t, f.writes(), "create secrets/"+runtimeTokens)
+			assert.Contains(t, f.Writes(), "create secrets/"+runtimeTokens)
 			assert.Equal(t, credentialValue, string(f.secret(runtimeTokens).Data[resources.KeyBootstrapCredential]))
 		})
 	}
@@ -375,7 +377,7 @@ func TestDeletingTheRuntimeTokenSecretForgetsTheIssuance(t *testing.T) {
 		other := envSecret("h1-env", "h1")
 		other.Labels[names.LabelHost] = "h1"
 		f.c.forgetIssuanceOf(other)
-		f.clock.Step(5 * time.Second)
+		f.Clock.Step(5 * time.Second)
 		f.mustSync("h1")
 		assert.Equal(t, 1, f.issuer.calls(), "the cache-lag guard still holds")
 	})
@@ -389,20 +391,20 @@ func TestADependencyNotOwnedStopsRunningPods(t *testing.T) {
 		write []string
 	}{
 		{"an unmanaged ServiceAccount", func(f *fixture) {
-			sa, err := f.kube.CoreV1().ServiceAccounts(hostNS).Get(context.Background(), "host-h1", metav1.GetOptions{})
+			sa, err := f.Kube.CoreV1().ServiceAccounts(hostNS).Get(context.Background(), "host-h1", metav1.GetOptions{})
 			require.NoError(t, err)
-			f.unindex(sa) // the managed-objects informer never shows an unmanaged one
-			require.NoError(t, f.kube.Tracker().Delete(corev1.SchemeGroupVersion.WithResource("serviceaccounts"), hostNS, "host-h1"))
-			require.NoError(t, f.kube.Tracker().Add(&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: hostNS, Name: "host-h1",
+			f.Unindex(sa) // the managed-objects informer never shows an unmanaged one
+			require.NoError(t, f.Kube.Tracker().Delete(corev1.SchemeGroupVersion.WithResource("serviceaccounts"), hostNS, "host-h1"))
+			require.NoError(t, f.Kube.Tracker().Add(&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: hostNS, Name: "host-h1",
 				UID: "foreign", ResourceVersion: "7"}}))
 		}, []string{"create serviceaccounts/host-h1", "patch hosts/h1/status", "update deployments/h1"}},
 		{"a Role labelled for another Host", func(f *fixture) {
-			r, err := f.kube.RbacV1().Roles(hostNS).Get(context.Background(), "host-h1", metav1.GetOptions{})
+			r, err := f.Kube.RbacV1().Roles(hostNS).Get(context.Background(), "host-h1", metav1.GetOptions{})
 			require.NoError(t, err)
 			r.Labels[names.LabelHost] = "h2"
 			r.OwnerReferences, r.ResourceVersion = nil, "7"
-			require.NoError(t, f.kube.Tracker().Update(rbacRoles, r, hostNS))
-			f.index(r)
+			require.NoError(t, f.Kube.Tracker().Update(rbacRoles, r, hostNS))
+			f.Index(r)
 		}, []string{"patch hosts/h1/status", "update deployments/h1"}},
 		{"an unmanaged runtime-token Secret", func(f *fixture) {
 			s := f.secret(runtimeTokens)
@@ -414,10 +416,10 @@ func TestADependencyNotOwnedStopsRunningPods(t *testing.T) {
 			f := deployed(t)
 			require.Equal(t, int32(1), *f.deployment(hostNS, "h1").Spec.Replicas)
 			tc.swap(f)
-			f.clearActions()
+			f.ClearWrites()
 			res, err := f.sync("h1")
 			require.NoError(t, err, "a refusal is reported, not retried")
-			assert.Equal(t, tc.write, f.writes())
+			assert.Equal(t, tc.write, f.Writes())
 			d := f.deployment(hostNS, "h1")
 			assert.Equal(t, int32(0), *d.Spec.Replicas, "no pod runs with someone else's account, Role or credential")
 			assert.Equal(t, "ctx-1", d.Spec.Template.Labels[names.LabelContext], "the template is kept")
@@ -426,12 +428,12 @@ func TestADependencyNotOwnedStopsRunningPods(t *testing.T) {
 			assert.Equal(t, reasons.NotOwned, ready.Reason)
 			assert.Equal(t, refusedRetry, res.RequeueAfter)
 			assert.Equal(t, 1, f.issuer.calls())
-			assert.Equal(t, 1.0, counter(t, f.reg, "clerum_hcc_host_hosts", map[string]string{"state": "not-owned"}))
+			assert.Equal(t, 1.0, counter(t, f.Registry, "clerum_hcc_host_hosts", map[string]string{"state": "not-owned"}))
 
 			// Stopped once: the next sync does not scale it back up.
-			f.syncCaches()
+			f.SyncCaches()
 			f.mustSync("h1")
-			assert.NotContains(t, f.writes(), "update deployments/h1")
+			assert.NotContains(t, f.Writes(), "update deployments/h1")
 			assert.Equal(t, int32(0), *f.deployment(hostNS, "h1").Spec.Replicas)
 		})
 	}
@@ -445,19 +447,19 @@ func TestASecretBlockKeepsRunningPods(t *testing.T) {
 	setup := func(t *testing.T) *fixture {
 		f := newFixture(t, newHost("h1", withSecretRef("h1-env")), context1(), envSecret("h1-env", "h1"))
 		f.mustSync("h1")
-		require.Contains(t, f.writes(), "create deployments/h1")
-		f.syncCaches()
-		f.events()
+		require.Contains(t, f.Writes(), "create deployments/h1")
+		f.SyncCaches()
+		f.Events()
 		require.Equal(t, []string{runtimeTokens, "h1-env"}, f.secretRule())
 		return f
 	}
 	t.Run("the Secret removed", func(t *testing.T) {
 		f := setup(t)
 		f.removeSecret("h1-env")
-		f.clearActions()
-		f.clock.Step(50 * time.Minute) // due at 45
+		f.ClearWrites()
+		f.Clock.Step(50 * time.Minute) // due at 45
 		res := f.mustSync("h1")
-		assert.Equal(t, []string{"patch hosts/h1/status", "update roles/host-h1", "update secrets/" + runtimeTokens}, f.writes(),
+		assert.Equal(t, []string{"patch hosts/h1/status", "update roles/host-h1", "update secrets/" + runtimeTokens}, f.Writes(),
 			"no scale-down, no roll; the Role is rewritten and the credential refreshed")
 		assert.Equal(t, 2, f.issuer.calls())
 		assert.Equal(t, []string{runtimeTokens}, f.secretRule(), "the grant of the missing Secret is revoked")
@@ -471,19 +473,19 @@ func TestASecretBlockKeepsRunningPods(t *testing.T) {
 		assert.Equal(t, "ctx-1", st.ContextID, "the contextId of the pods still running")
 		assert.Equal(t, testOptions.Image, st.Image)
 		assert.Equal(t, 45*time.Minute, res.RequeueAfter, "back when the new credential is due")
-		assert.Equal(t, []string{"Warning Blocked SecretsMissing: Secret h1-env does not exist; the Host is not deployed or rolled"}, f.events())
+		assert.Equal(t, []string{"Warning Blocked SecretsMissing: Secret h1-env does not exist; the Host is not deployed or rolled"}, f.Events())
 
 		// Nothing more while blocked.
-		f.syncCaches()
+		f.SyncCaches()
 		f.mustSync("h1")
-		assert.Empty(t, f.writes())
+		assert.Empty(t, f.Writes())
 		assert.Equal(t, 2, f.issuer.calls())
 	})
 	t.Run("the Secret removed, and the Control API answers 429 with Retry-After", func(t *testing.T) {
 		f := setup(t)
 		f.removeSecret("h1-env")
-		f.clearActions()
-		f.clock.Step(50 * time.Minute)
+		f.ClearWrites()
+		f.Clock.Step(50 * time.Minute)
 		f.issuer.fail(&controlapi.StatusError{Route: "/bootstrap", Code: 429, Attempts: 1, RetryAfter: 2 * time.Minute})
 		res, err := f.sync("h1")
 		require.NoError(t, err, "the Control API said when")
@@ -499,34 +501,34 @@ func TestASecretBlockKeepsRunningPods(t *testing.T) {
 func TestSecretRefRelabelled(t *testing.T) {
 	f := newFixture(t, newHost("h1", withSecretRef("h1-env")), context1(), envSecret("h1-env", "h1"))
 	f.mustSync("h1")
-	assert.Equal(t, created("h1"), f.writes(), "labelled for h1: admitted")
+	assert.Equal(t, created("h1"), f.Writes(), "labelled for h1: admitted")
 	assert.Equal(t, []string{runtimeTokens, "h1-env"}, f.secretRule())
-	f.syncCaches()
-	f.events()
+	f.SyncCaches()
+	f.Events()
 
 	moved := envSecret("h1-env", "h2")
 	moved.ResourceVersion = "2"
 	f.setSecret(moved)
 	f.mustSync("h1")
-	assert.Equal(t, []string{"patch hosts/h1/status", "update roles/host-h1"}, f.writes())
+	assert.Equal(t, []string{"patch hosts/h1/status", "update roles/host-h1"}, f.Writes())
 	assert.Equal(t, []string{runtimeTokens}, f.secretRule(), "the Role loses the grant of a Secret now another Host's")
 	sr := f.condition("h1", clerumv1alpha1.ConditionSecretsResolved)
 	assert.Equal(t, metav1.ConditionFalse, sr.Status)
 	assert.Contains(t, sr.Message, "is not labelled "+resources.LabelSecretForHost+"=h1")
 	assert.Equal(t, reasons.SecretsMissing, f.condition("h1", clerumv1alpha1.ConditionReady).Reason)
 	assert.Equal(t, int32(1), *f.deployment(hostNS, "h1").Spec.Replicas)
-	ev := f.events()
+	ev := f.Events()
 	require.Len(t, ev, 1)
 	assert.True(t, strings.HasPrefix(ev[0], "Warning Blocked SecretsMissing: Secret h1-env is not labelled"), ev[0])
 
-	f.syncCaches()
+	f.SyncCaches()
 	back := envSecret("h1-env", "h1")
 	back.ResourceVersion = "3"
 	f.setSecret(back)
 	f.mustSync("h1")
-	assert.Equal(t, []string{"patch hosts/h1/status", "update roles/host-h1"}, f.writes())
+	assert.Equal(t, []string{"patch hosts/h1/status", "update roles/host-h1"}, f.Writes())
 	assert.Equal(t, []string{runtimeTokens, "h1-env"}, f.secretRule())
-	assert.Equal(t, []string{"Normal Released no longer blocked (was SecretsMissing)"}, f.events())
+	assert.Equal(t, []string{"Normal Released no longer blocked (was SecretsMissing)"}, f.Events())
 	assert.Equal(t, 1, f.issuer.calls())
 }
 
@@ -539,7 +541,7 @@ func TestAClaimChangeRefusedBlocksNothing(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			f := deployed(t)
 			claim := func() *corev1.PersistentVolumeClaim {
-				c, err := f.kube.CoreV1().PersistentVolumeClaims(hostNS).Get(context.Background(), "h1-workspace", metav1.GetOptions{})
+				c, err := f.Kube.CoreV1().PersistentVolumeClaims(hostNS).Get(context.Background(), "h1-workspace", metav1.GetOptions{})
 				require.NoError(t, err)
 				return c
 			}
@@ -548,7 +550,7 @@ func TestAClaimChangeRefusedBlocksNothing(t *testing.T) {
 			f.c.cfg.Build.Image = "clerum/mcp-host:0.9.6"
 			res, err := f.sync("h1")
 			require.NoError(t, err)
-			assert.Equal(t, []string{"patch hosts/h1/status", "update deployments/h1"}, f.writes(),
+			assert.Equal(t, []string{"patch hosts/h1/status", "update deployments/h1"}, f.Writes(),
 				"the Deployment is still rolled; the claim is left as it is")
 			assert.Equal(t, "clerum/mcp-host:0.9.6", resources.DeployedImage(f.deployment(hostNS, "h1")))
 			assert.Equal(t, *before, claim().Spec)
@@ -557,17 +559,17 @@ func TestAClaimChangeRefusedBlocksNothing(t *testing.T) {
 			assert.Equal(t, reasons.Progressing, ready.Reason)
 			assert.Equal(t, "clerum/mcp-host:0.9.6", f.status("h1").Image)
 			assert.Equal(t, 45*time.Minute, res.RequeueAfter, "no refusal retry: the credential decides")
-			ev := f.events()
+			ev := f.Events()
 			require.Len(t, ev, 1)
 			assert.True(t, strings.HasPrefix(ev[0], "Warning ChangeRefused PersistentVolumeClaim mcp-host/h1-workspace is not written"), ev[0])
-			assert.Equal(t, 1.0, counter(t, f.reg, "clerum_hcc_host_children_refused_total", nil))
-			assert.Zero(t, counter(t, f.reg, "clerum_hcc_host_hosts", map[string]string{"state": "not-owned"}))
+			assert.Equal(t, 1.0, counter(t, f.Registry, "clerum_hcc_host_children_refused_total", nil))
+			assert.Zero(t, counter(t, f.Registry, "clerum_hcc_host_hosts", map[string]string{"state": "not-owned"}))
 
 			// Reported once per state of the claim.
-			f.syncCaches()
+			f.SyncCaches()
 			f.mustSync("h1")
-			assert.Empty(t, f.writes())
-			assert.Empty(t, f.events())
+			assert.Empty(t, f.Writes())
+			assert.Empty(t, f.Events())
 		})
 	}
 }
@@ -579,16 +581,16 @@ func TestTheContextChangingDuringASync(t *testing.T) {
 		"relabelled": func(f *fixture) {
 			c := context1()
 			c.Spec.ContextID, c.ResourceVersion = "ctx-2", "2"
-			f.index(c)
+			f.setContext(c)
 		},
-		"deleted": func(f *fixture) { f.unindex(context1()) },
+		"deleted": func(f *fixture) { f.removeContext(context1()) },
 	} {
 		t.Run(name, func(t *testing.T) {
 			f := newFixture(t, newHost("h1"), context1())
 			// The Context changes while the children are written: just as
 			// the runtime-token Secret is created.
 			changed := false
-			f.kube.PrependReactor("create", "secrets", func(core.Action) (bool, runtime.Object, error) {
+			f.Kube.PrependReactor("create", "secrets", func(core.Action) (bool, runtime.Object, error) {
 				if !changed {
 					changed = true
 					change(f)
@@ -599,7 +601,7 @@ func TestTheContextChangingDuringASync(t *testing.T) {
 			require.True(t, changed)
 			require.Error(t, err)
 			assert.ErrorIs(t, err, kit.ErrCacheBehind)
-			assert.Equal(t, without(created("h1"), "create deployments/h1"), f.writes(),
+			assert.Equal(t, without(created("h1"), "create deployments/h1"), f.Writes(),
 				"never a pod with the contextId decided before")
 			assert.False(t, f.exists(kit.Deployments, hostNS, "h1"))
 			assert.Equal(t, 1, f.issuer.calls())
@@ -608,20 +610,20 @@ func TestTheContextChangingDuringASync(t *testing.T) {
 	t.Run("relabelled: the next sync deploys with the new contextId", func(t *testing.T) {
 		f := newFixture(t, newHost("h1"), context1())
 		changed := false
-		f.kube.PrependReactor("create", "secrets", func(core.Action) (bool, runtime.Object, error) {
+		f.Kube.PrependReactor("create", "secrets", func(core.Action) (bool, runtime.Object, error) {
 			if !changed {
 				changed = true
 				c := context1()
 				c.Spec.ContextID, c.ResourceVersion = "ctx-2", "2"
-				f.index(c)
+				f.setContext(c)
 			}
 			return false, nil, nil
 		})
 		_, err := f.sync("h1")
 		require.Error(t, err)
-		f.syncCaches()
+		f.SyncCaches()
 		f.mustSync("h1")
-		assert.Equal(t, []string{"create deployments/h1", "patch hosts/h1/status"}, f.writes())
+		assert.Equal(t, []string{"create deployments/h1", "patch hosts/h1/status"}, f.Writes())
 		assert.Equal(t, "ctx-2", f.deployment(hostNS, "h1").Spec.Template.Labels[names.LabelContext])
 		assert.Equal(t, "ctx-2", f.status("h1").ContextID)
 		assert.Equal(t, 1, f.issuer.calls())
@@ -635,9 +637,9 @@ func TestSweepChecksTheOwnerUID(t *testing.T) {
 	setup := func(t *testing.T) *fixture {
 		f := newFixture(t, newHost("gone1", func(h *clerumv1alpha1.Host) { h.UID = "uid-new" }), context1())
 		f.mustSync("gone1")
-		f.syncCaches()
+		f.SyncCaches()
 		f.removeHost("gone1")
-		f.clearActions()
+		f.ClearWrites()
 		f.c.cfg.Caps = kit.Caps{Absolute: 0, Percent: 100}
 		return f
 	}
@@ -645,9 +647,9 @@ func TestSweepChecksTheOwnerUID(t *testing.T) {
 		"delete services/channel-reader-gone1"}
 	t.Run("a deletion of another UID explains none of the owned children", func(t *testing.T) {
 		f := setup(t)
-		f.c.state.observeDeletion("gone1", "uid-old")
+		f.c.state.deleted.Observe("gone1", "uid-old")
 		require.NoError(t, f.sweep())
-		w := f.writes()
+		w := f.Writes()
 		for _, x := range w {
 			assert.True(t, strings.Contains(x, "channel-reader-"), "a child of the later Host is not taken for the deleted one's: %s", x)
 		}
@@ -655,32 +657,32 @@ func TestSweepChecksTheOwnerUID(t *testing.T) {
 		// name is all there is to go by.
 		assert.Equal(t, readers, w)
 		assert.NotContains(t, w, "delete persistentvolumeclaims/gone1-workspace", "the claim above all")
-		assert.Equal(t, 1.0, counter(t, f.reg, "clerum_hcc_host_orphan_cap_trips_total", nil), "unexplained, and over the cap of 0")
-		assert.Zero(t, counter(t, f.reg, "clerum_hcc_host_orphans_deleted_total", map[string]string{"class": "unexplained"}))
-		_, err := f.kube.CoreV1().PersistentVolumeClaims(hostNS).Get(context.Background(), "gone1-workspace", metav1.GetOptions{})
+		assert.Equal(t, 1.0, counter(t, f.Registry, "clerum_hcc_host_orphan_cap_trips_total", nil), "unexplained, and over the cap of 0")
+		assert.Zero(t, counter(t, f.Registry, "clerum_hcc_host_orphans_deleted_total", map[string]string{"class": "unexplained"}))
+		_, err := f.Kube.CoreV1().PersistentVolumeClaims(hostNS).Get(context.Background(), "gone1-workspace", metav1.GetOptions{})
 		assert.NoError(t, err)
 	})
 	t.Run("a deletion of that UID explains them all, the claim included", func(t *testing.T) {
 		f := setup(t)
-		f.c.state.observeDeletion("gone1", "uid-new")
+		f.c.state.deleted.Observe("gone1", "uid-new")
 		require.NoError(t, f.sweep())
-		assert.Equal(t, deleted("gone1"), f.writes())
-		assert.Zero(t, counter(t, f.reg, "clerum_hcc_host_orphan_cap_trips_total", nil))
-		assert.Equal(t, 10.0, counter(t, f.reg, "clerum_hcc_host_orphans_deleted_total", map[string]string{"class": "explained"}))
+		assert.Equal(t, deleted("gone1"), f.Writes())
+		assert.Zero(t, counter(t, f.Registry, "clerum_hcc_host_orphan_cap_trips_total", nil))
+		assert.Equal(t, 10.0, counter(t, f.Registry, "clerum_hcc_host_orphans_deleted_total", map[string]string{"class": "explained"}))
 	})
 }
 
 // 11. the expiry gauge.
 func TestExpiryGauge(t *testing.T) {
 	f := newFixture(t, newHost("h1"), newHost("h2", withSecretRef("missing")), context1())
-	expiry := func() float64 { return counter(t, f.reg, "clerum_hcc_host_credential_expiry_seconds", nil) }
-	require.NotNil(t, series(t, f.reg, "clerum_hcc_host_credential_expiry_seconds", nil))
+	expiry := func() float64 { return counter(t, f.Registry, "clerum_hcc_host_credential_expiry_seconds", nil) }
+	require.NotNil(t, series(t, f.Registry, "clerum_hcc_host_credential_expiry_seconds", nil))
 	assert.True(t, math.IsInf(expiry(), 1), "no credential: +Inf, got %v", expiry())
 	f.mustSync("h2")
 	assert.True(t, math.IsInf(expiry(), 1), "a blocked Host has no credential: %v", expiry())
 	f.mustSync("h1")
 	assert.Equal(t, 3600.0, expiry())
-	f.clock.Step(90 * time.Second)
+	f.Clock.Step(90 * time.Second)
 	assert.Equal(t, 3510.0, expiry(), "at scrape time")
 	assert.Positive(t, expiry())
 
@@ -706,12 +708,12 @@ func TestRetryAfterIsHonoured(t *testing.T) {
 		assert.Equal(t, metav1.ConditionFalse, auth.Status)
 		assert.Equal(t, reasons.ControlAPIUnavailable, auth.Reason)
 		assert.Contains(t, auth.Message, "Retry-After 2m0s")
-		assert.NotContains(t, f.writes(), "create deployments/h1")
-		assert.Len(t, eventsWithPrefix(f.events(), "Warning CredentialFailed "), 1)
+		assert.NotContains(t, f.Writes(), "create deployments/h1")
+		assert.Len(t, eventsWithPrefix(f.Events(), "Warning CredentialFailed "), 1)
 	})
 	t.Run("a credential due for refresh", func(t *testing.T) {
 		f := deployed(t)
-		f.clock.Step(50 * time.Minute)
+		f.Clock.Step(50 * time.Minute)
 		f.issuer.fail(tooMany)
 		res, err := f.sync("h1")
 		require.NoError(t, err)
@@ -728,4 +730,35 @@ func TestRetryAfterIsHonoured(t *testing.T) {
 		assert.ErrorIs(t, err, controlapi.ErrUnavailable)
 		assert.Equal(t, time.Duration(0), res.RequeueAfter)
 	})
+}
+
+// An informer the operator cannot wire — one already stopped takes neither
+// a handler nor an indexer — fails Run before anything syncs: the operator
+// must not run deaf to Host events or without the indexes it reads.
+func TestAnInformerThatCannotBeWiredFailsRun(t *testing.T) {
+	f := newFixture(t)
+	hosts := f.Deps().Informers.HCC(hostNS).Clerum().V1alpha1().Hosts().Informer()
+	stop := make(chan struct{})
+	close(stop)
+	hosts.Run(stop) // returns at once: the informer has stopped
+
+	d := f.Deps() // a second operator over the same informers
+	d.Registry = prometheus.NewRegistry()
+	d.Queues = kit.NewQueues(d.Registry, f.Clock)
+	build := testOptions
+	build.ConfigMapName = "" // its one informer is the first operator's
+	c := New(d, f.issuer, Config{ContextNamespace: contextNS, TargetNamespace: targetNS, Build: build, Workers: 1})
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	err := c.Run(ctx) // without the check, it would wait for caches nobody started
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "host: wiring")
+	assert.Contains(t, err.Error(), "adding an event handler")
+	assert.Contains(t, err.Error(), "adding indexers")
+	assert.NoError(t, ctx.Err(), "Run failed at once, not at the deadline")
+	// The Context indexer conflicts with the first operator's: a third.
+	assert.Equal(t, 3.0, counter(t, d.Registry.(*prometheus.Registry), "clerum_hcc_host_reconcile_errors_total",
+		map[string]string{"controller": "host"}), "each wiring error is counted")
+	assert.Zero(t, f.issuer.calls())
+	assert.True(t, c.sweeps.ShuttingDown() && c.stops.ShuttingDown(), "no queue is left running")
 }

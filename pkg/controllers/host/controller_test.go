@@ -1,45 +1,36 @@
 package host
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
-	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	kubefake "k8s.io/client-go/kubernetes/fake"
-	core "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
-	clocktesting "k8s.io/utils/clock/testing"
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/controlapi"
 	"github.com/clerum/hcc/pkg/controllers/host/resources"
 	"github.com/clerum/hcc/pkg/controllers/kit"
-	hccfake "github.com/clerum/hcc/pkg/generated/clientset/versioned/fake"
+	"github.com/clerum/hcc/pkg/controllers/kit/kittest"
 	"github.com/clerum/hcc/pkg/names"
 	"github.com/clerum/hcc/pkg/reasons"
 	"github.com/clerum/hcc/pkg/secretdigest"
@@ -97,283 +88,85 @@ func (i *fakeIssuer) fail(err error) {
 	i.err = err
 }
 
-// fixture is the Host operator over fake clientsets whose caches are
-// seeded by hand; syncHost and sweep are called directly and the exact
-// writes asserted.
+// fixture is the Host operator over kittest's fake API server and caches;
+// syncHost and sweep are called directly and the exact writes asserted.
 type fixture struct {
-	t        *testing.T
-	kube     *kubefake.Clientset
-	hcc      *hccfake.Clientset
-	c        *Controller
-	deps     kit.Deps
-	reg      *prometheus.Registry
-	clock    *clocktesting.FakeClock
-	recorder *record.FakeRecorder
-	issuer   *fakeIssuer
-	logs     *bytes.Buffer
-
-	mu      sync.Mutex
-	applied map[string][]clerumv1alpha1.HostStatus
+	*kittest.Fixture
+	t      *testing.T
+	c      *Controller
+	issuer *fakeIssuer
 }
 
+// newFixture returns the operator over a fake API server holding objs and
+// the platform's mcp-host-config, its caches showing them.
 func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 	t.Helper()
-	clk := clocktesting.NewFakeClock(t0)
-	f := &fixture{
-		t: t, clock: clk, recorder: record.NewFakeRecorder(1000), logs: &bytes.Buffer{},
-		issuer:  &fakeIssuer{clock: clk, value: credentialValue, lifetime: lifetime},
-		applied: map[string][]clerumv1alpha1.HostStatus{},
-	}
-	var kubeObjs []runtime.Object
-	for _, o := range objs {
-		switch o.(type) {
-		case *clerumv1alpha1.Host, *clerumv1alpha1.Context:
-		default:
-			kubeObjs = append(kubeObjs, o)
-		}
-	}
-	f.kube = kubefake.NewClientset(kubeObjs...)
-	// The API server copies a pod's serviceAccountName into the deprecated
-	// serviceAccount; the fake does not default, so it is done here (the
-	// kit's Deployment kind expects it, and would rewrite the Deployment
-	// on every sync otherwise).
-	defaultSA := func(a core.Action) (bool, runtime.Object, error) {
-		if o, ok := a.(interface{ GetObject() runtime.Object }); ok {
-			if d, ok := o.GetObject().(*appsv1.Deployment); ok {
-				pod := &d.Spec.Template.Spec
-				if pod.DeprecatedServiceAccount == "" {
-					pod.DeprecatedServiceAccount = pod.ServiceAccountName
-				}
-			}
-		}
-		return false, nil, nil
-	}
-	// The API server gives every object a UID; a claim's mark is over it.
-	var uids atomic.Int64
-	f.kube.PrependReactor("create", "*", func(a core.Action) (bool, runtime.Object, error) {
-		if o, ok := a.(core.CreateAction).GetObject().(metav1.Object); ok && o.GetUID() == "" {
-			o.SetUID(types.UID(fmt.Sprintf("uid-created-%d", uids.Add(1))))
-		}
-		return false, nil, nil
-	})
-	f.kube.PrependReactor("create", "deployments", defaultSA)
-	f.kube.PrependReactor("update", "deployments", defaultSA)
-	// The fake keeps whatever resourceVersion a write carries; the API
-	// server gives each write a new, larger one. Secrets get one, as the
-	// credential path compares them (is the cache behind HCC's write?).
-	var secretRV atomic.Int64
-	secretRV.Store(100)
-	bumpRV := func(a core.Action) (bool, runtime.Object, error) {
-		if o, ok := a.(interface{ GetObject() runtime.Object }); ok {
-			if m, ok := o.GetObject().(metav1.Object); ok {
-				m.SetResourceVersion(strconv.FormatInt(secretRV.Add(1), 10))
-			}
-		}
-		return false, nil, nil
-	}
-	f.kube.PrependReactor("create", "secrets", bumpRV)
-	f.kube.PrependReactor("update", "secrets", bumpRV)
-	f.hcc = hccfake.NewClientset()
-	// The fake clientset cannot apply a CRD's status: capture it.
-	f.hcc.PrependReactor("patch", "hosts", func(a core.Action) (bool, runtime.Object, error) {
-		p := a.(core.PatchAction)
-		if p.GetSubresource() != "status" {
-			return false, nil, nil // the finalizer merge patch: the tracker's
-		}
-		require.Equal(t, types.ApplyPatchType, p.GetPatchType())
-		var applied clerumv1alpha1.Host
-		require.NoError(t, json.Unmarshal(p.GetPatch(), &applied))
-		f.mu.Lock()
-		f.applied[p.GetName()] = append(f.applied[p.GetName()], applied.Status)
-		f.mu.Unlock()
-		return true, &clerumv1alpha1.Host{}, nil
-	})
-	f.reg = prometheus.NewRegistry()
-	f.deps = kit.Deps{Kube: f.kube, HCC: f.hcc, Informers: kit.NewInformers(f.kube, f.hcc), Recorder: f.recorder,
-		Registry: f.reg, Queues: kit.NewQueues(f.reg, clk), Clock: clk, Log: zerolog.New(f.logs)}
-	f.c = New(f.deps, f.issuer, Config{
+	kf := kittest.NewFixture(t, append([]runtime.Object{hostConfigMap()}, objs...)...)
+	f := &fixture{Fixture: kf, t: t, issuer: &fakeIssuer{clock: kf.Clock, value: credentialValue, lifetime: lifetime}}
+	f.c = New(kf.Deps(), f.issuer, Config{
 		ContextNamespace: contextNS, TargetNamespace: targetNS, Build: testOptions,
 		RefreshBefore: refreshBefore, Resync: 10 * time.Minute, Caps: kit.Caps{Absolute: 10, Percent: 20}, Workers: 1,
 	})
-	// The platform's mcp-host-config, which every Host pod loads.
-	require.NoError(t, f.c.configMaps.GetIndexer().Add(hostConfigMap()))
-	for _, o := range objs {
-		switch h := o.(type) {
-		case *clerumv1alpha1.Host:
-			f.addHost(h)
-		case *clerumv1alpha1.Context:
-			f.index(h)
-		default:
-			// The informers of managed objects never see an unmanaged one;
-			// the Secret informer sees every Secret.
-			if _, secret := o.(*corev1.Secret); secret || isManaged(o) {
-				f.index(o)
-			}
-		}
-	}
+	f.SyncCaches()
 	return f
 }
 
-// hostConfigMap is the ConfigMap testOptions names, as its informer caches
-// it.
+// hostConfigMap is the ConfigMap testOptions names, which every Host pod
+// loads.
 func hostConfigMap() *corev1.ConfigMap {
 	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: hostNS, Name: testOptions.ConfigMapName, UID: "uid-config", ResourceVersion: "1"}}
 }
 
-func isManaged(o runtime.Object) bool {
-	m, err := meta.Accessor(o)
-	return err == nil && m.GetLabels()[names.LabelManagedBy] == names.ManagedByValue
+// cached is what the Secret informer caches of s: its digest.
+func cached(s *corev1.Secret) *corev1.Secret {
+	d, _ := secretdigest.Digest(s.DeepCopy())
+	return d.(*corev1.Secret)
 }
 
-// indexer returns the cache obj's informer fills.
-func (f *fixture) indexer(obj runtime.Object) cache.Indexer {
-	m, err := meta.Accessor(obj)
-	require.NoError(f.t, err)
-	ns, inf := m.GetNamespace(), f.deps.Informers
-	switch obj.(type) {
-	case *clerumv1alpha1.Host:
-		return inf.HCC(ns).Clerum().V1alpha1().Hosts().Informer().GetIndexer()
-	case *clerumv1alpha1.Context:
-		return inf.HCC(ns).Clerum().V1alpha1().Contexts().Informer().GetIndexer()
-	case *corev1.Secret:
-		return inf.Secrets(ns).Informer().GetIndexer()
-	case *appsv1.Deployment:
-		return inf.Kube(ns, kit.ManagedObjects, "deployments").Apps().V1().Deployments().Informer().GetIndexer()
-	case *corev1.Service:
-		return inf.Kube(ns, kit.ManagedObjects, "services").Core().V1().Services().Informer().GetIndexer()
-	case *corev1.PersistentVolumeClaim:
-		return inf.Kube(ns, kit.ManagedObjects, "persistentvolumeclaims").Core().V1().PersistentVolumeClaims().Informer().GetIndexer()
-	case *corev1.ServiceAccount:
-		return inf.Kube(ns, kit.ManagedObjects, "serviceaccounts").Core().V1().ServiceAccounts().Informer().GetIndexer()
-	case *rbacv1.Role:
-		return inf.Kube(ns, kit.ManagedObjects, "roles").Rbac().V1().Roles().Informer().GetIndexer()
-	case *rbacv1.RoleBinding:
-		return inf.Kube(ns, kit.ManagedObjects, "rolebindings").Rbac().V1().RoleBindings().Informer().GetIndexer()
-	case *networkingv1.NetworkPolicy:
-		return inf.Kube(ns, kit.ManagedObjects, "networkpolicies").Networking().V1().NetworkPolicies().Informer().GetIndexer()
-	}
-	f.t.Fatalf("no informer for %T", obj)
-	return nil
-}
-
-// cached turns obj into what its informer caches: no managedFields, and a
-// Secret digested.
-func cached(obj runtime.Object) runtime.Object {
-	obj = obj.DeepCopyObject()
-	_, _ = kit.StripManagedFields(obj)
-	if s, ok := obj.(*corev1.Secret); ok {
-		d, _ := secretdigest.Digest(s)
-		return d.(*corev1.Secret)
-	}
-	return obj
-}
-
-// index puts obj in its informer's cache, through the informer's
-// transform as the real informer would.
-func (f *fixture) index(obj runtime.Object) {
-	require.NoError(f.t, f.indexer(obj).Update(cached(obj)))
-}
-
-// unindex removes obj from its informer's cache.
-func (f *fixture) unindex(obj runtime.Object) {
-	require.NoError(f.t, f.indexer(obj).Delete(obj))
-}
+var hostsResource = clerumv1alpha1.Resource("hosts").WithVersion("v1alpha1")
 
 // addHost stores h in the fake API server and the cache.
 func (f *fixture) addHost(h *clerumv1alpha1.Host) {
-	require.NoError(f.t, f.hcc.Tracker().Add(h.DeepCopy()))
-	f.index(h)
+	require.NoError(f.t, f.HCC.Tracker().Add(h.DeepCopy()))
+	f.Index(h)
 }
 
 // setHost replaces h in the fake API server and the cache.
 func (f *fixture) setHost(h *clerumv1alpha1.Host) {
-	require.NoError(f.t, f.hcc.Tracker().Update(clerumv1alpha1.Resource("hosts").WithVersion("v1alpha1"), h.DeepCopy(), h.Namespace))
-	f.index(h)
+	require.NoError(f.t, f.HCC.Tracker().Update(hostsResource, h.DeepCopy(), h.Namespace))
+	f.Index(h)
 }
 
 // removeHost deletes h from the fake API server and the cache, as a
 // deletion this process did not see.
 func (f *fixture) removeHost(name string) {
 	h := f.host(name)
-	require.NoError(f.t, f.hcc.Tracker().Delete(clerumv1alpha1.Resource("hosts").WithVersion("v1alpha1"), hostNS, name))
-	f.unindex(h)
+	require.NoError(f.t, f.HCC.Tracker().Delete(hostsResource, hostNS, name))
+	f.Unindex(h)
+}
+
+// setContext creates or replaces c in the fake API server and the cache.
+func (f *fixture) setContext(c *clerumv1alpha1.Context) {
+	gvr := clerumv1alpha1.Resource("contexts").WithVersion("v1alpha1")
+	if err := f.HCC.Tracker().Update(gvr, c.DeepCopy(), c.Namespace); apierrors.IsNotFound(err) {
+		require.NoError(f.t, f.HCC.Tracker().Add(c.DeepCopy()))
+	} else {
+		require.NoError(f.t, err)
+	}
+	f.Index(c)
+}
+
+// removeContext deletes c from the fake API server and the cache.
+func (f *fixture) removeContext(c *clerumv1alpha1.Context) {
+	require.NoError(f.t, f.HCC.Tracker().Delete(clerumv1alpha1.Resource("contexts").WithVersion("v1alpha1"), c.Namespace, c.Name))
+	f.Unindex(c)
 }
 
 // host returns the Host as the fake API server holds it.
 func (f *fixture) host(name string) *clerumv1alpha1.Host {
-	h, err := f.hcc.ClerumV1alpha1().Hosts(hostNS).Get(context.Background(), name, metav1.GetOptions{})
+	h, err := f.HCC.ClerumV1alpha1().Hosts(hostNS).Get(context.Background(), name, metav1.GetOptions{})
 	require.NoError(f.t, err)
 	return h
-}
-
-func objects[T any, P interface {
-	*T
-	runtime.Object
-}](items []T) []runtime.Object {
-	out := make([]runtime.Object, 0, len(items))
-	for i := range items {
-		out = append(out, P(&items[i]))
-	}
-	return out
-}
-
-// syncCaches makes every cache show what the fake API server holds, as
-// the informers would after the writes (the Hosts with the status last
-// applied), and forgets the actions so far.
-func (f *fixture) syncCaches() {
-	f.t.Helper()
-	ctx := context.Background()
-	replace := func(all []runtime.Object, sample runtime.Object, managedOnly bool) {
-		var items []any
-		for _, o := range all {
-			if !managedOnly || isManaged(o) {
-				items = append(items, cached(o))
-			}
-		}
-		require.NoError(f.t, f.indexer(sample).Replace(items, ""))
-	}
-	for _, ns := range []string{hostNS, readerNS} {
-		meta := metav1.ObjectMeta{Namespace: ns}
-		ds, err := f.kube.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{})
-		require.NoError(f.t, err)
-		replace(objects(ds.Items), &appsv1.Deployment{ObjectMeta: meta}, true)
-		ss, err := f.kube.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
-		require.NoError(f.t, err)
-		replace(objects(ss.Items), &corev1.Service{ObjectMeta: meta}, true)
-		ps, err := f.kube.NetworkingV1().NetworkPolicies(ns).List(ctx, metav1.ListOptions{})
-		require.NoError(f.t, err)
-		replace(objects(ps.Items), &networkingv1.NetworkPolicy{ObjectMeta: meta}, true)
-	}
-	meta := metav1.ObjectMeta{Namespace: hostNS}
-	cs, err := f.kube.CoreV1().PersistentVolumeClaims(hostNS).List(ctx, metav1.ListOptions{})
-	require.NoError(f.t, err)
-	replace(objects(cs.Items), &corev1.PersistentVolumeClaim{ObjectMeta: meta}, true)
-	sas, err := f.kube.CoreV1().ServiceAccounts(hostNS).List(ctx, metav1.ListOptions{})
-	require.NoError(f.t, err)
-	replace(objects(sas.Items), &corev1.ServiceAccount{ObjectMeta: meta}, true)
-	rs, err := f.kube.RbacV1().Roles(hostNS).List(ctx, metav1.ListOptions{})
-	require.NoError(f.t, err)
-	replace(objects(rs.Items), &rbacv1.Role{ObjectMeta: meta}, true)
-	rbs, err := f.kube.RbacV1().RoleBindings(hostNS).List(ctx, metav1.ListOptions{})
-	require.NoError(f.t, err)
-	replace(objects(rbs.Items), &rbacv1.RoleBinding{ObjectMeta: meta}, true)
-	secs, err := f.kube.CoreV1().Secrets(hostNS).List(ctx, metav1.ListOptions{})
-	require.NoError(f.t, err)
-	replace(objects(secs.Items), &corev1.Secret{ObjectMeta: meta}, false)
-
-	hosts, err := f.hcc.ClerumV1alpha1().Hosts(hostNS).List(ctx, metav1.ListOptions{})
-	require.NoError(f.t, err)
-	var items []runtime.Object
-	for i := range hosts.Items {
-		h := &hosts.Items[i]
-		if st, ok := f.lastStatus(h.Name); ok {
-			h.Status = st
-		}
-		items = append(items, h)
-	}
-	replace(items, &clerumv1alpha1.Host{ObjectMeta: meta}, false)
-	f.kube.ClearActions()
-	f.hcc.ClearActions()
 }
 
 func (f *fixture) sync(name string) (kit.Result, error) {
@@ -392,59 +185,23 @@ func (f *fixture) sweep() error {
 	return err
 }
 
-// writes lists the write actions on both clientsets as "verb
-// resource/name" (a status apply as "patch hosts/NAME/status"), sorted. A
-// create that failed (AlreadyExists) is listed: it was sent.
-func (f *fixture) writes() []string {
-	var out []string
-	for _, a := range append(f.kube.Actions(), f.hcc.Actions()...) {
-		switch a.GetVerb() {
-		case "create", "update", "delete", "patch":
-		default:
-			continue
-		}
-		name := ""
-		if o, ok := a.(interface{ GetObject() runtime.Object }); ok && o.GetObject() != nil {
-			name = o.GetObject().(metav1.Object).GetName()
-		} else if n, ok := a.(interface{ GetName() string }); ok {
-			name = n.GetName()
-		}
-		w := a.GetVerb() + " " + a.GetResource().Resource + "/" + name
-		if s := a.GetSubresource(); s != "" {
-			w += "/" + s
-		}
-		out = append(out, w)
+// statuses are the statuses applied to host, in order.
+func (f *fixture) statuses(host string) []clerumv1alpha1.HostStatus {
+	var out []clerumv1alpha1.HostStatus
+	for _, h := range kittest.Applied[*clerumv1alpha1.Host](f.Fixture, hostNS, host) {
+		out = append(out, h.Status)
 	}
-	sort.Strings(out)
 	return out
 }
 
-func (f *fixture) clearActions() {
-	f.kube.ClearActions()
-	f.hcc.ClearActions()
-}
+func (f *fixture) statusWrites(host string) int { return len(f.statuses(host)) }
 
-func (f *fixture) lastStatus(host string) (clerumv1alpha1.HostStatus, bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	s := f.applied[host]
-	if len(s) == 0 {
-		return clerumv1alpha1.HostStatus{}, false
-	}
-	return s[len(s)-1], true
-}
-
-func (f *fixture) statusWrites(host string) int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return len(f.applied[host])
-}
-
+// status returns the last status applied to host.
 func (f *fixture) status(host string) clerumv1alpha1.HostStatus {
 	f.t.Helper()
-	s, ok := f.lastStatus(host)
-	require.True(f.t, ok, "no status applied for %s", host)
-	return s
+	s := f.statuses(host)
+	require.NotEmpty(f.t, s, "no status applied for %s", host)
+	return s[len(s)-1]
 }
 
 // condition returns condition typ of the last status applied to host.
@@ -455,38 +212,30 @@ func (f *fixture) condition(host, typ string) metav1.Condition {
 	return *c
 }
 
-func (f *fixture) events() []string {
-	var out []string
-	for len(f.recorder.Events) > 0 {
-		out = append(out, <-f.recorder.Events)
-	}
-	return out
-}
-
 func (f *fixture) service(ns, name string) *corev1.Service {
 	f.t.Helper()
-	s, err := f.kube.CoreV1().Services(ns).Get(context.Background(), name, metav1.GetOptions{})
+	s, err := f.Kube.CoreV1().Services(ns).Get(context.Background(), name, metav1.GetOptions{})
 	require.NoError(f.t, err)
 	return s
 }
 
 func (f *fixture) deployment(ns, name string) *appsv1.Deployment {
 	f.t.Helper()
-	d, err := f.kube.AppsV1().Deployments(ns).Get(context.Background(), name, metav1.GetOptions{})
+	d, err := f.Kube.AppsV1().Deployments(ns).Get(context.Background(), name, metav1.GetOptions{})
 	require.NoError(f.t, err)
 	return d
 }
 
 func (f *fixture) secret(name string) *corev1.Secret {
 	f.t.Helper()
-	s, err := f.kube.CoreV1().Secrets(hostNS).Get(context.Background(), name, metav1.GetOptions{})
+	s, err := f.Kube.CoreV1().Secrets(hostNS).Get(context.Background(), name, metav1.GetOptions{})
 	require.NoError(f.t, err)
 	return s
 }
 
 // exists reports whether the fake API server holds an object of kind in ns.
 func (f *fixture) exists(kind kit.Kind[*appsv1.Deployment], ns, name string) bool {
-	_, err := kind.Client(f.kube, ns).Get(context.Background(), name, metav1.GetOptions{})
+	_, err := kind.Client(f.Kube, ns).Get(context.Background(), name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return false
 	}
@@ -559,8 +308,8 @@ func with(list []string, add ...string) []string {
 func deployed(t *testing.T, opts ...func(*clerumv1alpha1.Host)) *fixture {
 	f := newFixture(t, newHost("h1", opts...), context1())
 	f.mustSync("h1")
-	f.syncCaches()
-	f.events()
+	f.SyncCaches()
+	f.Events()
 	return f
 }
 
@@ -568,7 +317,7 @@ func deployed(t *testing.T, opts ...func(*clerumv1alpha1.Host)) *fixture {
 func TestCreate(t *testing.T) {
 	f := newFixture(t, newHost("h1"), context1())
 	res := f.mustSync("h1")
-	assert.Equal(t, created("h1"), f.writes())
+	assert.Equal(t, created("h1"), f.Writes())
 	assert.Equal(t, 45*time.Minute, res.RequeueAfter, "looked at again when the credential is due")
 
 	assert.Equal(t, []string{clerumv1alpha1.FinalizerHostCleanup}, f.host("h1").Finalizers)
@@ -605,7 +354,7 @@ func TestCreate(t *testing.T) {
 	ready := f.condition("h1", clerumv1alpha1.ConditionReady)
 	assert.Equal(t, metav1.ConditionFalse, ready.Status, "no pod is available yet")
 	assert.Equal(t, reasons.Progressing, ready.Reason)
-	assert.Empty(t, f.events())
+	assert.Empty(t, f.Events())
 }
 
 func containerNames(d *appsv1.Deployment) []string {
@@ -621,19 +370,19 @@ func TestResyncWritesNothing(t *testing.T) {
 	f := deployed(t)
 	applied := f.statusWrites("h1")
 	res := f.mustSync("h1")
-	assert.Empty(t, f.writes())
+	assert.Empty(t, f.Writes())
 	assert.Equal(t, 1, f.issuer.calls())
 	assert.Equal(t, applied, f.statusWrites("h1"), "no status write")
 	assert.Equal(t, 45*time.Minute, res.RequeueAfter)
 
 	// A periodic resync later, the credential not due yet: still nothing.
-	f.clock.Step(10 * time.Minute)
+	f.Clock.Step(10 * time.Minute)
 	res = f.mustSync("h1")
-	assert.Empty(t, f.writes())
+	assert.Empty(t, f.Writes())
 	assert.Equal(t, 1, f.issuer.calls())
 	assert.Equal(t, applied, f.statusWrites("h1"))
 	assert.Equal(t, 35*time.Minute, res.RequeueAfter)
-	assert.Empty(t, f.events())
+	assert.Empty(t, f.Events())
 }
 
 // The pod becoming available flows back into Ready.
@@ -641,9 +390,9 @@ func TestReadyFollowsTheDeployment(t *testing.T) {
 	f := deployed(t)
 	d := f.deployment(hostNS, "h1")
 	d.Generation, d.Status.ObservedGeneration, d.Status.AvailableReplicas, d.Status.UpdatedReplicas = 1, 1, 1, 1
-	f.index(d)
+	f.Index(d)
 	f.mustSync("h1")
-	assert.Equal(t, []string{"patch hosts/h1/status"}, f.writes())
+	assert.Equal(t, []string{"patch hosts/h1/status"}, f.Writes())
 	ready := f.condition("h1", clerumv1alpha1.ConditionReady)
 	assert.Equal(t, metav1.ConditionTrue, ready.Status)
 	assert.Equal(t, reasons.Available, ready.Reason)
@@ -653,30 +402,30 @@ func TestReadyFollowsTheDeployment(t *testing.T) {
 func TestDesktopOnAndOff(t *testing.T) {
 	f := newFixture(t, newHost("h1", withDesktop), context1())
 	f.mustSync("h1")
-	assert.Equal(t, with(created("h1"), "create networkpolicies/allow-rpc-proxy-desktop-h1"), f.writes())
+	assert.Equal(t, with(created("h1"), "create networkpolicies/allow-rpc-proxy-desktop-h1"), f.Writes())
 	assert.Equal(t, []string{resources.ContainerMcpHost, resources.ContainerDesktop}, containerNames(f.deployment(hostNS, "h1")))
-	f.syncCaches()
+	f.SyncCaches()
 	f.mustSync("h1")
-	assert.Empty(t, f.writes())
+	assert.Empty(t, f.Writes())
 
 	off := f.host("h1")
 	off.Spec.Desktop, off.Generation = nil, 2
 	f.setHost(off)
 	f.mustSync("h1")
 	assert.Equal(t, []string{"delete networkpolicies/allow-rpc-proxy-desktop-h1", "patch hosts/h1/status",
-		"update deployments/h1", "update services/h1"}, f.writes())
+		"update deployments/h1", "update services/h1"}, f.Writes())
 	assert.Equal(t, []string{resources.ContainerMcpHost}, containerNames(f.deployment(hostNS, "h1")))
 	assert.Equal(t, int64(2), f.status("h1").ObservedGeneration)
-	f.syncCaches()
+	f.SyncCaches()
 	f.mustSync("h1")
-	assert.Empty(t, f.writes())
+	assert.Empty(t, f.Writes())
 
 	on := f.host("h1")
 	on.Spec.Desktop, on.Generation = &clerumv1alpha1.DesktopSpec{Enabled: true}, 3
 	f.setHost(on)
 	f.mustSync("h1")
 	assert.Equal(t, []string{"create networkpolicies/allow-rpc-proxy-desktop-h1", "patch hosts/h1/status",
-		"update deployments/h1", "update services/h1"}, f.writes())
+		"update deployments/h1", "update services/h1"}, f.Writes())
 	assert.Equal(t, 1, f.issuer.calls(), "a spec change is no reason for a new credential")
 }
 
@@ -686,9 +435,9 @@ func TestAContextIDChangeUpdatesThePodLabel(t *testing.T) {
 	selector := f.deployment(hostNS, "h1").Spec.Selector.DeepCopy()
 	relabelled := context1()
 	relabelled.Spec.ContextID, relabelled.ResourceVersion = "ctx-2", "2"
-	f.index(relabelled)
+	f.setContext(relabelled)
 	f.mustSync("h1")
-	assert.Equal(t, []string{"patch hosts/h1/status", "update deployments/h1"}, f.writes())
+	assert.Equal(t, []string{"patch hosts/h1/status", "update deployments/h1"}, f.Writes())
 	d := f.deployment(hostNS, "h1")
 	assert.Equal(t, "ctx-2", d.Spec.Template.Labels[names.LabelContext])
 	assert.Equal(t, selector, d.Spec.Selector, "the selector is immutable and carries no contextId")
@@ -701,40 +450,40 @@ func TestContextMissing(t *testing.T) {
 	t.Run("nothing is created", func(t *testing.T) {
 		f := newFixture(t, newHost("h1"))
 		f.mustSync("h1")
-		assert.Equal(t, []string{"patch hosts/h1", "patch hosts/h1/status"}, f.writes())
+		assert.Equal(t, []string{"patch hosts/h1", "patch hosts/h1/status"}, f.Writes())
 		ready := f.condition("h1", clerumv1alpha1.ConditionReady)
 		assert.Equal(t, metav1.ConditionFalse, ready.Status)
 		assert.Equal(t, reasons.ContextMissing, ready.Reason)
-		assert.Equal(t, []string{"Warning Blocked ContextMissing: Context context1 does not exist in mcp-server; the Host is not deployed and its pods are stopped"}, f.events())
+		assert.Equal(t, []string{"Warning Blocked ContextMissing: Context context1 does not exist in mcp-server; the Host is not deployed and its pods are stopped"}, f.Events())
 		assert.Zero(t, f.issuer.calls())
 		assert.Empty(t, f.status("h1").ContextID)
 
 		// No second event for the same block.
-		f.syncCaches()
+		f.SyncCaches()
 		f.mustSync("h1")
-		assert.Empty(t, f.writes())
-		assert.Empty(t, f.events())
+		assert.Empty(t, f.Writes())
+		assert.Empty(t, f.Events())
 	})
 	t.Run("a running Deployment is scaled to zero, and back once the Context returns", func(t *testing.T) {
 		f := deployed(t)
-		f.unindex(context1())
+		f.removeContext(context1())
 		f.mustSync("h1")
-		assert.Equal(t, []string{"patch hosts/h1/status", "update deployments/h1"}, f.writes())
+		assert.Equal(t, []string{"patch hosts/h1/status", "update deployments/h1"}, f.Writes())
 		d := f.deployment(hostNS, "h1")
 		assert.Equal(t, int32(0), *d.Spec.Replicas)
 		assert.Equal(t, reasons.ContextMissing, f.condition("h1", clerumv1alpha1.ConditionReady).Reason)
 		assert.Empty(t, f.status("h1").ContextID, "no pod runs with a contextId")
-		assert.Len(t, f.events(), 1)
+		assert.Len(t, f.Events(), 1)
 
-		f.syncCaches()
+		f.SyncCaches()
 		f.mustSync("h1")
-		assert.Empty(t, f.writes(), "already stopped")
+		assert.Empty(t, f.Writes(), "already stopped")
 
-		f.index(context1())
+		f.setContext(context1())
 		f.mustSync("h1")
-		assert.Equal(t, []string{"patch hosts/h1/status", "update deployments/h1"}, f.writes())
+		assert.Equal(t, []string{"patch hosts/h1/status", "update deployments/h1"}, f.Writes())
 		assert.Equal(t, int32(1), *f.deployment(hostNS, "h1").Spec.Replicas)
-		assert.Equal(t, []string{"Normal Released no longer blocked (was ContextMissing)"}, f.events())
+		assert.Equal(t, []string{"Normal Released no longer blocked (was ContextMissing)"}, f.Events())
 		assert.Equal(t, 1, f.issuer.calls())
 	})
 }
@@ -744,28 +493,28 @@ func TestContextConflict(t *testing.T) {
 		older := newContext("context0", "ctx-1", t0.Add(-2*time.Hour))
 		f := newFixture(t, newHost("h1"), newHost("h0", func(h *clerumv1alpha1.Host) { h.Spec.ContextRef = "context0" }), context1(), older)
 		f.mustSync("h1")
-		assert.Equal(t, []string{"patch hosts/h1", "patch hosts/h1/status"}, f.writes())
+		assert.Equal(t, []string{"patch hosts/h1", "patch hosts/h1/status"}, f.Writes())
 		ready := f.condition("h1", clerumv1alpha1.ConditionReady)
 		assert.Equal(t, reasons.ContextConflict, ready.Reason)
 		assert.Contains(t, ready.Message, "held by the older Context context0")
-		ev := f.events()
+		ev := f.Events()
 		require.Len(t, ev, 1)
 		assert.True(t, strings.HasPrefix(ev[0], "Warning Blocked ContextConflict: "), ev[0])
 		assert.Zero(t, f.issuer.calls())
 
-		f.clearActions()
+		f.ClearWrites()
 		f.mustSync("h0")
-		assert.Equal(t, created("h0"), f.writes())
+		assert.Equal(t, created("h0"), f.Writes())
 		assert.Equal(t, "ctx-1", f.deployment(hostNS, "h0").Spec.Template.Labels[names.LabelContext])
 	})
 	t.Run("a deployed Host whose Context turns to a contextId an older Context holds is stopped", func(t *testing.T) {
 		f := deployed(t)
-		f.index(newContext("context0", "ctx-0", t0.Add(-2*time.Hour)))
+		f.setContext(newContext("context0", "ctx-0", t0.Add(-2*time.Hour)))
 		taken := context1()
 		taken.Spec.ContextID, taken.ResourceVersion = "ctx-0", "2"
-		f.index(taken)
+		f.setContext(taken)
 		f.mustSync("h1")
-		assert.Equal(t, []string{"patch hosts/h1/status", "update deployments/h1"}, f.writes())
+		assert.Equal(t, []string{"patch hosts/h1/status", "update deployments/h1"}, f.Writes())
 		d := f.deployment(hostNS, "h1")
 		assert.Equal(t, int32(0), *d.Spec.Replicas)
 		assert.NotEqual(t, "ctx-0", d.Spec.Template.Labels[names.LabelContext], "never the other tenant's contextId")
@@ -778,27 +527,27 @@ func TestSecretRef(t *testing.T) {
 	t.Run("missing, then created", func(t *testing.T) {
 		f := newFixture(t, newHost("h1", withSecretRef("h1-env")), context1())
 		f.mustSync("h1")
-		assert.Equal(t, []string{"patch hosts/h1", "patch hosts/h1/status"}, f.writes())
+		assert.Equal(t, []string{"patch hosts/h1", "patch hosts/h1/status"}, f.Writes())
 		sr := f.condition("h1", clerumv1alpha1.ConditionSecretsResolved)
 		assert.Equal(t, metav1.ConditionFalse, sr.Status)
 		assert.Equal(t, "Secret h1-env does not exist", sr.Message)
 		assert.Equal(t, reasons.SecretsMissing, f.condition("h1", clerumv1alpha1.ConditionReady).Reason)
-		assert.Equal(t, []string{"Warning Blocked SecretsMissing: Secret h1-env does not exist; the Host is not deployed or rolled"}, f.events())
+		assert.Equal(t, []string{"Warning Blocked SecretsMissing: Secret h1-env does not exist; the Host is not deployed or rolled"}, f.Events())
 		assert.Zero(t, f.issuer.calls())
 
-		f.syncCaches()
+		f.SyncCaches()
 		env := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: hostNS, Name: "h1-env", UID: "uid-h1-env", ResourceVersion: "1",
 			Labels: map[string]string{resources.LabelSecretForHost: "h1"}},
 			Data: map[string][]byte{"TOKEN": []byte("x")}}
-		_, err := f.kube.CoreV1().Secrets(hostNS).Create(context.Background(), env, metav1.CreateOptions{})
+		_, err := f.Kube.CoreV1().Secrets(hostNS).Create(context.Background(), env, metav1.CreateOptions{})
 		require.NoError(t, err)
-		f.index(env)
-		f.clearActions()
+		f.Index(env)
+		f.ClearWrites()
 		f.mustSync("h1")
-		assert.Equal(t, without(created("h1"), "patch hosts/h1"), f.writes())
+		assert.Equal(t, without(created("h1"), "patch hosts/h1"), f.Writes())
 		assert.Equal(t, metav1.ConditionTrue, f.condition("h1", clerumv1alpha1.ConditionSecretsResolved).Status)
-		assert.Equal(t, []string{"Normal Released no longer blocked (was SecretsMissing)"}, f.events())
-		role, err := f.kube.RbacV1().Roles(hostNS).Get(context.Background(), "host-h1", metav1.GetOptions{})
+		assert.Equal(t, []string{"Normal Released no longer blocked (was SecretsMissing)"}, f.Events())
+		role, err := f.Kube.RbacV1().Roles(hostNS).Get(context.Background(), "host-h1", metav1.GetOptions{})
 		require.NoError(t, err)
 		assert.Equal(t, []string{"host-h1-mcp-host-runtime-tokens", "h1-env"}, role.Rules[1].ResourceNames)
 	})
@@ -817,7 +566,7 @@ func TestSecretRef(t *testing.T) {
 		t.Run(name+" is refused", func(t *testing.T) {
 			f := newFixture(t, newHost("h1", withSecretRef(other.Name)), context1(), other)
 			f.mustSync("h1")
-			assert.Equal(t, []string{"patch hosts/h1", "patch hosts/h1/status"}, f.writes(), "nothing is created, no Role grants it")
+			assert.Equal(t, []string{"patch hosts/h1", "patch hosts/h1/status"}, f.Writes(), "nothing is created, no Role grants it")
 			assert.Equal(t, metav1.ConditionFalse, f.condition("h1", clerumv1alpha1.ConditionSecretsResolved).Status)
 			assert.Zero(t, f.issuer.calls())
 		})
@@ -827,7 +576,7 @@ func TestSecretRef(t *testing.T) {
 			reserved := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: hostNS, Name: name, ResourceVersion: "1"}}
 			f := newFixture(t, newHost("h1", withSecretRef(name)), context1(), reserved)
 			f.mustSync("h1")
-			assert.Equal(t, []string{"patch hosts/h1", "patch hosts/h1/status"}, f.writes())
+			assert.Equal(t, []string{"patch hosts/h1", "patch hosts/h1/status"}, f.Writes())
 			assert.Equal(t, reasons.InvalidSpec, f.condition("h1", clerumv1alpha1.ConditionReady).Reason)
 			assert.Equal(t, metav1.ConditionFalse, f.condition("h1", clerumv1alpha1.ConditionSecretsResolved).Status)
 			assert.Zero(t, f.issuer.calls())
@@ -849,10 +598,10 @@ func TestDeletion(t *testing.T) {
 		f.mustSync("h1")
 		// Every delete succeeded, none is left on its way out: the
 		// finalizer goes in the same pass.
-		assert.Equal(t, with(deleted("h1"), "patch hosts/h1"), f.writes())
+		assert.Equal(t, with(deleted("h1"), "patch hosts/h1"), f.Writes())
 		assert.Empty(t, f.host("h1").Finalizers)
 		assert.False(t, f.exists(kit.Deployments, readerNS, "channel-reader-h1"))
-		_, err := f.kube.CoreV1().PersistentVolumeClaims(hostNS).Get(context.Background(), "h1-workspace", metav1.GetOptions{})
+		_, err := f.Kube.CoreV1().PersistentVolumeClaims(hostNS).Get(context.Background(), "h1-workspace", metav1.GetOptions{})
 		assert.True(t, apierrors.IsNotFound(err))
 		assert.Equal(t, 1, f.issuer.calls())
 	})
@@ -860,11 +609,11 @@ func TestDeletion(t *testing.T) {
 		f := deployed(t)
 		// The channel-reader Service was written an instant before the
 		// deletion and has not reached the cache.
-		f.unindex(f.service(readerNS, "channel-reader-h1"))
+		f.Unindex(f.service(readerNS, "channel-reader-h1"))
 		deleting(f)
 		f.mustSync("h1")
-		assert.Equal(t, with(deleted("h1"), "patch hosts/h1"), f.writes(), "deleted through the live read")
-		_, err := f.kube.CoreV1().Services(readerNS).Get(context.Background(), "channel-reader-h1", metav1.GetOptions{})
+		assert.Equal(t, with(deleted("h1"), "patch hosts/h1"), f.Writes(), "deleted through the live read")
+		_, err := f.Kube.CoreV1().Services(readerNS).Get(context.Background(), "channel-reader-h1", metav1.GetOptions{})
 		assert.True(t, apierrors.IsNotFound(err))
 		assert.Empty(t, f.host("h1").Finalizers)
 	})
@@ -874,26 +623,26 @@ func TestDeletion(t *testing.T) {
 		// its own: both already deleted once.
 		ctx := context.Background()
 		now := metav1.NewTime(t0)
-		claim, err := f.kube.CoreV1().PersistentVolumeClaims(hostNS).Get(ctx, "h1-workspace", metav1.GetOptions{})
+		claim, err := f.Kube.CoreV1().PersistentVolumeClaims(hostNS).Get(ctx, "h1-workspace", metav1.GetOptions{})
 		require.NoError(t, err)
 		claim.DeletionTimestamp, claim.Finalizers = &now, []string{"kubernetes.io/pvc-protection"}
-		require.NoError(t, f.kube.Tracker().Update(corev1.SchemeGroupVersion.WithResource("persistentvolumeclaims"), claim, hostNS))
+		require.NoError(t, f.Kube.Tracker().Update(corev1.SchemeGroupVersion.WithResource("persistentvolumeclaims"), claim, hostNS))
 		reader := f.deployment(readerNS, "channel-reader-h1")
 		reader.DeletionTimestamp, reader.Finalizers = &now, []string{"foregroundDeletion"}
-		require.NoError(t, f.kube.Tracker().Update(appsv1.SchemeGroupVersion.WithResource("deployments"), reader, readerNS))
-		f.syncCaches()
+		require.NoError(t, f.Kube.Tracker().Update(appsv1.SchemeGroupVersion.WithResource("deployments"), reader, readerNS))
+		f.SyncCaches()
 		deleting(f)
 
 		_, err = f.sync("h1")
 		require.ErrorIs(t, err, kit.ErrBeingDeleted)
-		assert.Equal(t, without(deleted("h1"), "delete persistentvolumeclaims/h1-workspace", "delete deployments/channel-reader-h1"), f.writes())
+		assert.Equal(t, without(deleted("h1"), "delete persistentvolumeclaims/h1-workspace", "delete deployments/channel-reader-h1"), f.Writes())
 		assert.Equal(t, []string{clerumv1alpha1.FinalizerHostCleanup}, f.host("h1").Finalizers, "kept while the reader is on its way out")
 
 		// The reader goes; the claim is still held by pvc-protection.
-		require.NoError(t, f.kube.Tracker().Delete(appsv1.SchemeGroupVersion.WithResource("deployments"), readerNS, "channel-reader-h1"))
-		f.syncCaches()
+		require.NoError(t, f.Kube.Tracker().Delete(appsv1.SchemeGroupVersion.WithResource("deployments"), readerNS, "channel-reader-h1"))
+		f.SyncCaches()
 		f.mustSync("h1")
-		assert.Equal(t, []string{"patch hosts/h1"}, f.writes())
+		assert.Equal(t, []string{"patch hosts/h1"}, f.Writes())
 		assert.Empty(t, f.host("h1").Finalizers)
 	})
 	t.Run("leftovers of a Host seen going are deleted when it is gone", func(t *testing.T) {
@@ -902,14 +651,14 @@ func TestDeletion(t *testing.T) {
 		f.c.hostHandlers(func(cache.ObjectName) {}).OnDelete(h)
 		f.removeHost("h1")
 		f.mustSync("h1")
-		assert.Equal(t, deleted("h1"), f.writes())
+		assert.Equal(t, deleted("h1"), f.Writes())
 	})
 	t.Run("children of a Host not seen going are left to the sweep", func(t *testing.T) {
 		f := deployed(t)
 		f.removeHost("h1")
-		f.clearActions()
+		f.ClearWrites()
 		f.mustSync("h1")
-		assert.Empty(t, f.writes())
+		assert.Empty(t, f.Writes())
 	})
 }
 
@@ -931,11 +680,11 @@ func TestOrphanSweep(t *testing.T) {
 		for _, h := range append(slices.Clone(live), gone...) {
 			f.mustSync(h)
 		}
-		f.syncCaches()
+		f.SyncCaches()
 		for _, h := range gone {
 			f.removeHost(h)
 		}
-		f.clearActions()
+		f.ClearWrites()
 		return f
 	}
 	claims := func(gone ...string) []string {
@@ -945,7 +694,7 @@ func TestOrphanSweep(t *testing.T) {
 		}
 		return out
 	}
-	trips := func(f *fixture) float64 { return counter(t, f.reg, "clerum_hcc_host_orphan_cap_trips_total", nil) }
+	trips := func(f *fixture) float64 { return counter(t, f.Registry, "clerum_hcc_host_orphan_cap_trips_total", nil) }
 
 	// The caps count Hosts (HCC_HOST_ORPHAN_DELETE_CAP 10, …_PERCENT 20 of
 	// the Hosts with objects), not objects: one Host leaves ten.
@@ -953,22 +702,22 @@ func TestOrphanSweep(t *testing.T) {
 		// 6 Hosts with objects, 1 of them orphaned: within 10 and 20 %.
 		f := fleet(t, []string{"a1", "a2", "a3", "a4", "a5"}, []string{"gone1"})
 		require.NoError(t, f.sweep())
-		assert.Equal(t, without(deleted("gone1"), claims("gone1")...), f.writes())
+		assert.Equal(t, without(deleted("gone1"), claims("gone1")...), f.Writes())
 		assert.Zero(t, trips(f))
-		assert.Equal(t, 9.0, counter(t, f.reg, "clerum_hcc_host_orphans_deleted_total", map[string]string{"class": "unexplained"}))
+		assert.Equal(t, 9.0, counter(t, f.Registry, "clerum_hcc_host_orphans_deleted_total", map[string]string{"class": "unexplained"}))
 		assert.Equal(t, 5, f.c.queue.Len(), "every Host is queued")
 	})
 	t.Run("above the absolute cap: none deleted", func(t *testing.T) {
 		f := fleet(t, []string{"a1", "a2", "a3", "a4", "a5"}, []string{"gone1", "gone2"})
 		f.c.cfg.Caps = kit.Caps{Absolute: 1, Percent: 100} // 2 orphaned Hosts > 1
 		require.NoError(t, f.sweep())
-		assert.Empty(t, f.writes())
+		assert.Empty(t, f.Writes())
 		assert.Equal(t, 1.0, trips(f))
 	})
 	t.Run("above the percent cap: none deleted", func(t *testing.T) {
 		f := fleet(t, []string{"a1", "a2", "a3", "a4"}, []string{"gone1", "gone2"}) // 2 of 6 Hosts > 20 %
 		require.NoError(t, f.sweep())
-		assert.Empty(t, f.writes())
+		assert.Empty(t, f.Writes())
 		assert.Equal(t, 1.0, trips(f))
 	})
 	t.Run("a Host seen deleted is cleaned up whatever the cap, its claim included", func(t *testing.T) {
@@ -978,16 +727,16 @@ func TestOrphanSweep(t *testing.T) {
 		f.c.cfg.Caps = kit.Caps{Absolute: 0, Percent: 20}
 		f.c.hostHandlers(func(cache.ObjectName) {}).OnDelete(newHost("gone1"))
 		require.NoError(t, f.sweep())
-		assert.Equal(t, deleted("gone1"), f.writes(), "gone2's are held back, and the foreign policy is never deleted")
+		assert.Equal(t, deleted("gone1"), f.Writes(), "gone2's are held back, and the foreign policy is never deleted")
 		assert.Equal(t, 1.0, trips(f))
-		_, err := f.kube.NetworkingV1().NetworkPolicies(hostNS).Get(context.Background(), "ctx-ctx-1-someserver", metav1.GetOptions{})
+		_, err := f.Kube.NetworkingV1().NetworkPolicies(hostNS).Get(context.Background(), "ctx-ctx-1-someserver", metav1.GetOptions{})
 		assert.NoError(t, err)
 	})
-	t.Run("a Host seen deleted through state.observeDeletion alone", func(t *testing.T) {
+	t.Run("a Host seen deleted through state.deleted.Observe alone", func(t *testing.T) {
 		f := fleet(t, []string{"a1"}, []string{"gone1"})
-		f.c.state.observeDeletion("gone1", "uid-gone1")
+		f.c.state.deleted.Observe("gone1", "uid-gone1")
 		require.NoError(t, f.sweep())
-		assert.Equal(t, deleted("gone1"), f.writes())
+		assert.Equal(t, deleted("gone1"), f.Writes())
 	})
 }
 
@@ -1055,7 +804,7 @@ func TestUnmanagedObjectsAreNotAdopted(t *testing.T) {
 			f := newFixture(t, newHost("h1"), context1(), tc.obj)
 			res, err := f.sync("h1")
 			require.NoError(t, err, "a refusal is reported, not retried")
-			w := f.writes()
+			w := f.Writes()
 			// The create of the refused name is sent (the managed-objects
 			// cache cannot show an unmanaged object) and fails; the
 			// Secret cache shows every Secret, so none is sent for it.
@@ -1077,7 +826,7 @@ func TestUnmanagedObjectsAreNotAdopted(t *testing.T) {
 			assert.Equal(t, metav1.ConditionFalse, ready.Status)
 			assert.Equal(t, reasons.NotOwned, ready.Reason)
 			assert.Equal(t, refusedRetry, res.RequeueAfter)
-			ev := f.events()
+			ev := f.Events()
 			require.NotEmpty(t, ev)
 			for _, e := range ev {
 				assert.True(t, strings.HasPrefix(e, "Warning UnmanagedConflict "+tc.kind+" is not written"), e)
@@ -1085,18 +834,18 @@ func TestUnmanagedObjectsAreNotAdopted(t *testing.T) {
 			// The object is as it was.
 			switch o := tc.obj.(type) {
 			case *corev1.ServiceAccount:
-				got, err := f.kube.CoreV1().ServiceAccounts(hostNS).Get(context.Background(), o.Name, metav1.GetOptions{})
+				got, err := f.Kube.CoreV1().ServiceAccounts(hostNS).Get(context.Background(), o.Name, metav1.GetOptions{})
 				require.NoError(t, err)
 				assert.Empty(t, got.Labels)
 			case *corev1.Secret:
 				assert.Equal(t, before.(*corev1.Secret).Data, f.secret(o.Name).Data)
 				assert.Equal(t, metav1.ConditionFalse, f.condition("h1", clerumv1alpha1.ConditionAuthReady).Status)
 			case *corev1.PersistentVolumeClaim:
-				got, err := f.kube.CoreV1().PersistentVolumeClaims(hostNS).Get(context.Background(), o.Name, metav1.GetOptions{})
+				got, err := f.Kube.CoreV1().PersistentVolumeClaims(hostNS).Get(context.Background(), o.Name, metav1.GetOptions{})
 				require.NoError(t, err)
 				assert.Empty(t, got.Labels)
 			}
-			assert.Equal(t, 1.0, counter(t, f.reg, "clerum_hcc_host_hosts", map[string]string{"state": "not-owned"}))
+			assert.Equal(t, 1.0, counter(t, f.Registry, "clerum_hcc_host_hosts", map[string]string{"state": "not-owned"}))
 		})
 	}
 }
@@ -1119,30 +868,30 @@ func TestControlAPIFailures(t *testing.T) {
 			_, err := f.sync("h1")
 			require.Error(t, err, "retried by the loop")
 			assert.ErrorIs(t, err, tc.err)
-			assert.Equal(t, without(created("h1"), "create deployments/h1", "create secrets/host-h1-mcp-host-runtime-tokens"), f.writes())
+			assert.Equal(t, without(created("h1"), "create deployments/h1", "create secrets/host-h1-mcp-host-runtime-tokens"), f.Writes())
 			auth := f.condition("h1", clerumv1alpha1.ConditionAuthReady)
 			assert.Equal(t, metav1.ConditionFalse, auth.Status)
 			assert.Equal(t, tc.reason, auth.Reason)
 			assert.Equal(t, reasons.CredentialPending, f.condition("h1", clerumv1alpha1.ConditionReady).Reason)
 			assert.Nil(t, f.status("h1").CredentialExpiresAt)
-			ev := f.events()
+			ev := f.Events()
 			require.Len(t, ev, 1)
 			assert.True(t, strings.HasPrefix(ev[0], "Warning CredentialFailed "), ev[0])
 
 			// The Control API recovers: the retry deploys.
-			f.syncCaches()
+			f.SyncCaches()
 			f.issuer.fail(nil)
 			f.mustSync("h1")
-			assert.Equal(t, []string{"create deployments/h1", "create secrets/host-h1-mcp-host-runtime-tokens", "patch hosts/h1/status"}, f.writes())
+			assert.Equal(t, []string{"create deployments/h1", "create secrets/host-h1-mcp-host-runtime-tokens", "patch hosts/h1/status"}, f.Writes())
 			assert.Equal(t, reasons.CredentialIssued, f.condition("h1", clerumv1alpha1.ConditionAuthReady).Reason)
 		})
 		t.Run(tc.name+": a valid credential due for refresh", func(t *testing.T) {
 			f := deployed(t)
 			// The Deployment went meanwhile: the failed refresh must not
 			// keep it from being ensured.
-			require.NoError(t, f.kube.AppsV1().Deployments(hostNS).Delete(context.Background(), "h1", metav1.DeleteOptions{}))
-			f.syncCaches()
-			f.clock.Step(50 * time.Minute) // due at 45, expires at 60
+			require.NoError(t, f.Kube.AppsV1().Deployments(hostNS).Delete(context.Background(), "h1", metav1.DeleteOptions{}))
+			f.SyncCaches()
+			f.Clock.Step(50 * time.Minute) // due at 45, expires at 60
 			f.issuer.fail(tc.err)
 			_, err := f.sync("h1")
 			require.Error(t, err, "retried by the loop")
@@ -1150,7 +899,7 @@ func TestControlAPIFailures(t *testing.T) {
 			auth := f.condition("h1", clerumv1alpha1.ConditionAuthReady)
 			assert.Equal(t, metav1.ConditionTrue, auth.Status, "degraded, not down: the credential still works")
 			assert.Equal(t, tc.reason, auth.Reason)
-			assert.Contains(t, f.writes(), "create deployments/h1", "the Deployment is still ensured")
+			assert.Contains(t, f.Writes(), "create deployments/h1", "the Deployment is still ensured")
 			st := f.status("h1")
 			assert.Equal(t, "ctx-1", st.ContextID, "the status still shows the pods' contextId")
 			assert.Equal(t, testOptions.Image, st.Image)
@@ -1167,29 +916,29 @@ func TestRefreshTiming(t *testing.T) {
 	assert.Equal(t, 45*time.Minute, res.RequeueAfter)
 	assert.Equal(t, 1, f.issuer.calls())
 
-	f.clock.Step(46 * time.Minute)
+	f.Clock.Step(46 * time.Minute)
 	res = f.mustSync("h1")
 	assert.Equal(t, 2, f.issuer.calls())
-	assert.Equal(t, []string{"patch hosts/h1/status", "update secrets/host-h1-mcp-host-runtime-tokens"}, f.writes(),
+	assert.Equal(t, []string{"patch hosts/h1/status", "update secrets/host-h1-mcp-host-runtime-tokens"}, f.Writes(),
 		"a refresh never rolls the pods")
 	assert.Equal(t, 45*time.Minute, res.RequeueAfter)
 	expiry := t0.Add(46*time.Minute + lifetime)
 	assert.Equal(t, expiry.Format(time.RFC3339), f.secret("host-h1-mcp-host-runtime-tokens").Annotations[resources.AnnotationExpiresAt])
 	assert.True(t, f.status("h1").CredentialExpiresAt.Time.Equal(expiry))
 
-	f.syncCaches()
+	f.SyncCaches()
 	f.mustSync("h1")
-	assert.Empty(t, f.writes())
+	assert.Empty(t, f.Writes())
 	assert.Equal(t, 2, f.issuer.calls())
 }
 
 // An expired credential is replaced at once.
 func TestAnExpiredCredentialIsReplaced(t *testing.T) {
 	f := deployed(t)
-	f.clock.Step(2 * time.Hour)
+	f.Clock.Step(2 * time.Hour)
 	f.mustSync("h1")
 	assert.Equal(t, 2, f.issuer.calls())
-	assert.Equal(t, []string{"patch hosts/h1/status", "update secrets/host-h1-mcp-host-runtime-tokens"}, f.writes())
+	assert.Equal(t, []string{"patch hosts/h1/status", "update secrets/host-h1-mcp-host-runtime-tokens"}, f.Writes())
 }
 
 // 12. a Host re-created under its name.
@@ -1198,13 +947,13 @@ func TestARecreatedHostGetsANewCredentialAtOnce(t *testing.T) {
 	f.removeHost("h1")
 	again := newHost("h1", func(h *clerumv1alpha1.Host) { h.UID = "uid-h1-again" })
 	f.addHost(again)
-	f.clearActions()
+	f.ClearWrites()
 	f.mustSync("h1")
 	require.Equal(t, 2, f.issuer.calls())
 	assert.Equal(t, "uid-h1-again", f.issuer.requests[1].HostUID)
 	s := f.secret("host-h1-mcp-host-runtime-tokens")
 	assert.Equal(t, "uid-h1-again", s.Annotations[resources.AnnotationIssuedForUID])
-	assert.Contains(t, f.writes(), "update secrets/host-h1-mcp-host-runtime-tokens")
+	assert.Contains(t, f.Writes(), "update secrets/host-h1-mcp-host-runtime-tokens")
 	assert.Equal(t, types.UID("uid-h1-again"), s.OwnerReferences[0].UID)
 	assert.Equal(t, types.UID("uid-h1-again"), f.deployment(hostNS, "h1").OwnerReferences[0].UID)
 }
@@ -1213,11 +962,11 @@ func TestARecreatedHostGetsANewCredentialAtOnce(t *testing.T) {
 func TestCacheLagCallsTheControlAPIOnce(t *testing.T) {
 	f := newFixture(t, newHost("h1"), context1())
 	f.mustSync("h1")
-	f.clearActions()
-	f.clock.Step(5 * time.Second)
+	f.ClearWrites()
+	f.Clock.Step(5 * time.Second)
 	f.mustSync("h1") // the caches show nothing written yet
 	assert.Equal(t, 1, f.issuer.calls())
-	for _, w := range f.writes() {
+	for _, w := range f.Writes() {
 		assert.False(t, strings.HasPrefix(w, "update "), "nothing is rewritten: %s", w)
 	}
 }
@@ -1227,28 +976,33 @@ func TestNoCredentialIsLoggedOrPosted(t *testing.T) {
 	f := newFixture(t, newHost("h1"), context1())
 	f.mustSync("h1")
 	require.Equal(t, credentialValue, string(f.secret("host-h1-mcp-host-runtime-tokens").Data[resources.KeyBootstrapCredential]))
-	f.syncCaches()
-	f.clock.Step(50 * time.Minute)
+	f.SyncCaches()
+	f.Clock.Step(50 * time.Minute)
 	f.issuer.fail(fmt.Errorf("HTTP 503: %w", controlapi.ErrUnavailable))
 	_, err := f.sync("h1")
 	require.Error(t, err)
 	assert.NotContains(t, err.Error(), credentialValue)
-	// The loop logs the error of a failed sync.
-	f.c.log.Error().Err(err).Msg("sync failed")
+	// The loop logs the error of a failed sync: the operator's own loop,
+	// not a line the test writes.
+	f.c.queue.Add(cache.ObjectName{Namespace: hostNS, Name: "h1"})
+	require.True(t, f.c.base.Loop().ProcessNext(t.Context()))
 	f.issuer.fail(nil)
-	f.clock.Step(time.Minute)
+	f.Clock.Step(time.Minute)
 	f.mustSync("h1")
 
-	require.NotEmpty(t, f.logs.String(), "the logger is wired")
-	assert.NotContains(t, f.logs.String(), credentialValue)
-	events := f.events()
+	// What the check below reads holds the lines that could leak: the
+	// credential stored, and the failed sync's error.
+	logs := f.Log()
+	require.Contains(t, logs, "bootstrap credential stored")
+	require.Contains(t, logs, "sync failed; retrying with backoff")
+	require.Contains(t, logs, "HTTP 503")
+	assert.NotContains(t, logs, credentialValue)
+	events := f.Events()
 	require.NotEmpty(t, events)
 	for _, e := range events {
 		assert.NotContains(t, e, credentialValue)
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for _, s := range f.applied["h1"] {
+	for _, s := range f.statuses("h1") {
 		b, err := json.Marshal(s)
 		require.NoError(t, err)
 		assert.NotContains(t, string(b), credentialValue)
@@ -1261,7 +1015,7 @@ func TestMetrics(t *testing.T) {
 		h.Spec.ContextRef = "nope"
 	}), context1())
 	gauge := func(name, label, value string) float64 {
-		return counter(t, f.reg, name, map[string]string{label: value})
+		return counter(t, f.Registry, name, map[string]string{label: value})
 	}
 	for _, h := range []string{"h1", "h2", "h3"} {
 		f.mustSync(h)
@@ -1271,36 +1025,66 @@ func TestMetrics(t *testing.T) {
 	assert.Equal(t, 1.0, gauge("clerum_hcc_host_blocked", "reason", reasons.SecretsMissing))
 	assert.Equal(t, 1.0, gauge("clerum_hcc_host_blocked", "reason", reasons.ContextMissing))
 	assert.Zero(t, gauge("clerum_hcc_host_blocked", "reason", reasons.ContextConflict))
-	assert.Equal(t, 3600.0, counter(t, f.reg, "clerum_hcc_host_credential_expiry_seconds", nil))
+	assert.Equal(t, 3600.0, counter(t, f.Registry, "clerum_hcc_host_credential_expiry_seconds", nil))
 
-	f.syncCaches()
-	f.clock.Step(10 * time.Minute)
+	f.SyncCaches()
+	f.Clock.Step(10 * time.Minute)
 	f.mustSync("h1")
-	assert.Equal(t, 3000.0, counter(t, f.reg, "clerum_hcc_host_credential_expiry_seconds", nil))
+	assert.Equal(t, 3000.0, counter(t, f.Registry, "clerum_hcc_host_credential_expiry_seconds", nil))
 
 	// The pod becomes available: ready.
 	d := f.deployment(hostNS, "h1")
 	d.Generation, d.Status.ObservedGeneration, d.Status.AvailableReplicas, d.Status.UpdatedReplicas = 1, 1, 1, 1
-	f.index(d)
+	f.Index(d)
 	f.mustSync("h1")
 	assert.Equal(t, 1.0, gauge("clerum_hcc_host_hosts", "state", "ready"))
 	assert.Zero(t, gauge("clerum_hcc_host_hosts", "state", "deployed"))
 
 	// The Context of h3 appears; h2's Secret stays missing.
-	f.index(newContext("nope", "ctx-3", t0))
+	f.setContext(newContext("nope", "ctx-3", t0))
 	f.mustSync("h3")
 	assert.Equal(t, 1.0, gauge("clerum_hcc_host_hosts", "state", "blocked"))
 	assert.Zero(t, gauge("clerum_hcc_host_blocked", "reason", reasons.ContextMissing))
-	assert.Equal(t, 3000.0, counter(t, f.reg, "clerum_hcc_host_credential_expiry_seconds", nil), "the soonest expiry")
+	assert.Equal(t, 3000.0, counter(t, f.Registry, "clerum_hcc_host_credential_expiry_seconds", nil), "the soonest expiry")
 
 	// h1 goes: it leaves the gauges.
 	f.c.hostHandlers(func(cache.ObjectName) {}).OnDelete(f.host("h1"))
 	f.removeHost("h1")
 	f.mustSync("h1")
 	assert.Zero(t, gauge("clerum_hcc_host_hosts", "state", "ready"))
-	assert.Equal(t, 3600.0, counter(t, f.reg, "clerum_hcc_host_credential_expiry_seconds", nil), "h3's, issued at +10 min")
+	assert.Equal(t, 3600.0, counter(t, f.Registry, "clerum_hcc_host_credential_expiry_seconds", nil), "h3's, issued at +10 min")
 	f.removeHost("h2")
 	f.mustSync("h2")
 	assert.Zero(t, gauge("clerum_hcc_host_blocked", "reason", reasons.SecretsMissing))
 	assert.Zero(t, gauge("clerum_hcc_host_hosts", "state", "blocked"))
+}
+
+// Every line about a Host names the operator and the Host as namespace/name
+// under kit.LogObject, and no other key names the Host
+// (docs/reconcilers.md#logs): its block and release, its credential, its
+// pods stopped on the fast path.
+func TestLogLinesNameTheHost(t *testing.T) {
+	f := newFixture(t, newHost("h1"))
+	f.mustSync("h1") // blocked: no Context
+	f.setContext(context1())
+	f.SyncCaches()
+	f.mustSync("h1") // released, a credential stored, deployed
+	f.removeContext(context1())
+	f.SyncCaches()
+	_, err := f.c.syncStop(t.Context(), cache.ObjectName{Namespace: hostNS, Name: "h1"})
+	require.NoError(t, err)
+
+	seen := map[string]bool{}
+	for line := range strings.Lines(f.Log()) {
+		var fields map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &fields), line)
+		seen[fields["message"].(string)] = true
+		assert.Equal(t, "host", fields[kit.LogController], line)
+		assert.Equal(t, hostNS+"/h1", fields[kit.LogObject], line)
+		assert.NotContains(t, fields, "host", line)
+	}
+	for _, msg := range []string{"host blocked", "host released", "bootstrap credential stored",
+		"stopping the Host's pods: its Context no longer holds the contextId they carry"} {
+		assert.True(t, seen[msg], "logged: %s", msg)
+	}
 }

@@ -94,15 +94,15 @@ func written(t *testing.T, f *fixture) []runtime.Object {
 			}
 		}
 	}
-	add(f.kube.AppsV1().Deployments(metav1.NamespaceAll).List(ctx, all))
-	add(f.kube.CoreV1().Services(metav1.NamespaceAll).List(ctx, all))
-	add(f.kube.CoreV1().PersistentVolumeClaims(metav1.NamespaceAll).List(ctx, all))
-	add(f.kube.CoreV1().Secrets(metav1.NamespaceAll).List(ctx, all))
-	add(f.kube.CoreV1().ServiceAccounts(metav1.NamespaceAll).List(ctx, all))
-	add(f.kube.CoreV1().ConfigMaps(metav1.NamespaceAll).List(ctx, all))
-	add(f.kube.RbacV1().Roles(metav1.NamespaceAll).List(ctx, all))
-	add(f.kube.RbacV1().RoleBindings(metav1.NamespaceAll).List(ctx, all))
-	add(f.kube.NetworkingV1().NetworkPolicies(metav1.NamespaceAll).List(ctx, all))
+	add(f.Kube.AppsV1().Deployments(metav1.NamespaceAll).List(ctx, all))
+	add(f.Kube.CoreV1().Services(metav1.NamespaceAll).List(ctx, all))
+	add(f.Kube.CoreV1().PersistentVolumeClaims(metav1.NamespaceAll).List(ctx, all))
+	add(f.Kube.CoreV1().Secrets(metav1.NamespaceAll).List(ctx, all))
+	add(f.Kube.CoreV1().ServiceAccounts(metav1.NamespaceAll).List(ctx, all))
+	add(f.Kube.CoreV1().ConfigMaps(metav1.NamespaceAll).List(ctx, all))
+	add(f.Kube.RbacV1().Roles(metav1.NamespaceAll).List(ctx, all))
+	add(f.Kube.RbacV1().RoleBindings(metav1.NamespaceAll).List(ctx, all))
+	add(f.Kube.NetworkingV1().NetworkPolicies(metav1.NamespaceAll).List(ctx, all))
 	return out
 }
 

@@ -111,7 +111,7 @@ func (c *Controller) sweep(ctx context.Context, _ string) (kit.Result, error) {
 	for _, ch := range all {
 		switch {
 		case exists[ch.host] || ch.live.GetDeletionTimestamp() != nil:
-		case c.state.deletedOwner(ch.host, ch.live):
+		case c.state.deleted.Leftover(ch.host, ch.live):
 			explained = append(explained, ch)
 		case ch.kind == kit.PersistentVolumeClaims.Name:
 			claimsKept++
@@ -147,7 +147,7 @@ func (c *Controller) sweep(ctx context.Context, _ string) (kit.Result, error) {
 	// An observed deletion with nothing left is settled.
 	for _, ch := range explained {
 		if len(c.childrenOf(ch.host)) == 0 {
-			c.state.settle(ch.host)
+			c.state.deleted.Settle(ch.host)
 		}
 	}
 	return result, errors.Join(errs...)

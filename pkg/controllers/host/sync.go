@@ -24,6 +24,7 @@ import (
 	"github.com/clerum/hcc/pkg/names"
 	"github.com/clerum/hcc/pkg/reasons"
 	"github.com/clerum/hcc/pkg/secretdigest"
+	"github.com/rs/zerolog"
 )
 
 // syncHost brings one Host's children and status up to date
@@ -120,8 +121,9 @@ func (c *Controller) syncStop(ctx context.Context, key cache.ObjectName) (kit.Re
 	if live == nil || ptr.Deref(live.Spec.Replicas, 1) == 0 {
 		return kit.Result{}, nil
 	}
+	log := c.base.LogFor(key)
 	if h.DeletionTimestamp != nil {
-		c.log.Info().Str("host", h.Name).Msg("stopping the pods of a Host being deleted")
+		log.Info().Msg("stopping the pods of a Host being deleted")
 		return kit.Result{}, c.stopPods(ctx, h)
 	}
 	running := live.Spec.Template.Labels[names.LabelContext]
@@ -129,7 +131,7 @@ func (c *Controller) syncStop(ctx context.Context, key cache.ObjectName) (kit.Re
 	if a.ContextID != "" && a.ContextID == running {
 		return kit.Result{}, nil // still vouched for (a Secret block leaves pods running)
 	}
-	c.log.Info().Str("host", h.Name).Str("running", running).Str("holds", a.ContextID).Str("reason", a.Block).
+	log.Info().Str("running", running).Str("holds", a.ContextID).Str("reason", a.Block).
 		Msg("stopping the Host's pods: its Context no longer holds the contextId they carry")
 	return kit.Result{}, c.stopPods(ctx, h)
 }
@@ -178,15 +180,22 @@ func (c *Controller) revokeSecretRef(ctx context.Context, h *clerumv1alpha1.Host
 	return nil
 }
 
+// logFor is the operator's logger for lines about h: they name it under
+// kit.LogObject (docs/reconcilers.md#logs).
+func (c *Controller) logFor(h *clerumv1alpha1.Host) *zerolog.Logger {
+	log := kit.LogObjectOf(c.log, h.Namespace, h.Name)
+	return &log
+}
+
 // reportBlock posts one event per block and per release.
 func (c *Controller) reportBlock(h *clerumv1alpha1.Host, block string, st *status) {
-	previous := c.state.setBlock(h.Name, block)
+	previous := c.state.blocks.Set(h.Name, block)
 	switch {
 	case block != "" && block != previous:
-		c.log.Info().Str("host", h.Name).Str("reason", block).Msg("host blocked")
+		c.logFor(h).Info().Str("reason", block).Msg("host blocked")
 		c.recorder.Eventf(h, corev1.EventTypeWarning, reasons.EventBlocked, "%s: %s", block, st.blockMessage(block))
 	case block == "" && previous != "":
-		c.log.Info().Str("host", h.Name).Str("was", previous).Msg("host released")
+		c.logFor(h).Info().Str("was", previous).Msg("host released")
 		c.recorder.Eventf(h, corev1.EventTypeNormal, reasons.EventReleased, "no longer blocked (was %s)", previous)
 	}
 }
@@ -489,7 +498,7 @@ func (c *Controller) ensureCredential(ctx context.Context, h *clerumv1alpha1.Hos
 		last.written = written.ResourceVersion
 	}
 	c.state.issued(h.Name, last)
-	c.log.Info().Str("host", h.Name).Str("why", why).Time("expiresAt", stored).Msg("bootstrap credential stored")
+	c.logFor(h).Info().Str("why", why).Time("expiresAt", stored).Msg("bootstrap credential stored")
 	st.auth(metav1.ConditionTrue, reasons.CredentialIssued, fmt.Sprintf("bootstrap credential valid until %s", stored.UTC().Format(time.RFC3339)), stored)
 	return credential{present: true, refreshIn: max(stored.Add(-c.cfg.RefreshBefore).Sub(now), minRefreshIn)}, nil
 }
@@ -524,7 +533,7 @@ func (c *Controller) reportForged(h *clerumv1alpha1.Host, s *corev1.Secret, iss 
 	case resources.Replayed:
 		why = "holds an older credential of HCC's than the one HCC wrote last (put back by someone else)"
 	}
-	c.log.Warn().Str("host", h.Name).Str("secret", s.Name).Str("trust", iss.Trust.String()).Msg("runtime-token Secret not believed; re-issuing its credential")
+	c.logFor(h).Warn().Str("secret", s.Name).Str("trust", iss.Trust.String()).Msg("runtime-token Secret not believed; re-issuing its credential")
 	c.metrics.Forged.WithLabelValues(iss.Trust.String()).Inc()
 	c.recorder.Eventf(h, corev1.EventTypeWarning, EventForgedCredential,
 		"the runtime-token Secret %s %s: its credential is not used, and a new one is issued and written over it", s.Name, why)
@@ -637,7 +646,7 @@ func (c *Controller) patchFinalizers(ctx context.Context, h *clerumv1alpha1.Host
 // namespaces — its workspace claim included: the deletion was observed —
 // and removes HCC's finalizer once none is left but those on their way out.
 func (c *Controller) finalize(ctx context.Context, h *clerumv1alpha1.Host) error {
-	c.state.observeDeletion(h.Name, h.UID)
+	c.state.deleted.Observe(h.Name, h.UID)
 	remaining, err := c.deleteChildren(ctx, h.Name, func(metav1.Object) bool { return true })
 	if err != nil {
 		return err
@@ -673,15 +682,15 @@ func (c *Controller) finalize(ctx context.Context, h *clerumv1alpha1.Host) error
 func (c *Controller) gone(ctx context.Context, host string) error {
 	c.state.forget(host)
 	c.metrics.refresh(c.state, c.clock.Now())
-	if !c.state.wasDeleted(host) {
+	if !c.state.deleted.Seen(host) {
 		return nil
 	}
-	remaining, err := c.deleteChildren(ctx, host, func(o metav1.Object) bool { return c.state.deletedOwner(host, o) })
+	remaining, err := c.deleteChildren(ctx, host, func(o metav1.Object) bool { return c.state.deleted.Leftover(host, o) })
 	if err != nil {
 		return err
 	}
 	if remaining == 0 {
-		c.state.settle(host)
+		c.state.deleted.Settle(host)
 	}
 	return nil
 }

@@ -68,21 +68,21 @@ func TestAForgedRuntimeTokenSecretIsReissued(t *testing.T) {
 			s := f.secret(runtimeTokensH1)
 			assert.Equal(t, credentialValue, string(s.Data[resources.KeyBootstrapCredential]), "the attacker's credential is overwritten")
 			assert.Equal(t, t0.Add(lifetime).Format(time.RFC3339), s.Annotations[resources.AnnotationExpiresAt])
-			assert.Equal(t, resources.Marked, resources.ReadIssuance(cached(s).(*corev1.Secret), testOptions.RuntimeTokenMark).Trust,
+			assert.Equal(t, resources.Marked, resources.ReadIssuance(cached(s), testOptions.RuntimeTokenMark).Trust,
 				"what HCC wrote verifies from the cache")
-			assert.Equal(t, with(without(created("h1"), "create secrets/"+runtimeTokensH1), "update secrets/"+runtimeTokensH1), f.writes())
-			ev := eventsWithPrefix(f.events(), "Warning "+EventForgedCredential)
+			assert.Equal(t, with(without(created("h1"), "create secrets/"+runtimeTokensH1), "update secrets/"+runtimeTokensH1), f.Writes())
+			ev := eventsWithPrefix(f.Events(), "Warning "+EventForgedCredential)
 			require.Len(t, ev, 1)
 			assert.NotContains(t, ev[0], "attacker-credential")
-			assert.Equal(t, 1.0, counter(t, f.reg, "clerum_hcc_host_forged_credentials_total", map[string]string{"trust": tc.trust}))
+			assert.Equal(t, 1.0, counter(t, f.Registry, "clerum_hcc_host_forged_credentials_total", map[string]string{"trust": tc.trust}))
 			assert.Equal(t, reasons.CredentialIssued, f.condition("h1", clerumv1alpha1.ConditionAuthReady).Reason)
 
 			// The next pass, the cache showing HCC's Secret: nothing.
-			f.syncCaches()
+			f.SyncCaches()
 			f.mustSync("h1")
-			assert.Empty(t, f.writes())
+			assert.Empty(t, f.Writes())
 			assert.Equal(t, 1, f.issuer.calls())
-			assert.Empty(t, f.events())
+			assert.Empty(t, f.Events())
 		})
 	}
 }
@@ -102,8 +102,8 @@ func TestAForgedCredentialIsNeverMounted(t *testing.T) {
 	assert.Contains(t, auth.Message, "carries no mark")
 	assert.Equal(t, reasons.CredentialPending, f.condition("h1", clerumv1alpha1.ConditionReady).Reason)
 	_, _ = f.sync("h1")
-	assert.Len(t, eventsWithPrefix(f.events(), "Warning "+EventForgedCredential), 1, "one event per Secret version")
-	assert.Equal(t, 1.0, counter(t, f.reg, "clerum_hcc_host_forged_credentials_total", map[string]string{"trust": "unmarked"}))
+	assert.Len(t, eventsWithPrefix(f.Events(), "Warning "+EventForgedCredential), 1, "one event per Secret version")
+	assert.Equal(t, 1.0, counter(t, f.Registry, "clerum_hcc_host_forged_credentials_total", map[string]string{"trust": "unmarked"}))
 }
 
 // The upgrade: Secrets written by an HCC from before marks carry none, so
@@ -122,26 +122,26 @@ func TestUpgradeReissuesEachCredentialOnce(t *testing.T) {
 	for _, n := range hostNames {
 		f.mustSync(n)
 	}
-	f.syncCaches()
+	f.SyncCaches()
 	require.Equal(t, hosts, f.issuer.calls())
 
 	// The previous HCC's Secrets: the same, without the mark.
 	for _, n := range hostNames {
 		s := f.secret("host-" + n + "-mcp-host-runtime-tokens")
 		delete(s.Annotations, mark.Annotation)
-		_, err := f.kube.CoreV1().Secrets(hostNS).Update(t.Context(), s, metav1.UpdateOptions{})
+		_, err := f.Kube.CoreV1().Secrets(hostNS).Update(t.Context(), s, metav1.UpdateOptions{})
 		require.NoError(t, err)
 	}
-	f.syncCaches()
-	f.clock.Step(2 * cacheGrace) // a new process remembers no issuance
+	f.SyncCaches()
+	f.Clock.Step(2 * cacheGrace) // a new process remembers no issuance
 	for pass := range 3 {
 		for _, n := range hostNames {
 			f.mustSync(n)
 		}
-		f.syncCaches()
+		f.SyncCaches()
 		assert.Equal(t, 2*hosts, f.issuer.calls(), "pass %d: one issuance per Host, once", pass)
 	}
-	assert.Equal(t, float64(hosts), counter(t, f.reg, "clerum_hcc_host_forged_credentials_total", map[string]string{"trust": "unmarked"}))
+	assert.Equal(t, float64(hosts), counter(t, f.Registry, "clerum_hcc_host_forged_credentials_total", map[string]string{"trust": "unmarked"}))
 	for _, n := range hostNames {
 		assert.Equal(t, int32(1), *f.deployment(hostNS, n).Spec.Replicas, "no outage")
 	}
@@ -154,14 +154,14 @@ func TestRotatingTheHMACSecretReissuesOnce(t *testing.T) {
 	require.Equal(t, 1, f.issuer.calls())
 	// The controller restarts with the new secret.
 	f.c.cfg.Build.RuntimeTokenMark = mark.NewKey("the-rotated-secret", mark.PurposeRuntimeToken)
-	f.clock.Step(2 * cacheGrace)
+	f.Clock.Step(2 * cacheGrace)
 	for range 3 {
 		f.mustSync("h1")
-		f.syncCaches()
+		f.SyncCaches()
 	}
 	assert.Equal(t, 2, f.issuer.calls())
 	assert.Equal(t, int32(1), *f.deployment(hostNS, "h1").Spec.Replicas)
-	assert.Equal(t, 1.0, counter(t, f.reg, "clerum_hcc_host_forged_credentials_total", map[string]string{"trust": "mismatch"}))
+	assert.Equal(t, 1.0, counter(t, f.Registry, "clerum_hcc_host_forged_credentials_total", map[string]string{"trust": "mismatch"}))
 }
 
 // channel-reader-H-egress alone isolates the reader: the reader is created
@@ -172,13 +172,13 @@ func TestTheReaderWaitsForItsEgressPolicy(t *testing.T) {
 	readerPolicy := "channel-reader-h1-egress"
 	t.Run("the policy fails to write", func(t *testing.T) {
 		f := newFixture(t, newHost("h1"), context1())
-		f.kube.PrependReactor("create", "networkpolicies", func(a core.Action) (bool, runtime.Object, error) {
+		f.Kube.PrependReactor("create", "networkpolicies", func(a core.Action) (bool, runtime.Object, error) {
 			return true, nil, apierrors.NewInternalError(errors.New("etcd is sulking"))
 		})
 		_, err := f.sync("h1")
 		require.Error(t, err, "retried")
 		assert.False(t, f.exists(kit.Deployments, readerNS, "channel-reader-h1"), "no reader without its policy")
-		assert.NotContains(t, f.writes(), "create deployments/channel-reader-h1")
+		assert.NotContains(t, f.Writes(), "create deployments/channel-reader-h1")
 		assert.True(t, f.exists(kit.Deployments, hostNS, "h1"), "the Host itself is not held back")
 	})
 	t.Run("the policy's name is held by an unmanaged object", func(t *testing.T) {
@@ -194,11 +194,11 @@ func TestTheReaderWaitsForItsEgressPolicy(t *testing.T) {
 		f := deployed(t)
 		require.Equal(t, int32(1), *f.deployment(readerNS, "channel-reader-h1").Spec.Replicas)
 		// HCC's policy is replaced by an unmanaged one of the same name.
-		require.NoError(t, f.kube.NetworkingV1().NetworkPolicies(readerNS).Delete(t.Context(), readerPolicy, metav1.DeleteOptions{}))
-		_, err := f.kube.NetworkingV1().NetworkPolicies(readerNS).Create(t.Context(),
+		require.NoError(t, f.Kube.NetworkingV1().NetworkPolicies(readerNS).Delete(t.Context(), readerPolicy, metav1.DeleteOptions{}))
+		_, err := f.Kube.NetworkingV1().NetworkPolicies(readerNS).Create(t.Context(),
 			&networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: readerNS, Name: readerPolicy}}, metav1.CreateOptions{})
 		require.NoError(t, err)
-		f.syncCaches()
+		f.SyncCaches()
 		_, err = f.sync("h1")
 		require.NoError(t, err)
 		assert.Equal(t, int32(0), *f.deployment(readerNS, "channel-reader-h1").Spec.Replicas, "stopped")
@@ -211,7 +211,7 @@ func TestTheReaderWaitsForItsEgressPolicy(t *testing.T) {
 // pods start: the Deployment waits for it.
 func TestTheHostWaitsForItsDesktopPolicy(t *testing.T) {
 	f := newFixture(t, newHost("h1", withDesktop), context1())
-	f.kube.PrependReactor("create", "networkpolicies", func(a core.Action) (bool, runtime.Object, error) {
+	f.Kube.PrependReactor("create", "networkpolicies", func(a core.Action) (bool, runtime.Object, error) {
 		if a.(core.CreateAction).GetObject().(metav1.Object).GetName() == "allow-rpc-proxy-desktop-h1" {
 			return true, nil, apierrors.NewInternalError(errors.New("etcd is sulking"))
 		}
@@ -220,8 +220,8 @@ func TestTheHostWaitsForItsDesktopPolicy(t *testing.T) {
 	_, err := f.sync("h1")
 	require.Error(t, err)
 	assert.False(t, f.exists(kit.Deployments, hostNS, "h1"), "no desktop pod before its policy")
-	f.kube.ReactionChain = f.kube.ReactionChain[1:]
-	f.syncCaches()
+	f.Kube.ReactionChain = f.Kube.ReactionChain[1:]
+	f.SyncCaches()
 	f.mustSync("h1")
 	assert.True(t, f.exists(kit.Deployments, hostNS, "h1"))
 }
@@ -241,7 +241,9 @@ func TestARetryAfterIsCappedAtTheRefreshWindow(t *testing.T) {
 // recovers when the ConfigMap appears.
 func TestAMissingHostConfigMapHoldsTheDeployment(t *testing.T) {
 	f := newFixture(t, newHost("h1"), context1())
-	require.NoError(t, f.c.configMaps.GetIndexer().Delete(hostConfigMap()))
+	configMaps := corev1.SchemeGroupVersion.WithResource("configmaps")
+	require.NoError(t, f.Kube.Tracker().Delete(configMaps, hostNS, testOptions.ConfigMapName))
+	f.SyncCaches()
 	f.mustSync("h1")
 	assert.False(t, f.exists(kit.Deployments, hostNS, "h1"), "no pod starts without its configuration")
 	ready := f.condition("h1", clerumv1alpha1.ConditionReady)
@@ -251,8 +253,8 @@ func TestAMissingHostConfigMapHoldsTheDeployment(t *testing.T) {
 	assert.Equal(t, 1, f.issuer.calls(), "the credential is obtained meanwhile")
 
 	// The ConfigMap appears: its event queues the Host, which deploys.
-	f.syncCaches()
-	require.NoError(t, f.c.configMaps.GetIndexer().Add(hostConfigMap()))
+	require.NoError(t, f.Kube.Tracker().Add(hostConfigMap()))
+	f.SyncCaches()
 	f.c.queueAllHosts()
 	require.Equal(t, 1, f.c.queue.Len())
 	f.mustSync("h1")
@@ -263,13 +265,14 @@ func TestAMissingHostConfigMapHoldsTheDeployment(t *testing.T) {
 func TestTheConfigMapInformerSelectsOneConfigMap(t *testing.T) {
 	f := newFixture(t)
 	var selectors []string
-	f.kube.PrependReactor("list", "configmaps", func(a core.Action) (bool, runtime.Object, error) {
+	f.Kube.PrependReactor("list", "configmaps", func(a core.Action) (bool, runtime.Object, error) {
 		selectors = append(selectors, a.(core.ListAction).GetListRestrictions().Fields.String())
 		return false, nil, nil
 	})
 	stop := make(chan struct{})
+	f.Deps().Informers.Start(stop)
+	defer f.Deps().Informers.Shutdown()
 	defer close(stop)
-	f.c.configMapFactory.Start(stop)
 	require.True(t, cache.WaitForCacheSync(stop, f.c.configMaps.HasSynced))
 	require.NotEmpty(t, selectors)
 	for _, s := range selectors {
@@ -297,25 +300,25 @@ func TestAContextIDHolderChangeStopsPodsOnTheFastPath(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, int32(0), *f.deployment(hostNS, host).Spec.Replicas)
 		assert.Equal(t, calls, f.issuer.calls(), "no Control API call on the fast path")
-		assert.Equal(t, []string{"update deployments/" + host}, f.writes(), "the stop and nothing else")
+		assert.Equal(t, []string{"update deployments/" + host}, f.Writes(), "the stop and nothing else")
 	}
 	t.Run("the holder's Context is deleted; a younger one holds the contextId now", func(t *testing.T) {
 		younger := newContext("context2", "ctx-1", t0)
 		f := newFixture(t, newHost("h1"), context1(), younger)
 		f.mustSync("h1")
-		f.syncCaches()
+		f.SyncCaches()
 		require.Equal(t, int32(1), *f.deployment(hostNS, "h1").Spec.Replicas)
-		f.unindex(context1())
+		f.removeContext(context1())
 		f.c.contextHandlers().OnDelete(context1())
 		stopped(t, f, "h1")
 	})
 	t.Run("the Context turns to a contextId an older Context holds", func(t *testing.T) {
 		f := deployed(t)
 		older := newContext("context0", "ctx-0", t0.Add(-2*time.Hour))
-		f.index(older)
+		f.setContext(older)
 		taken := context1()
 		taken.Spec.ContextID, taken.ResourceVersion = "ctx-0", "2"
-		f.index(taken)
+		f.setContext(taken)
 		f.c.contextHandlers().OnUpdate(context1(), taken)
 		stopped(t, f, "h1")
 	})
@@ -323,12 +326,12 @@ func TestAContextIDHolderChangeStopsPodsOnTheFastPath(t *testing.T) {
 		f := deployed(t)
 		relabelled := context1()
 		relabelled.Spec.ContextID, relabelled.ResourceVersion = "ctx-2", "2"
-		f.index(relabelled)
+		f.setContext(relabelled)
 		f.c.contextHandlers().OnUpdate(context1(), relabelled)
 		stopped(t, f, "h1")
 		// The main sync then starts them again under the new label.
 		f.issuer.fail(nil)
-		f.syncCaches()
+		f.SyncCaches()
 		f.mustSync("h1")
 		d := f.deployment(hostNS, "h1")
 		assert.Equal(t, "ctx-2", d.Spec.Template.Labels[names.LabelContext])
@@ -341,9 +344,9 @@ func TestAContextIDHolderChangeStopsPodsOnTheFastPath(t *testing.T) {
 		now := metav1.NewTime(t0)
 		h.DeletionTimestamp = &now // its finalizer keeps it; the main sync has not run
 		f.setHost(h)
-		f.clearActions()
-		f.unindex(context1())
-		f.index(newContext("other-tenant", "ctx-1", t0.Add(time.Hour)))
+		f.ClearWrites()
+		f.removeContext(context1())
+		f.setContext(newContext("other-tenant", "ctx-1", t0.Add(time.Hour)))
 		f.c.contextHandlers().OnDelete(context1())
 		stopped(t, f, "h1")
 	})
@@ -353,29 +356,29 @@ func TestAContextIDHolderChangeStopsPodsOnTheFastPath(t *testing.T) {
 		now := metav1.NewTime(t0)
 		h.DeletionTimestamp = &now
 		f.setHost(h)
-		f.clearActions()
+		f.ClearWrites()
 		f.c.stops.Add(cache.ObjectName{Namespace: hostNS, Name: "h1"})
 		stopped(t, f, "h1")
 		// Stopped: the next pass writes nothing.
-		f.syncCaches()
+		f.SyncCaches()
 		f.c.stops.Add(cache.ObjectName{Namespace: hostNS, Name: "h1"})
 		k, _ := f.c.stops.Get()
 		_, err := f.c.syncStop(t.Context(), k)
 		f.c.stops.Done(k)
 		require.NoError(t, err)
-		assert.Empty(t, f.writes())
+		assert.Empty(t, f.Writes())
 	})
 	t.Run("a Host still vouched for is left alone, a Secret block included", func(t *testing.T) {
 		f := deployed(t)
 		require.Equal(t, int32(1), *f.deployment(hostNS, "h1").Spec.Replicas)
 		f.setHost(newHost("h1", withSecretRef("gone")))
-		f.clearActions()
+		f.ClearWrites()
 		f.c.stops.Add(cache.ObjectName{Namespace: hostNS, Name: "h1"})
 		k, _ := f.c.stops.Get()
 		_, err := f.c.syncStop(t.Context(), k)
 		f.c.stops.Done(k)
 		require.NoError(t, err)
-		assert.Empty(t, f.writes())
+		assert.Empty(t, f.Writes())
 	})
 }
 
@@ -390,62 +393,62 @@ func TestAnOlderMarkedCredentialPutBackIsReplaced(t *testing.T) {
 		"over HCC's Secret": func(t *testing.T, f *fixture, old *corev1.Secret) {
 			s := f.secret(runtimeTokensH1)
 			s.Annotations, s.Data = old.Annotations, old.Data
-			_, err := f.kube.CoreV1().Secrets(hostNS).Update(t.Context(), s, metav1.UpdateOptions{})
+			_, err := f.Kube.CoreV1().Secrets(hostNS).Update(t.Context(), s, metav1.UpdateOptions{})
 			require.NoError(t, err)
 		},
 		"in a re-created Secret": func(t *testing.T, f *fixture, old *corev1.Secret) {
 			gone := f.secret(runtimeTokensH1)
-			require.NoError(t, f.kube.CoreV1().Secrets(hostNS).Delete(t.Context(), runtimeTokensH1, metav1.DeleteOptions{}))
+			require.NoError(t, f.Kube.CoreV1().Secrets(hostNS).Delete(t.Context(), runtimeTokensH1, metav1.DeleteOptions{}))
 			f.c.secretHandlers(func(metav1.Object) (cache.ObjectName, bool) { return cache.ObjectName{}, false }).OnDelete(cached(gone))
 			again := old.DeepCopy()
 			again.ResourceVersion = ""
-			_, err := f.kube.CoreV1().Secrets(hostNS).Create(t.Context(), again, metav1.CreateOptions{})
+			_, err := f.Kube.CoreV1().Secrets(hostNS).Create(t.Context(), again, metav1.CreateOptions{})
 			require.NoError(t, err)
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			f := newFixture(t, newHost("h1"), context1())
 			f.mustSync("h1")
-			f.syncCaches()
+			f.SyncCaches()
 			old := f.secret(runtimeTokensH1).DeepCopy() // C1, under its valid mark
 			require.Equal(t, 1, f.issuer.calls())
 
 			// Its mark broken once: HCC issues C2 and writes it.
-			f.clock.Step(5 * time.Minute)
+			f.Clock.Step(5 * time.Minute)
 			f.issuer.value = "C2-credential"
 			s := f.secret(runtimeTokensH1)
 			s.Annotations[mark.Annotation] = "v1:00"
-			_, err := f.kube.CoreV1().Secrets(hostNS).Update(t.Context(), s, metav1.UpdateOptions{})
+			_, err := f.Kube.CoreV1().Secrets(hostNS).Update(t.Context(), s, metav1.UpdateOptions{})
 			require.NoError(t, err)
-			f.syncCaches()
+			f.SyncCaches()
 			f.mustSync("h1")
 			require.Equal(t, 2, f.issuer.calls())
-			f.syncCaches()
+			f.SyncCaches()
 			f.mustSync("h1")
-			require.Empty(t, f.writes(), "the cache shows C2: nothing to do")
+			require.Empty(t, f.Writes(), "the cache shows C2: nothing to do")
 			require.Equal(t, 2, f.issuer.calls())
-			f.events() // the broken mark's event
+			f.Events() // the broken mark's event
 
 			// C1 put back, with its old annotations and mark.
 			f.issuer.value = "C3-credential"
 			putBack(t, f, old)
-			f.syncCaches()
+			f.SyncCaches()
 			f.mustSync("h1")
 			assert.Equal(t, 3, f.issuer.calls(), "a new credential is issued")
 			assert.Equal(t, "C3-credential", string(f.secret(runtimeTokensH1).Data[resources.KeyBootstrapCredential]),
 				"the older credential is not left mounted")
-			assert.Contains(t, f.writes(), "update secrets/"+runtimeTokensH1)
-			ev := eventsWithPrefix(f.events(), "Warning "+EventForgedCredential)
+			assert.Contains(t, f.Writes(), "update secrets/"+runtimeTokensH1)
+			ev := eventsWithPrefix(f.Events(), "Warning "+EventForgedCredential)
 			require.Len(t, ev, 1)
 			assert.Contains(t, ev[0], "older credential")
 			assert.NotContains(t, ev[0], credentialValue)
-			assert.Equal(t, 1.0, counter(t, f.reg, "clerum_hcc_host_forged_credentials_total", map[string]string{"trust": "replayed"}))
+			assert.Equal(t, 1.0, counter(t, f.Registry, "clerum_hcc_host_forged_credentials_total", map[string]string{"trust": "replayed"}))
 			assert.Equal(t, reasons.CredentialIssued, f.condition("h1", clerumv1alpha1.ConditionAuthReady).Reason)
 
 			// The cache showing C3: nothing more.
-			f.syncCaches()
+			f.SyncCaches()
 			f.mustSync("h1")
-			assert.Empty(t, f.writes())
+			assert.Empty(t, f.Writes())
 			assert.Equal(t, 3, f.issuer.calls())
 		})
 	}
@@ -458,24 +461,24 @@ func TestAnOlderMarkedCredentialPutBackIsReplaced(t *testing.T) {
 func TestANewProcessBelievesAnOlderMarkedCredential(t *testing.T) {
 	f := newFixture(t, newHost("h1"), context1())
 	f.mustSync("h1")
-	f.syncCaches()
+	f.SyncCaches()
 	old := f.secret(runtimeTokensH1).DeepCopy()
-	f.clock.Step(5 * time.Minute)
+	f.Clock.Step(5 * time.Minute)
 	f.issuer.value = "C2-credential"
 	s := f.secret(runtimeTokensH1)
 	s.Annotations[mark.Annotation] = "v1:00"
-	_, err := f.kube.CoreV1().Secrets(hostNS).Update(t.Context(), s, metav1.UpdateOptions{})
+	_, err := f.Kube.CoreV1().Secrets(hostNS).Update(t.Context(), s, metav1.UpdateOptions{})
 	require.NoError(t, err)
-	f.syncCaches()
+	f.SyncCaches()
 	f.mustSync("h1")
 	require.Equal(t, 2, f.issuer.calls())
 
 	f.c.state = newHostState() // a new process
 	s = f.secret(runtimeTokensH1)
 	s.Annotations, s.Data = old.Annotations, old.Data
-	_, err = f.kube.CoreV1().Secrets(hostNS).Update(t.Context(), s, metav1.UpdateOptions{})
+	_, err = f.Kube.CoreV1().Secrets(hostNS).Update(t.Context(), s, metav1.UpdateOptions{})
 	require.NoError(t, err)
-	f.syncCaches()
+	f.SyncCaches()
 	f.mustSync("h1")
 	assert.Equal(t, 2, f.issuer.calls())
 	assert.Equal(t, credentialValue, string(f.secret(runtimeTokensH1).Data[resources.KeyBootstrapCredential]))

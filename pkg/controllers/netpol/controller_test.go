@@ -6,13 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
-	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -23,16 +23,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	kubefake "k8s.io/client-go/kubernetes/fake"
 	core "k8s.io/client-go/testing"
-	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
-	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
-	"github.com/clerum/hcc/pkg/controllers/kit"
-	hccfake "github.com/clerum/hcc/pkg/generated/clientset/versioned/fake"
+	"github.com/clerum/hcc/pkg/controllers/kit/kittest"
 	"github.com/clerum/hcc/pkg/health"
 	"github.com/clerum/hcc/pkg/names"
 	"github.com/clerum/hcc/pkg/netpol"
@@ -49,43 +44,62 @@ var testPlanOpts = netpol.Options{
 	APIPort:               8081,
 }
 
-// fixture is a controller over fake clientsets whose caches are seeded by
-// hand, as in sample-controller: syncFull is called directly and the test
-// asserts the exact write actions.
-type fixture struct {
-	t        testing.TB
-	kube     *kubefake.Clientset
-	hcc      *hccfake.Clientset
-	policies []*networkingv1.NetworkPolicy // live, seeded into the caches
-	servers  []*clerumv1alpha1.McpServer
+// world is what the fake API server holds when a test starts. policies
+// may hold some HCC does not manage: the caches, which list only managed
+// ones, lack them.
+type world struct {
 	contexts []*clerumv1alpha1.Context
-	// hosts and pods are the Hosts and Host pods of the host namespace,
-	// seeded into their caches (hostIndexer, podIndexer).
-	hosts     []*clerumv1alpha1.Host
-	pods      []*corev1.Pod
-	desired   []*networkingv1.NetworkPolicy // what the fake planner returns
-	caps      Caps
-	egress    *fakeEgress
-	readiness *health.Readiness
-	registry  *prometheus.Registry
-	// contextIndexer and serverIndexer are the caches, for tests that
-	// change a Context or a server.
-	contextIndexer, serverIndexer cache.Indexer
-	policyIndexers                map[string]cache.Indexer
-	hostIndexer, podIndexer       cache.Indexer
-	clk                           *clocktesting.FakeClock
-	deps                          kit.Deps
+	servers  []*clerumv1alpha1.McpServer
+	policies []*networkingv1.NetworkPolicy
+	hosts    []*clerumv1alpha1.Host
+	pods     []*corev1.Pod
 }
 
-func newFixture(t testing.TB) *fixture {
-	return &fixture{
-		t:         t,
-		caps:      Caps{Absolute: 10, Percent: 20},
-		egress:    &fakeEgress{version: 7},
-		readiness: health.NewReadiness(),
-		registry:  prometheus.NewRegistry(),
-		clk:       clocktesting.NewFakeClock(time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)),
+// fixture is a controller's world in a unit test: a kittest.Fixture whose
+// fake API server and caches hold world, a fake planner and a fake egress
+// coordinator. syncFull is called directly and the test asserts the
+// writes. A running controller (f.running) reads only the caches: a test
+// shows it a change with f.Index or f.Unindex, as its informer would
+// deliver it, or with a write to the fake and SyncCaches, which also
+// delivers the controller's own writes.
+type fixture struct {
+	*kittest.Fixture
+	world
+	t testing.TB
+	// desired is what the fake planner returns; a test that wants the
+	// real planner sets c.plan.
+	desired   []*networkingv1.NetworkPolicy
+	egress    *fakeEgress
+	readiness *health.Readiness
+}
+
+// newFixture returns a controller over w with orphan caps of 10 and 20 %.
+func newFixture(t testing.TB, w world) (*fixture, *Controller) {
+	f := &fixture{t: t, world: w, egress: &fakeEgress{version: 7}, readiness: health.NewReadiness(),
+		Fixture: kittest.NewFixture(t, slices.Concat(objects(w.contexts), objects(w.servers), objects(w.policies),
+			objects(w.hosts), objects(w.pods))...)}
+	d := f.Deps()
+	d.Readiness = f.readiness
+	c := New(d, f.egress, Options{Plan: testPlanOpts, Caps: Caps{Absolute: 10, Percent: 20}})
+	c.plan = func(netpol.Inventory, netpol.Options) *netpol.Plan {
+		// As the planner does, attribute each policy to its server.
+		plan := &netpol.Plan{Policies: f.desired}
+		for _, p := range f.desired {
+			plan.Servers = append(plan.Servers, p.Labels[names.LabelMcpServer])
+		}
+		return plan
 	}
+	f.SyncCaches()
+	return f, c
+}
+
+// objects returns items as runtime.Objects, for kittest.NewFixture.
+func objects[T runtime.Object](items []T) []runtime.Object {
+	out := make([]runtime.Object, 0, len(items))
+	for _, o := range items {
+		out = append(out, o)
+	}
+	return out
 }
 
 type fakeEgress struct {
@@ -108,95 +122,34 @@ func fullPass(c *Controller) error {
 	return err
 }
 
-func (f *fixture) newController() *Controller {
-	var kubeObjs, hccObjs []runtime.Object
-	for _, p := range f.policies {
-		kubeObjs = append(kubeObjs, p)
-	}
-	for _, s := range f.servers {
-		hccObjs = append(hccObjs, s)
-	}
-	for _, c := range f.contexts {
-		hccObjs = append(hccObjs, c)
-	}
-	f.kube = kubefake.NewSimpleClientset(kubeObjs...)
-	f.hcc = hccfake.NewSimpleClientset(hccObjs...)
-
-	f.deps = kit.Deps{
-		Kube: f.kube, HCC: f.hcc, Informers: kit.NewInformers(f.kube, f.hcc),
-		Recorder: record.NewFakeRecorder(100), Registry: f.registry, Queues: kit.NewQueues(f.registry, f.clk),
-		Clock: f.clk, Log: zerolog.Nop(), Readiness: f.readiness,
-	}
-	c := New(f.deps, f.egress, Options{Plan: testPlanOpts, Caps: f.caps})
-	hcc := f.deps.Informers.HCC("mcp-server").Clerum().V1alpha1()
-	servers, contexts := hcc.McpServers(), hcc.Contexts()
-	c.plan = func(netpol.Inventory, netpol.Options) *netpol.Plan {
-		// As the planner does, attribute each policy to its server.
-		plan := &netpol.Plan{Policies: f.desired}
-		for _, p := range f.desired {
-			plan.Servers = append(plan.Servers, p.Labels[names.LabelMcpServer])
-		}
-		return plan
-	}
-
-	f.serverIndexer = servers.Informer().GetIndexer()
-	for _, s := range f.servers {
-		require.NoError(f.t, f.serverIndexer.Add(s))
-	}
-	f.contextIndexer = contexts.Informer().GetIndexer()
-	for _, x := range f.contexts {
-		require.NoError(f.t, f.contextIndexer.Add(x))
-	}
-	f.policyIndexers = map[string]cache.Indexer{}
-	for _, ns := range PolicyNamespaces(testPlanOpts) {
-		f.policyIndexers[ns] = f.deps.Informers.Kube(ns, kit.ManagedObjects, "networkpolicies").
-			Networking().V1().NetworkPolicies().Informer().GetIndexer()
-	}
-	for _, p := range f.policies {
-		require.NoError(f.t, f.policyIndexers[p.Namespace].Add(p))
-	}
-	f.hostIndexer = f.deps.Informers.HCC("mcp-host").Clerum().V1alpha1().Hosts().Informer().GetIndexer()
-	for _, h := range f.hosts {
-		require.NoError(f.t, f.hostIndexer.Add(h))
-	}
-	f.podIndexer = f.deps.Informers.Kube("mcp-host", kit.ManagedObjects, "pods").Core().V1().Pods().Informer().GetIndexer()
-	for _, p := range f.pods {
-		require.NoError(f.t, f.podIndexer.Add(p))
-	}
-	return c
-}
-
 // running makes c a controller past its certifying pass: later passes read
-// the caches, which the tests seed and change by hand, rather than the API
-// server.
+// the caches rather than the API server.
 func (f *fixture) running(c *Controller) {
 	c.certify(changes{})
 	c.caughtUp.Store(true)
-	f.kube.ClearActions()
+	f.ClearWrites()
 }
 
-// syncCaches makes the policy caches show what the fake API server holds
-// of the managed policies, as the label-filtered informers would.
-func (f *fixture) syncCaches() {
-	for ns, indexer := range f.policyIndexers {
-		list, err := f.kube.NetworkingV1().NetworkPolicies(ns).List(context.Background(), metav1.ListOptions{})
-		require.NoError(f.t, err)
-		var objs []any
-		for i := range list.Items {
-			if list.Items[i].Labels[names.LabelManagedBy] == names.ManagedByValue {
-				objs = append(objs, &list.Items[i])
-			}
+// writes returns the writes by namespace, each namespace's as f.WritesIn
+// lists them; a namespace without writes is left out.
+func (f *fixture) writes() map[string][]string {
+	out := map[string][]string{}
+	n := 0
+	for _, ns := range PolicyNamespaces(testPlanOpts) {
+		if w := f.WritesIn(ns); len(w) > 0 {
+			out[ns], n = w, n+len(w)
 		}
-		require.NoError(f.t, indexer.Replace(objs, ""))
 	}
-	f.kube.ClearActions()
+	require.Len(f.t, f.Writes(), n, "no write outside the policy namespaces")
+	return out
 }
 
-// writes returns the create/update/delete actions on NetworkPolicies, as
-// "verb namespace/name" lines.
-func (f *fixture) writes() []string {
+// sent returns the names of the NetworkPolicies written, in the order the
+// writes were sent: the order of a pass's steps, which Writes, sorted,
+// does not show.
+func (f *fixture) sent() []string {
 	var out []string
-	for _, a := range f.kube.Actions() {
+	for _, a := range f.Kube.Actions() {
 		if a.GetResource().Resource != "networkpolicies" {
 			continue
 		}
@@ -204,10 +157,9 @@ func (f *fixture) writes() []string {
 		// verb rather than the action type.
 		switch a.GetVerb() {
 		case "create", "update":
-			p := a.(interface{ GetObject() runtime.Object }).GetObject().(*networkingv1.NetworkPolicy)
-			out = append(out, a.GetVerb()+" "+p.Namespace+"/"+p.Name)
+			out = append(out, a.(core.CreateAction).GetObject().(*networkingv1.NetworkPolicy).Name)
 		case "delete":
-			out = append(out, "delete "+a.GetNamespace()+"/"+a.(core.DeleteAction).GetName())
+			out = append(out, a.(core.DeleteAction).GetName())
 		}
 	}
 	return out
@@ -241,44 +193,40 @@ func ctxPolicies(n int) []*networkingv1.NetworkPolicy {
 }
 
 func TestSyncCreatesFromEmptyThenWritesNothing(t *testing.T) {
-	f := newFixture(t)
+	f, c := newFixture(t, world{})
 	f.desired = []*networkingv1.NetworkPolicy{
 		policy("mcp-server", "deny-all-mcp-server", names.PolicyTypeDenyAll, 0),
 		policy("mcp-server", "ctx-c-s1", names.PolicyTypeContextAllow, 3000),
 		policy("mcp-host", "ctx-c-s1-egress", names.PolicyTypeContextAllow, 3000),
 	}
-	c := f.newController()
 	require.NoError(t, fullPass(c))
-	// Defaults are ensured before anything else.
-	assert.Equal(t, []string{
-		"create mcp-server/deny-all-mcp-server",
-		"create mcp-server/ctx-c-s1",
-		"create mcp-host/ctx-c-s1-egress",
+	assert.Equal(t, map[string][]string{
+		"mcp-server": {"create networkpolicies/ctx-c-s1", "create networkpolicies/deny-all-mcp-server"},
+		"mcp-host":   {"create networkpolicies/ctx-c-s1-egress"},
 	}, f.writes())
+	assert.Equal(t, []string{"deny-all-mcp-server", "ctx-c-s1", "ctx-c-s1-egress"}, f.sent(),
+		"defaults are ensured before anything else")
 	assert.True(t, f.readiness.Ready())
 	assert.Equal(t, uint64(7), f.egress.applied, "the egress version the pass used is reported applied")
 
 	// Second pass over a cluster that matches: zero writes.
-	f2 := newFixture(t)
+	f2, c2 := newFixture(t, world{policies: f.desired})
 	f2.desired = f.desired
-	f2.policies = f.desired
-	c2 := f2.newController()
 	require.NoError(t, fullPass(c2))
-	assert.Empty(t, f2.writes())
+	assert.Empty(t, f2.Writes())
 }
 
 func TestSyncUpdatesOnlyWhatDiffers(t *testing.T) {
-	f := newFixture(t)
-	f.policies = ctxPolicies(3)
+	live := ctxPolicies(3)
+	// A label someone else added survives the update.
+	live[1].Labels["team"] = "platform"
+	f, c := newFixture(t, world{policies: live})
 	f.desired = ctxPolicies(3)
 	f.desired[1] = policy("mcp-server", "ctx-c-s01", names.PolicyTypeContextAllow, 4000)
-	// A label someone else added survives the update.
-	f.policies[1].Labels["team"] = "platform"
-	c := f.newController()
 	require.NoError(t, fullPass(c))
-	require.Equal(t, []string{"update mcp-server/ctx-c-s01"}, f.writes())
+	require.Equal(t, map[string][]string{"mcp-server": {"update networkpolicies/ctx-c-s01"}}, f.writes())
 
-	upd := f.kube.Actions()[len(f.kube.Actions())-1].(core.UpdateAction).GetObject().(*networkingv1.NetworkPolicy)
+	upd := f.Kube.Actions()[len(f.Kube.Actions())-1].(core.UpdateAction).GetObject().(*networkingv1.NetworkPolicy)
 	assert.Equal(t, "platform", upd.Labels["team"])
 	assert.Equal(t, int32(4000), upd.Spec.Ingress[0].Ports[0].Port.IntVal)
 }
@@ -302,14 +250,12 @@ func TestOrphanCaps(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t)
-			f.caps = tc.caps
-			f.policies = ctxPolicies(tc.listed)
+			f, c := newFixture(t, world{policies: ctxPolicies(tc.listed)})
+			c.opts.Caps = tc.caps
 			f.desired = ctxPolicies(tc.desired)
-			c := f.newController()
 			require.NoError(t, fullPass(c))
 
-			assert.Len(t, f.writes(), tc.wantDeletes)
+			assert.Len(t, f.Writes(), tc.wantDeletes)
 			capped := 0.0
 			if tc.wantCapped != "" {
 				capped = 1
@@ -321,68 +267,60 @@ func TestOrphanCaps(t *testing.T) {
 }
 
 func TestWithheldExternalEgressIsRevokedDespiteTheCap(t *testing.T) {
-	f := newFixture(t)
-	f.caps = Caps{Absolute: 0, Percent: 0}
 	server := &clerumv1alpha1.McpServer{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "mcp-server", Name: "s1"},
 		Spec: clerumv1alpha1.McpServerSpec{EgressBindings: []clerumv1alpha1.EgressBinding{
 			{Name: "api", Host: "api.example.com"},
 		}},
 	}
-	f.servers = []*clerumv1alpha1.McpServer{server}
 	// The binding's allow exists but DNS no longer proves it: not desired.
-	f.policies = []*networkingv1.NetworkPolicy{
+	f, c := newFixture(t, world{servers: []*clerumv1alpha1.McpServer{server}, policies: []*networkingv1.NetworkPolicy{
 		policy("mcp-server", "ext-egress-s1-api", names.PolicyTypeExternalEgress, 443),
 		policy("mcp-server", "ext-egress-gone-api", names.PolicyTypeExternalEgress, 443),
-	}
-	c := f.newController()
+	}})
+	c.opts.Caps = Caps{Absolute: 0, Percent: 0}
 	require.NoError(t, fullPass(c))
-	assert.Equal(t, []string{"delete mcp-server/ext-egress-s1-api"}, f.writes(),
+	assert.Equal(t, map[string][]string{"mcp-server": {"delete networkpolicies/ext-egress-s1-api"}}, f.writes(),
 		"the unproven allow of a live server is revoked; the orphan waits for the cap")
 }
 
 func TestRepairableClass(t *testing.T) {
-	f := newFixture(t)
 	unlabelledDesired := policy("mcp-server", "ctx-c-s1", "", 3000)
 	unlabelledOrphan := policy("mcp-server", "ctx-c-old", "", 3000)
 	hostPolicy := policy("mcp-host", "allow-rpc-proxy-desktop-h1", names.PolicyTypeHost, 0)
 	unlabelledHost := policy("mcp-host", "channel-reader-h1-egress", "", 0)
 	foreign := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "mcp-server", Name: "ctx-not-ours"}}
-	f.policies = []*networkingv1.NetworkPolicy{unlabelledDesired, unlabelledOrphan, hostPolicy, unlabelledHost, foreign}
+	f, c := newFixture(t, world{policies: []*networkingv1.NetworkPolicy{unlabelledDesired, unlabelledOrphan, hostPolicy, unlabelledHost, foreign}})
 	f.desired = []*networkingv1.NetworkPolicy{policy("mcp-server", "ctx-c-s1", names.PolicyTypeContextAllow, 3000)}
-	c := f.newController()
 	require.NoError(t, fullPass(c))
-	assert.ElementsMatch(t, []string{"update mcp-server/ctx-c-s1", "delete mcp-server/ctx-c-old"}, f.writes(),
+	assert.Equal(t, map[string][]string{"mcp-server": {"delete networkpolicies/ctx-c-old", "update networkpolicies/ctx-c-s1"}}, f.writes(),
 		"the repairable class is relabelled or swept; other operators' and unmanaged policies are untouched")
 }
 
 func TestFailedRevocationDoesNotCertify(t *testing.T) {
-	f := newFixture(t)
-	f.policies = ctxPolicies(2)
+	f, c := newFixture(t, world{policies: ctxPolicies(2)})
 	f.desired = append(ctxPolicies(1), policy("mcp-server", "ctx-new", names.PolicyTypeContextAllow, 3000))
-	c := f.newController()
-	f.kube.PrependReactor("delete", "networkpolicies", func(core.Action) (bool, runtime.Object, error) {
+	f.Kube.PrependReactor("delete", "networkpolicies", func(core.Action) (bool, runtime.Object, error) {
 		return true, nil, errors.New("etcd is sad")
 	})
 	require.Error(t, fullPass(c))
 	assert.False(t, f.readiness.Ready(), "no certification while a revocation failed")
 	assert.Contains(t, f.readiness.Reasons()[ReadinessCheck], "not every revocation", "/ready says why")
-	assert.Equal(t, []string{"delete mcp-server/ctx-c-s01", "create mcp-server/ctx-new"}, f.writes(),
+	assert.Equal(t, map[string][]string{"mcp-server": {"create networkpolicies/ctx-new", "delete networkpolicies/ctx-c-s01"}}, f.writes(),
 		"a failed revocation stops neither the others nor the creates")
+	assert.Equal(t, []string{"ctx-c-s01", "ctx-new"}, f.sent(), "revocations before grants")
 	assert.Equal(t, 1.0, counterValue(t, c.metrics.WriteErrors.WithLabelValues("delete")))
 }
 
 func TestDefaultsPassEnsuresOnlyL0L1(t *testing.T) {
-	f := newFixture(t)
 	stale := policy("mcp-server", "deny-all-old", names.PolicyTypeDenyAll, 0)
-	f.policies = append(ctxPolicies(1), stale)
-	c := f.newController()
+	f, c := newFixture(t, world{policies: append(ctxPolicies(1), stale)})
 	_, err := c.syncDefaults(context.Background())
 	require.NoError(t, err)
-	for _, w := range f.writes() {
+	for _, w := range f.Writes() {
 		assert.Regexp(t, `^create `, w, "defaults pass never deletes or touches allows")
 	}
-	assert.NotEmpty(t, f.writes())
+	assert.NotEmpty(t, f.Writes())
 }
 
 // planWithoutPolicies is the real planner with its policies dropped, for
@@ -414,8 +352,7 @@ func orDefault(rule string) string {
 }
 
 func TestResyncTickIsSkippedWhileAPassRuns(t *testing.T) {
-	f := newFixture(t)
-	c := f.newController()
+	_, c := newFixture(t, world{})
 	c.opts.Resync = 5 * time.Millisecond
 	c.opts.DefaultsResync = 5 * time.Millisecond
 	c.fullInFlight.Store(true)
@@ -481,61 +418,50 @@ func TestCensus(t *testing.T) {
 }
 
 func TestDuplicateContextIDIsReportedOnTheIgnoredContext(t *testing.T) {
-	f := newFixture(t)
 	older := &clerumv1alpha1.Context{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "mcp-server", Name: "a-first", CreationTimestamp: metav1.Unix(100, 0)},
 		Spec:       clerumv1alpha1.ContextSpec{ContextID: "shared"},
 	}
 	newer := older.DeepCopy()
 	newer.Name, newer.CreationTimestamp = "b-second", metav1.Unix(200, 0)
-	f.contexts = []*clerumv1alpha1.Context{older, newer}
-	c := f.newController()
+	f, c := newFixture(t, world{contexts: []*clerumv1alpha1.Context{older, newer}})
 	c.plan = planWithoutPolicies
-	recorder := c.recorder.(*record.FakeRecorder)
 
 	require.NoError(t, fullPass(c))
-	var patched []string
-	for _, a := range f.hcc.Actions() {
-		if a.GetVerb() == "patch" {
-			patched = append(patched, a.GetSubresource()+" "+a.(core.PatchAction).GetName())
-		}
-	}
-	assert.Equal(t, []string{"status b-second"}, patched, "only the ignored Context gets the condition")
-	require.Len(t, recorder.Events, 1)
-	assert.Contains(t, <-recorder.Events, "Warning DuplicateContextID contextId shared is already held by Context a-first")
+	assert.Equal(t, []string{"patch contexts/b-second/status"}, f.Writes(), "only the ignored Context gets the condition")
+	events := f.Events()
+	require.Len(t, events, 1)
+	assert.Contains(t, events[0], "Warning DuplicateContextID contextId shared is already held by Context a-first")
 
 	require.NoError(t, fullPass(c))
-	assert.Empty(t, recorder.Events, "one event per conflict, not one per pass")
+	assert.Empty(t, f.Events(), "one event per conflict, not one per pass")
 }
 
 func TestRejectedRecipeBindingIsReportedOnce(t *testing.T) {
-	f := newFixture(t)
-	f.servers = []*clerumv1alpha1.McpServer{{
+	f, c := newFixture(t, world{servers: []*clerumv1alpha1.McpServer{{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "mcp-server", Name: "s1", Annotations: map[string]string{
 			names.AnnotationRecipeBindings: `[{"recipe":"r1","from":"someone-else","to":"w","port":8080}]`,
 		}},
 		Spec: clerumv1alpha1.McpServerSpec{Image: "i", Transport: clerumv1alpha1.Transport{Type: clerumv1alpha1.TransportSSE}},
-	}}
-	c := f.newController()
+	}}})
 	c.plan = planWithoutPolicies
-	recorder := c.recorder.(*record.FakeRecorder)
 	require.NoError(t, fullPass(c))
-	require.Len(t, recorder.Events, 1)
-	assert.Contains(t, <-recorder.Events, "Warning BindingRejected recipe:r1")
+	events := f.Events()
+	require.Len(t, events, 1)
+	assert.Contains(t, events[0], "Warning BindingRejected recipe:r1")
 	require.NoError(t, fullPass(c))
-	assert.Empty(t, recorder.Events)
+	assert.Empty(t, f.Events())
 }
 
 func TestMissingNamespaceDoesNotBlockCertification(t *testing.T) {
-	f := newFixture(t)
+	f, c := newFixture(t, world{})
 	f.desired = []*networkingv1.NetworkPolicy{
 		policy("mcp-server", "deny-all-mcp-server", names.PolicyTypeDenyAll, 0),
 		policy("sandbox-recipes", "deny-all-sandbox-recipes", names.PolicyTypeDenyAll, 0),
 		policy("sandbox-recipes", "allow-dns-egress-sandbox-recipes", names.PolicyTypeInfrastructure, 0),
 		policy("mcp-server", "ext-egress-s1-api", names.PolicyTypeExternalEgress, 443),
 	}
-	c := f.newController()
-	f.kube.PrependReactor("create", "networkpolicies", func(a core.Action) (bool, runtime.Object, error) {
+	f.Kube.PrependReactor("create", "networkpolicies", func(a core.Action) (bool, runtime.Object, error) {
 		if a.GetNamespace() == "sandbox-recipes" {
 			return true, nil, apierrors.NewNotFound(schema.GroupResource{Resource: "namespaces"}, "sandbox-recipes")
 		}
@@ -547,9 +473,9 @@ func TestMissingNamespaceDoesNotBlockCertification(t *testing.T) {
 	assert.Equal(t, 1.0, gaugeValue(t, c.metrics.MissingNamespaces))
 	assert.True(t, f.readiness.Ready(), "a namespace without pods blocks no certification")
 	assert.Equal(t, uint64(7), f.egress.applied, "nor the egress gates")
-	assert.Equal(t, []string{
-		"create mcp-server/deny-all-mcp-server",
-		"create sandbox-recipes/deny-all-sandbox-recipes", // tried once, then the namespace is skipped
-		"create mcp-server/ext-egress-s1-api",
+	assert.Equal(t, map[string][]string{
+		"mcp-server":      {"create networkpolicies/deny-all-mcp-server", "create networkpolicies/ext-egress-s1-api"},
+		"sandbox-recipes": {"create networkpolicies/deny-all-sandbox-recipes"}, // tried once, then the namespace is skipped
 	}, f.writes())
+	assert.Equal(t, []string{"deny-all-mcp-server", "deny-all-sandbox-recipes", "ext-egress-s1-api"}, f.sent())
 }

@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/require"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/record"
 
 	"github.com/clerum/hcc/pkg/names"
 	"github.com/clerum/hcc/pkg/netpol"
@@ -53,24 +52,17 @@ func TestAnUnmanagedDenyAllHolder(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t)
-			f.policies = []*networkingv1.NetworkPolicy{policy("mcp-server", "ctx-c-stale", names.PolicyTypeContextAllow, 3000)}
-			if tc.holder.Labels[names.LabelManagedBy] != "" {
-				f.policies = append(f.policies, tc.holder)
-			}
-			c := f.newController()
+			f, c := newFixture(t, world{policies: []*networkingv1.NetworkPolicy{
+				policy("mcp-server", "ctx-c-stale", names.PolicyTypeContextAllow, 3000), tc.holder}})
 			c.plan = netpol.Compute
-			if tc.holder.Labels[names.LabelManagedBy] == "" {
-				require.NoError(t, f.kube.Tracker().Add(tc.holder))
-			}
-			recorder := c.recorder.(*record.FakeRecorder)
 
 			require.NoError(t, fullPass(c))
-			assert.Contains(t, f.writes(), "delete mcp-server/ctx-c-stale", "revocations go on")
+			assert.Contains(t, f.WritesIn("mcp-server"), "delete networkpolicies/ctx-c-stale", "revocations go on")
 			assert.Equal(t, 1.0, gaugeValue(t, c.metrics.UnmanagedConflicts), "the conflict metric stays")
-			require.NotEmpty(t, recorder.Events)
-			assert.Contains(t, <-recorder.Events, "Warning UnmanagedConflict NetworkPolicy mcp-server/deny-all-mcp-server")
-			live, err := f.kube.NetworkingV1().NetworkPolicies("mcp-server").Get(t.Context(), "deny-all-mcp-server", metav1.GetOptions{})
+			events := f.Events()
+			require.NotEmpty(t, events)
+			assert.Contains(t, events[0], "Warning UnmanagedConflict NetworkPolicy mcp-server/deny-all-mcp-server")
+			live, err := f.Kube.NetworkingV1().NetworkPolicies("mcp-server").Get(t.Context(), "deny-all-mcp-server", metav1.GetOptions{})
 			require.NoError(t, err)
 			assert.Equal(t, tc.holder.Spec, live.Spec, "the holder is never written")
 
@@ -90,8 +82,9 @@ func TestAnUnmanagedDenyAllHolder(t *testing.T) {
 			// Once the holder is a default deny, the next pass certifies.
 			fixed := heldDenyAll(nil)
 			fixed.Labels = tc.holder.Labels
-			require.NoError(t, f.kube.Tracker().Update(networkingv1.SchemeGroupVersion.WithResource("networkpolicies"), fixed, "mcp-server"))
-			f.syncCaches()
+			_, err = f.Kube.NetworkingV1().NetworkPolicies("mcp-server").Update(t.Context(), fixed, metav1.UpdateOptions{})
+			require.NoError(t, err)
+			f.SyncCaches()
 			require.NoError(t, fullPass(c))
 			assert.True(t, f.readiness.Ready())
 			assert.Empty(t, f.readiness.Reasons())

@@ -38,10 +38,10 @@ func inventory(contexts, serversPer int) ([]*clerumv1alpha1.Context, []*clerumv1
 
 // convergedFixture is a fixture whose cluster already holds the real plan.
 func convergedFixture(t testing.TB, contexts, serversPer int) (*fixture, *Controller) {
-	f := newFixture(t)
-	f.contexts, f.servers = inventory(contexts, serversPer)
-	f.policies = netpol.Compute(netpol.Inventory{Contexts: f.contexts, Servers: f.servers}, testPlanOpts).Policies
-	c := f.newController()
+	w := world{}
+	w.contexts, w.servers = inventory(contexts, serversPer)
+	w.policies = netpol.Compute(netpol.Inventory{Contexts: w.contexts, Servers: w.servers}, testPlanOpts).Policies
+	f, c := newFixture(t, w)
 	c.plan = netpol.Compute // the real planner over the seeded listers
 	f.running(c)
 	return f, c
@@ -50,18 +50,14 @@ func convergedFixture(t testing.TB, contexts, serversPer int) (*fixture, *Contro
 func TestChangingOneContextWritesOnlyItsPolicies(t *testing.T) {
 	f, c := convergedFixture(t, 3, 2)
 	require.NoError(t, fullPass(c))
-	require.Empty(t, f.writes(), "converged: no writes")
+	require.Empty(t, f.Writes(), "converged: no writes")
 
 	// context-0001 drops one server: exactly its three allows go.
 	changed := f.contexts[1].DeepCopy()
 	changed.Spec.McpServers = changed.Spec.McpServers[:1]
-	require.NoError(t, f.contextIndexer.Update(changed))
+	f.Index(changed)
 	require.NoError(t, fullPass(c))
-	assert.Equal(t, []string{
-		"delete mcp-host/ctx-c0001-s0001-01-egress",
-		"delete mcp-server/ctx-c0001-s0001-01",
-		"delete rpc-proxy/rpc-egress-c0001-s0001-01",
-	}, f.writes())
+	assert.Equal(t, trio("delete", "c0001", "s0001-01"), f.writes())
 }
 
 // BenchmarkPassUnchanged is a full pass over a converged cluster of 1,000
@@ -69,13 +65,13 @@ func TestChangingOneContextWritesOnlyItsPolicies(t *testing.T) {
 func BenchmarkPassUnchanged(b *testing.B) {
 	f, c := convergedFixture(b, 1000, 10)
 	ctx := context.Background()
-	f.kube.ClearActions()
+	f.ClearWrites()
 	for b.Loop() {
 		if _, err := c.syncFull(ctx); err != nil {
 			b.Fatal(err)
 		}
 	}
-	b.ReportMetric(float64(len(f.writes()))/float64(b.N), "writes/op")
+	b.ReportMetric(float64(len(f.Writes()))/float64(b.N), "writes/op")
 	b.ReportMetric(float64(len(f.policies)), "policies")
 }
 
@@ -86,16 +82,14 @@ func BenchmarkPassOneContextChanged(b *testing.B) {
 	ctx := context.Background()
 	changed := f.contexts[500].DeepCopy()
 	changed.Spec.McpServers = changed.Spec.McpServers[1:]
-	if err := f.contextIndexer.Update(changed); err != nil {
-		b.Fatal(err)
-	}
-	f.kube.ClearActions()
+	f.Index(changed)
+	f.ClearWrites()
 	for b.Loop() {
-		// The policy cache is not updated by the fake client, so every
-		// iteration sees the same one-Context change.
+		// The policy caches are not synced, so every iteration sees the
+		// same one-Context change.
 		if _, err := c.syncFull(ctx); err != nil {
 			b.Fatal(err)
 		}
 	}
-	b.ReportMetric(float64(len(f.writes()))/float64(b.N), "writes/op")
+	b.ReportMetric(float64(len(f.Writes()))/float64(b.N), "writes/op")
 }

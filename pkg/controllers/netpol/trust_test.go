@@ -10,7 +10,6 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	core "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
@@ -24,34 +23,28 @@ import (
 // started, whatever the cache shows.
 func TestCertificationDoesNotTrustALaggingCache(t *testing.T) {
 	t.Run("a stale allow the cache has not seen is revoked before readiness", func(t *testing.T) {
-		f := newFixture(t)
-		f.contexts, f.servers = inventory(1, 1)
-		f.policies = netpol.Compute(netpol.Inventory{Contexts: f.contexts, Servers: f.servers}, testPlanOpts).Policies
-		c := f.newController()
+		contexts, servers := inventory(1, 1)
+		old := policy("mcp-server", "ctx-old-s1", names.PolicyTypeContextAllow, 3000)
+		f, c := newFixture(t, world{contexts: contexts, servers: servers,
+			policies: append(netpol.Compute(netpol.Inventory{Contexts: contexts, Servers: servers}, testPlanOpts).Policies, old)})
 		c.plan = netpol.Compute
-		// In the API server, not in the cache.
-		require.NoError(t, f.kube.Tracker().Add(policy("mcp-server", "ctx-old-s1", names.PolicyTypeContextAllow, 3000)))
+		f.Unindex(old) // in the API server, not in the cache
 
 		require.NoError(t, fullPass(c))
-		assert.Equal(t, []string{"delete mcp-server/ctx-old-s1"}, f.deletes())
+		assert.Equal(t, map[string][]string{"mcp-server": {"delete networkpolicies/ctx-old-s1"}}, f.writes())
 		assert.True(t, f.readiness.Ready())
 	})
 	t.Run("the allows of a Context deleted before start that the cache still shows are revoked before readiness", func(t *testing.T) {
-		f := newFixture(t)
-		f.caps = Caps{Absolute: 100, Percent: 100}
-		f.contexts, f.servers = inventory(2, 1)
-		f.policies = netpol.Compute(netpol.Inventory{Contexts: f.contexts, Servers: f.servers}, testPlanOpts).Policies
-		c := f.newController()
+		contexts, servers := inventory(2, 1)
+		gone := contexts[0]
+		f, c := newFixture(t, world{contexts: contexts[1:], servers: servers,
+			policies: netpol.Compute(netpol.Inventory{Contexts: contexts, Servers: servers}, testPlanOpts).Policies})
+		c.opts.Caps = Caps{Absolute: 100, Percent: 100}
 		c.plan = netpol.Compute
-		gone := f.contexts[0]
-		require.NoError(t, f.hcc.Tracker().Delete(schema.GroupVersionResource{Group: "clerum.io", Version: "v1alpha1", Resource: "contexts"}, gone.Namespace, gone.Name))
+		f.Index(gone) // deleted before the start; the cache still shows it
 
 		require.NoError(t, fullPass(c))
-		assert.Equal(t, []string{
-			"delete mcp-host/ctx-c0000-s0000-00-egress",
-			"delete mcp-server/ctx-c0000-s0000-00",
-			"delete rpc-proxy/rpc-egress-c0000-s0000-00",
-		}, f.deletes())
+		assert.Equal(t, trio("delete", "c0000", "s0000-00"), f.writes())
 		assert.True(t, f.readiness.Ready())
 	})
 }
@@ -75,32 +68,32 @@ func stripOwnerLabels(ps []*networkingv1.NetworkPolicy) []*networkingv1.NetworkP
 }
 
 func TestExistingPoliciesGainOwnerLabelsInOneUpdateEach(t *testing.T) {
-	f := newFixture(t)
-	f.contexts, f.servers = inventory(3, 2)
-	for _, s := range f.servers {
+	contexts, servers := inventory(3, 2)
+	for _, s := range servers {
 		s.Spec.EgressBindings = []clerumv1alpha1.EgressBinding{{Name: "api", CIDR: "8.8.8.0/24", Port: ptr.To[int32](443)}}
 		s.Annotations = map[string]string{names.AnnotationRecipeBindings: fmt.Sprintf(
 			`[{"recipe":"nightly","from":%q,"to":"runner","port":9000,"protocol":"TCP"}]`, s.Name)}
 	}
-	planned := netpol.Compute(netpol.Inventory{Contexts: f.contexts, Servers: f.servers}, testPlanOpts).Policies
-	f.policies = stripOwnerLabels(planned)
-	c := f.newController()
+	planned := netpol.Compute(netpol.Inventory{Contexts: contexts, Servers: servers}, testPlanOpts).Policies
+	f, c := newFixture(t, world{contexts: contexts, servers: servers, policies: stripOwnerLabels(planned)})
 	c.plan = netpol.Compute
 
 	require.NoError(t, fullPass(c))
 	updates := map[string]int{}
-	for _, w := range f.writes() {
-		require.Regexp(t, `^update `, w, "only updates: nothing is revoked or created")
-		updates[w]++
+	for ns, writes := range f.writes() {
+		for _, w := range writes {
+			require.Regexp(t, `^update `, w, "only updates: nothing is revoked or created")
+			updates[ns+" "+w]++
+		}
 	}
 	byType := map[string]int{}
 	for _, p := range planned {
 		typ := p.Labels[names.LabelPolicyType]
 		if typ == names.PolicyTypeDenyAll || typ == names.PolicyTypeInfrastructure {
-			assert.NotContains(t, updates, "update "+p.Namespace+"/"+p.Name, "L0/L1 have no owner")
+			assert.NotContains(t, updates, p.Namespace+" update networkpolicies/"+p.Name, "L0/L1 have no owner")
 			continue
 		}
-		assert.Equal(t, 1, updates["update "+p.Namespace+"/"+p.Name], p.Name)
+		assert.Equal(t, 1, updates[p.Namespace+" update networkpolicies/"+p.Name], p.Name)
 		byType[typ]++
 	}
 	// 3 Contexts × 2 servers: 6 × (ingress, host egress) context-allow, 6
@@ -111,9 +104,9 @@ func TestExistingPoliciesGainOwnerLabelsInOneUpdateEach(t *testing.T) {
 	}, byType)
 	assert.Len(t, updates, 36)
 
-	f.syncCaches()
+	f.SyncCaches()
 	require.NoError(t, fullPass(c))
-	assert.Empty(t, f.writes(), "labelled: the next pass writes nothing")
+	assert.Empty(t, f.Writes(), "labelled: the next pass writes nothing")
 }
 
 func TestAnInventoryMissingAContextRevokesNothing(t *testing.T) {
@@ -130,28 +123,26 @@ func TestAnInventoryMissingAContextRevokesNothing(t *testing.T) {
 		{name: "policies an older HCC wrote without owner labels", strip: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t)
 			team := &clerumv1alpha1.Context{ObjectMeta: metav1.ObjectMeta{Namespace: "mcp-server", Name: "team"},
 				Spec: clerumv1alpha1.ContextSpec{ContextID: "team", McpServers: []string{"x"}}}
 			teamA := &clerumv1alpha1.Context{ObjectMeta: metav1.ObjectMeta{Namespace: "mcp-server", Name: "team-a"},
 				Spec: clerumv1alpha1.ContextSpec{ContextID: "team-a"}}
-			f.servers = []*clerumv1alpha1.McpServer{testServer("x")}
+			servers := []*clerumv1alpha1.McpServer{testServer("x")}
 			for i := range 4 {
 				s := testServer(fmt.Sprintf("f%02d", i))
-				f.servers = append(f.servers, s)
+				servers = append(servers, s)
 				teamA.Spec.McpServers = append(teamA.Spec.McpServers, s.Name)
 			}
-			f.contexts = []*clerumv1alpha1.Context{team, teamA}
-			f.policies = netpol.Compute(netpol.Inventory{Contexts: f.contexts, Servers: f.servers}, testPlanOpts).Policies
+			policies := netpol.Compute(netpol.Inventory{Contexts: []*clerumv1alpha1.Context{team, teamA}, Servers: servers}, testPlanOpts).Policies
 			if tc.strip {
-				f.policies = stripOwnerLabels(f.policies)
+				policies = stripOwnerLabels(policies)
 			}
-			c := f.newController()
+			f, c := newFixture(t, world{contexts: []*clerumv1alpha1.Context{team}, servers: servers, policies: policies})
 			c.plan = netpol.Compute
-			require.NoError(t, f.hcc.Tracker().Delete(schema.GroupVersionResource{Group: "clerum.io", Version: "v1alpha1", Resource: "contexts"}, "mcp-server", "team-a"))
+			f.Index(teamA) // deleted before the start; the cache still shows it
 
 			require.NoError(t, fullPass(c))
-			assert.Empty(t, f.deletes(), "12 unexplained orphans trip the cap of 10: nothing is revoked")
+			assert.Empty(t, deletes(f.Writes()), "12 unexplained orphans trip the cap of 10: nothing is revoked")
 			assert.Equal(t, 12.0, gaugeValue(t, c.metrics.Orphans))
 			assert.Equal(t, 1.0, counterValue(t, c.metrics.OrphanCapped.WithLabelValues("absolute")))
 			assert.True(t, f.readiness.Ready(), "a tripped cap does not withhold certification")
@@ -172,10 +163,10 @@ func testServer(name string) *clerumv1alpha1.McpServer {
 func TestObservationsAreKeptUntilAPassWhoseRevocationsAllSucceeded(t *testing.T) {
 	f, c := convergedFixture(t, 2, 4) // 12 allows per Context: over the cap of 10
 	gone := f.contexts[0]
-	require.NoError(t, f.contextIndexer.Delete(gone))
+	f.Unindex(gone)
 	c.contextHandlers().OnDelete(gone)
 	refuse := true
-	f.kube.PrependReactor("delete", "networkpolicies", func(core.Action) (bool, runtime.Object, error) {
+	f.Kube.PrependReactor("delete", "networkpolicies", func(core.Action) (bool, runtime.Object, error) {
 		if refuse {
 			return true, nil, errors.New("webhook down")
 		}
@@ -187,9 +178,9 @@ func TestObservationsAreKeptUntilAPassWhoseRevocationsAllSucceeded(t *testing.T)
 	assert.True(t, observed.RetiredContextIDs[gone.Spec.ContextID], "the observation outlives the failed pass")
 
 	refuse = false
-	f.kube.ClearActions()
+	f.ClearWrites()
 	require.NoError(t, fullPass(c))
-	assert.Len(t, f.deletes(), 12, "still disowned, so revoked whatever the caps")
+	assert.Len(t, deletes(f.Writes()), 12, "still disowned, so revoked whatever the caps")
 }
 
 // After certification a cache that still shows a Context deleted before the
@@ -197,34 +188,31 @@ func TestObservationsAreKeptUntilAPassWhoseRevocationsAllSucceeded(t *testing.T)
 // keep reading the API server until every cache has reached the
 // resourceVersion of that read.
 func TestALaggingCacheDoesNotBringRevokedAllowsBack(t *testing.T) {
-	f := newFixture(t)
-	f.caps = Caps{Absolute: 100, Percent: 100}
-	f.contexts, f.servers = inventory(2, 1)
-	f.policies = netpol.Compute(netpol.Inventory{Contexts: f.contexts, Servers: f.servers}, testPlanOpts).Policies
-	c := f.newController()
+	contexts, servers := inventory(2, 1)
+	gone := contexts[0]
+	f, c := newFixture(t, world{contexts: contexts[1:], servers: servers,
+		policies: netpol.Compute(netpol.Inventory{Contexts: contexts, Servers: servers}, testPlanOpts).Policies})
+	c.opts.Caps = Caps{Absolute: 100, Percent: 100}
 	c.plan = netpol.Compute
-	gone := f.contexts[0]
-	require.NoError(t, f.hcc.Tracker().Delete(schema.GroupVersionResource{Group: "clerum.io", Version: "v1alpha1", Resource: "contexts"}, gone.Namespace, gone.Name))
+	f.Index(gone) // deleted before the start; the cache still shows it
 	require.NoError(t, fullPass(c))
-	require.Len(t, f.deletes(), 3)
+	require.Len(t, deletes(f.Writes()), 3)
 	require.True(t, f.readiness.Ready())
 	require.Len(t, c.quorumVersions, len(c.cacheVersions), "the certifying read recorded a version per cache")
 
-	f.syncCaches() // the policy caches show the revocation; the Context cache still shows the Context
+	f.SyncCaches() // the policy caches show the revocation
+	f.Index(gone)  // the Context cache still shows the Context
 	require.NoError(t, fullPass(c))
-	assert.Empty(t, f.writes(), "the caches have not caught up: the pass read the API server")
+	assert.Empty(t, f.Writes(), "the caches have not caught up: the pass read the API server")
 
 	// Once every cache reports a version at least the certifying read's,
 	// passes read the caches (here still showing the Context).
 	for i := range c.cacheVersions {
 		c.cacheVersions[i] = func() string { return "999999" }
 	}
-	f.kube.ClearActions()
+	f.ClearWrites()
 	require.NoError(t, fullPass(c))
-	assert.Equal(t, []string{
-		"create mcp-host/ctx-c0000-s0000-00-egress",
-		"create mcp-server/ctx-c0000-s0000-00",
-		"create rpc-proxy/rpc-egress-c0000-s0000-00",
-	}, f.writes(), "caught up: the pass read the caches (here left behind by the test)")
+	assert.Equal(t, trio("create", "c0000", "s0000-00"), f.writes(),
+		"caught up: the pass read the caches (here left behind by the test)")
 	assert.True(t, c.caughtUp.Load())
 }

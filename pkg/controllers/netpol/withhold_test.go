@@ -2,7 +2,6 @@ package netpol
 
 import (
 	"context"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -13,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/ptr"
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
@@ -53,20 +51,14 @@ func hostPod(name, host, contextID string) *corev1.Pod {
 	}}}
 }
 
-func trio(id, server string) []string {
-	return []string{
-		"mcp-host/ctx-" + id + "-" + server + "-egress",
-		"mcp-server/ctx-" + id + "-" + server,
-		"rpc-proxy/rpc-egress-" + id + "-" + server,
+// trio is verb of the three allows of contextId id to server, as
+// f.writes lists them.
+func trio(verb, id, server string) map[string][]string {
+	return map[string][]string{
+		"mcp-host":   {verb + " networkpolicies/ctx-" + id + "-" + server + "-egress"},
+		"mcp-server": {verb + " networkpolicies/ctx-" + id + "-" + server},
+		"rpc-proxy":  {verb + " networkpolicies/rpc-egress-" + id + "-" + server},
 	}
-}
-
-func prefixed(verb string, keys []string) []string {
-	var out []string
-	for _, k := range keys {
-		out = append(out, verb+" "+k)
-	}
-	return out
 }
 
 // drain empties c's queue of the signals so far.
@@ -78,51 +70,34 @@ func drain(c *Controller) {
 	}
 }
 
-// sortedWrites returns f.writes(), sorted.
-func (f *fixture) sortedWrites() []string {
-	w := f.writes()
-	sort.Strings(w)
-	return w
-}
-
-// events drains the fake recorder.
-func (f *fixture) events() []string {
-	rec := f.deps.Recorder.(*record.FakeRecorder)
-	var out []string
-	for {
-		select {
-		case e := <-rec.Events:
-			out = append(out, e)
-		default:
-			return out
-		}
-	}
-}
-
 // holderChange is a cluster converged on Context a holding contextId team
 // with server s1, whose Host ha runs pod ha-0; then a is deleted and Context
 // b, created later, takes team, naming servers. The Host operator has not
 // stopped ha-0 yet.
 func holderChange(t *testing.T, servers ...string) (*fixture, *Controller) {
-	f := newFixture(t)
 	a := namedContext("a", "team", t0, "s1")
-	f.contexts = []*clerumv1alpha1.Context{a}
-	f.servers = []*clerumv1alpha1.McpServer{sseServer("s1"), sseServer("s2")}
-	f.hosts = []*clerumv1alpha1.Host{hostOf("ha", "a")}
-	f.pods = []*corev1.Pod{hostPod("ha-0", "ha", "team")}
-	f.policies = netpol.Compute(netpol.Inventory{Contexts: f.contexts, Servers: f.servers}, testPlanOpts).Policies
-	c := f.newController()
+	w := world{
+		contexts: []*clerumv1alpha1.Context{a},
+		servers:  []*clerumv1alpha1.McpServer{sseServer("s1"), sseServer("s2")},
+		hosts:    []*clerumv1alpha1.Host{hostOf("ha", "a")},
+		pods:     []*corev1.Pod{hostPod("ha-0", "ha", "team")},
+	}
+	w.policies = netpol.Compute(netpol.Inventory{Contexts: w.contexts, Servers: w.servers}, testPlanOpts).Policies
+	f, c := newFixture(t, w)
 	c.plan = netpol.Compute
 	f.running(c)
 	require.NoError(t, fullPass(c))
-	require.Empty(t, f.writes(), "converged")
+	require.Empty(t, f.Writes(), "converged")
 
-	require.NoError(t, f.contextIndexer.Delete(a))
-	c.contextHandlers().OnDelete(a)
+	contexts := f.HCC.ClerumV1alpha1().Contexts("mcp-server")
+	require.NoError(t, contexts.Delete(t.Context(), a.Name, metav1.DeleteOptions{}))
 	b := namedContext("b", "team", metav1.NewTime(t0.Add(time.Hour)), servers...)
-	require.NoError(t, f.contextIndexer.Add(b))
+	_, err := contexts.Create(t.Context(), b, metav1.CreateOptions{})
+	require.NoError(t, err)
+	f.SyncCaches()
+	c.contextHandlers().OnDelete(a)
 	c.contextHandlers().OnAdd(b, false)
-	f.events()
+	f.Events()
 	return f, c
 }
 
@@ -130,11 +105,11 @@ func TestAHolderChangeWithholdsTheNewHoldersAllowsUntilTheOldHostsPodsAreGone(t 
 	f, c := holderChange(t, "s2")
 
 	require.NoError(t, fullPass(c))
-	assert.Equal(t, prefixed("delete", trio("team", "s1")), f.sortedWrites(),
+	assert.Equal(t, trio("delete", "team", "s1"), f.writes(),
 		"a's allows are revoked as usual; b's allow of s2 is not created while ha-0 carries team")
 	assert.Equal(t, 1.0, gaugeValue(t, c.metrics.GrantsWithheld))
 	assert.True(t, f.readiness.Ready(), "withholding a grant is no failed revocation")
-	events := f.events()
+	events := f.Events()
 	require.Len(t, events, 1)
 	assert.Contains(t, events[0], "Warning "+reasons.EventGrantsWithheld)
 	assert.Contains(t, events[0], "contextId team")
@@ -142,20 +117,20 @@ func TestAHolderChangeWithholdsTheNewHoldersAllowsUntilTheOldHostsPodsAreGone(t 
 	assert.Contains(t, events[0], "Context a does not hold it (Context b does)")
 
 	// A later pass still withholds, and reports nothing new.
-	f.syncCaches()
+	f.SyncCaches()
 	require.NoError(t, fullPass(c))
-	assert.Empty(t, f.writes())
-	assert.Empty(t, f.events())
+	assert.Empty(t, f.Writes())
+	assert.Empty(t, f.Events())
 
 	// The Host operator stopped ha: its pod goes, which asks for a pass,
 	// and that pass grants.
 	gone := f.pods[0]
-	require.NoError(t, f.podIndexer.Delete(gone))
+	f.Unindex(gone)
 	drain(c)
 	c.podHandlers().OnDelete(gone)
 	assert.Equal(t, 1, c.queue.Len(), "a Host pod's deletion signals a pass")
 	require.NoError(t, fullPass(c))
-	assert.Equal(t, prefixed("create", trio("team", "s2")), f.sortedWrites())
+	assert.Equal(t, trio("create", "team", "s2"), f.writes())
 	assert.Zero(t, gaugeValue(t, c.metrics.GrantsWithheld))
 }
 
@@ -163,41 +138,42 @@ func TestATerminatingPodStillWithholds(t *testing.T) {
 	f, c := holderChange(t, "s2")
 	terminating := f.pods[0].DeepCopy()
 	terminating.DeletionTimestamp = ptr.To(metav1.NewTime(t0.Add(2 * time.Hour)))
-	require.NoError(t, f.podIndexer.Update(terminating))
+	f.Index(terminating)
 	c.podHandlers().OnUpdate(f.pods[0], terminating)
 
 	require.NoError(t, fullPass(c))
-	assert.Equal(t, prefixed("delete", trio("team", "s1")), f.sortedWrites(), "a terminating pod keeps its network until it is gone")
+	assert.Equal(t, trio("delete", "team", "s1"), f.writes(), "a terminating pod keeps its network until it is gone")
 	assert.Equal(t, 1.0, gaugeValue(t, c.metrics.GrantsWithheld))
 }
 
 func TestAPodOfNoLiveHostWithholdsItsContextIDOnly(t *testing.T) {
-	f := newFixture(t)
-	f.contexts = []*clerumv1alpha1.Context{namedContext("b", "team", t0, "s1"), namedContext("other", "x", t0, "s1")}
-	f.servers = []*clerumv1alpha1.McpServer{sseServer("s1")}
-	f.hosts = []*clerumv1alpha1.Host{hostOf("hx", "other")}
-	f.pods = []*corev1.Pod{hostPod("gone-0", "gone", "team"), hostPod("hx-0", "hx", "x")}
-	f.policies = netpol.Defaults(testPlanOpts)
-	c := f.newController()
+	f, c := newFixture(t, world{
+		contexts: []*clerumv1alpha1.Context{namedContext("b", "team", t0, "s1"), namedContext("other", "x", t0, "s1")},
+		servers:  []*clerumv1alpha1.McpServer{sseServer("s1")},
+		hosts:    []*clerumv1alpha1.Host{hostOf("hx", "other")},
+		pods:     []*corev1.Pod{hostPod("gone-0", "gone", "team"), hostPod("hx-0", "hx", "x")},
+		policies: netpol.Defaults(testPlanOpts),
+	})
 	c.plan = netpol.Compute
 	f.running(c)
 
 	require.NoError(t, fullPass(c))
-	assert.Equal(t, prefixed("create", trio("x", "s1")), f.sortedWrites(),
+	assert.Equal(t, trio("create", "x", "s1"), f.writes(),
 		"team is withheld while a pod of a Host that does not exist carries it; x's own Host pod withholds nothing")
-	events := f.events()
+	events := f.Events()
 	require.Len(t, events, 1)
 	assert.Contains(t, events[0], "pod gone-0 of Host gone carries it, and no such Host exists")
 
 	// A Host named gone appears for Context b: it vouches for the pod.
 	h := hostOf("gone", "b")
-	require.NoError(t, f.hostIndexer.Add(h))
+	_, err := f.HCC.ClerumV1alpha1().Hosts(h.Namespace).Create(t.Context(), h, metav1.CreateOptions{})
+	require.NoError(t, err)
+	f.SyncCaches()
 	drain(c)
 	c.hostHandlers().OnAdd(h, false)
 	assert.Equal(t, 1, c.queue.Len(), "a new Host signals a pass")
-	f.syncCaches()
 	require.NoError(t, fullPass(c))
-	assert.Equal(t, prefixed("create", trio("team", "s1")), f.sortedWrites())
+	assert.Equal(t, trio("create", "team", "s1"), f.writes())
 }
 
 // TestAWithheldContextIDKeepsItsAllowsAndNeverWidensThem: b names s1, as a
@@ -208,51 +184,50 @@ func TestAWithheldContextIDKeepsItsAllowsAndNeverWidensThem(t *testing.T) {
 	t.Run("kept", func(t *testing.T) {
 		f, c := holderChange(t, "s1")
 		require.NoError(t, fullPass(c))
-		assert.Empty(t, f.writes(), "the allows a left are b's now: kept")
+		assert.Empty(t, f.Writes(), "the allows a left are b's now: kept")
 	})
 
 	ingress := func(f *fixture) *networkingv1.NetworkPolicy {
-		p, _, err := f.policyIndexers["mcp-server"].GetByKey("mcp-server/ctx-team-s1")
+		p, err := f.Kube.NetworkingV1().NetworkPolicies("mcp-server").Get(t.Context(), "ctx-team-s1", metav1.GetOptions{})
 		require.NoError(t, err)
-		return p.(*networkingv1.NetworkPolicy).DeepCopy()
+		return p
 	}
 	t.Run("widening", func(t *testing.T) {
 		f, c := holderChange(t, "s1")
 		narrowed := ingress(f) // narrowed by hand: mcp-proxy dropped
 		narrowed.Spec.Ingress[0].From = narrowed.Spec.Ingress[0].From[:2]
-		require.NoError(t, f.policyIndexers["mcp-server"].Update(narrowed))
+		f.Index(narrowed)
 		require.NoError(t, fullPass(c))
-		assert.Empty(t, f.writes(), "restoring the hand-narrowed allow would widen it: it waits")
+		assert.Empty(t, f.Writes(), "restoring the hand-narrowed allow would widen it: it waits")
 		assert.Equal(t, 1.0, gaugeValue(t, c.metrics.GrantsWithheld))
 
-		require.NoError(t, f.podIndexer.Delete(f.pods[0]))
+		f.Unindex(f.pods[0])
 		require.NoError(t, fullPass(c))
-		assert.Equal(t, []string{"update mcp-server/ctx-team-s1"}, f.writes())
+		assert.Equal(t, map[string][]string{"mcp-server": {"update networkpolicies/ctx-team-s1"}}, f.writes())
 	})
 	t.Run("narrowing", func(t *testing.T) {
 		f, c := holderChange(t, "s1")
 		widened := ingress(f) // widened by hand: every pod of the cluster
 		widened.Spec.Ingress[0].From = append(widened.Spec.Ingress[0].From,
 			networkingv1.NetworkPolicyPeer{NamespaceSelector: &metav1.LabelSelector{}})
-		require.NoError(t, f.policyIndexers["mcp-server"].Update(widened))
+		f.Index(widened)
 		require.NoError(t, fullPass(c))
-		assert.Equal(t, []string{"update mcp-server/ctx-team-s1"}, f.writes(), "a repair that narrows is a revocation: written")
+		assert.Equal(t, map[string][]string{"mcp-server": {"update networkpolicies/ctx-team-s1"}}, f.writes(), "a repair that narrows is a revocation: written")
 	})
 	t.Run("both", func(t *testing.T) {
 		f, c := holderChange(t, "s1")
 		moved := f.servers[0].DeepCopy() // s1 moves to another port
 		moved.Spec.Transport.Port = ptr.To[int32](4000)
-		require.NoError(t, f.serverIndexer.Update(moved))
+		f.Index(moved)
 		require.NoError(t, fullPass(c))
-		assert.Equal(t, prefixed("delete", trio("team", "s1")), f.sortedWrites(),
+		assert.Equal(t, trio("delete", "team", "s1"), f.writes(),
 			"the old port is revoked and the new one not granted: the allows go until ha-0 is gone")
 		assert.True(t, f.readiness.Ready())
 	})
 }
 
 func TestPodHandlersSignalOnlyWhatMayRelease(t *testing.T) {
-	f := newFixture(t)
-	c := f.newController()
+	_, c := newFixture(t, world{})
 	p := hostPod("ha-0", "ha", "team")
 	c.podHandlers().OnAdd(p, false)
 	terminating := p.DeepCopy()
@@ -278,19 +253,19 @@ func TestPodMetadataKeepsWhatAPassReads(t *testing.T) {
 }
 
 func TestAnInformerThatCannotBeWiredFailsRun(t *testing.T) {
-	f := newFixture(t)
-	f.newController() // builds the fixture's clients and Deps
+	f, _ := newFixture(t, world{})
 	// The Host pod informer already runs: its transform can no longer be
 	// set, and the controller must not run without it.
-	pods := f.deps.Informers.Kube("mcp-host", kit.ManagedObjects, "pods").Core().V1().Pods().Informer()
+	pods := f.Deps().Informers.Kube("mcp-host", kit.ManagedObjects, "pods").Core().V1().Pods().Informer()
 	stop := make(chan struct{})
 	defer close(stop)
 	go pods.Run(stop)
 	require.Eventually(t, pods.HasSynced, 5*time.Second, 10*time.Millisecond)
 
-	d := f.deps // a second controller over the same informers
+	d := f.Deps() // a second controller over the same informers
+	d.Readiness = f.readiness
 	d.Registry = prometheus.NewRegistry()
-	d.Queues = kit.NewQueues(d.Registry, f.clk)
+	d.Queues = kit.NewQueues(d.Registry, f.Clock)
 	c := New(d, f.egress, Options{Plan: testPlanOpts})
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()

@@ -183,8 +183,22 @@ func (f *Fixture) Unindex(obj runtime.Object) {
 // fake refused (a create that found the name taken) is listed: it was
 // sent.
 func (f *Fixture) Writes() []string {
+	return f.writes(func(core.Action) bool { return true })
+}
+
+// WritesIn is Writes of the writes to objects in namespace only, in the
+// same form: for a reconciler that writes one name in several namespaces.
+// Writes to cluster-scoped objects are WritesIn("").
+func (f *Fixture) WritesIn(namespace string) []string {
+	return f.writes(func(a core.Action) bool { return a.GetNamespace() == namespace })
+}
+
+func (f *Fixture) writes(keep func(core.Action) bool) []string {
 	var out []string
 	for _, a := range append(f.Kube.Actions(), f.HCC.Actions()...) {
+		if !keep(a) {
+			continue
+		}
 		switch a.GetVerb() {
 		case "create", "update", "patch", "delete", "delete-collection":
 		default:

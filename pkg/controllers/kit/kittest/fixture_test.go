@@ -151,6 +151,22 @@ func TestWritesListsBothClientsetsWithSubresources(t *testing.T) {
 	assert.Empty(t, f.Writes())
 }
 
+func TestWritesInKeepsOneNamespacesWrites(t *testing.T) {
+	f := kittest.NewFixture(t, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "other", Name: "old"}})
+	require.NoError(t, f.Kube.CoreV1().ConfigMaps("other").Delete(ctx, "old", metav1.DeleteOptions{}))
+	for _, namespace := range []string{ns, "other"} {
+		_, err := f.Kube.CoreV1().ConfigMaps(namespace).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "same"}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	_, err := f.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "new"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	assert.Equal(t, []string{"create configmaps/same"}, f.WritesIn(ns))
+	assert.Equal(t, []string{"create configmaps/same", "delete configmaps/old"}, f.WritesIn("other"), "in Writes' form, sorted")
+	assert.Equal(t, []string{"create namespaces/new"}, f.WritesIn(""), "cluster-scoped writes")
+	assert.Empty(t, f.WritesIn("nowhere"))
+}
+
 func applyHostStatus(t *testing.T, f *kittest.Fixture, name string, generation int64) *clerumv1alpha1.Host {
 	t.Helper()
 	h, err := f.HCC.ClerumV1alpha1().Hosts(ns).ApplyStatus(ctx,
