@@ -56,7 +56,21 @@ func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 	f := &fixture{Fixture: kittest.NewFixture(t, objs...), t: t}
 	f.c = New(f.Deps(), testConfig)
 	f.SyncCaches()
+	for _, o := range objs {
+		if cm, ok := o.(*corev1.ConfigMap); ok && cm.Name == testOptions.JWTConfigMap {
+			f.indexConfigMap(cm)
+		}
+	}
 	return f
+}
+
+// indexConfigMap puts cm into the reconciler's JWT key ConfigMap cache,
+// which is its own informer's, not one of kit.Informers', so neither
+// SyncCaches nor Index fills it.
+func (f *fixture) indexConfigMap(cm *corev1.ConfigMap) {
+	obj, err := kit.StripManagedFields(cm.DeepCopy())
+	require.NoError(f.t, err)
+	require.NoError(f.t, f.c.configMapInformer.GetIndexer().Update(obj))
 }
 
 var testConfig = Config{Namespace: ns, Build: testOptions, Resync: time.Minute, Workers: 1}
@@ -76,7 +90,7 @@ func (f *fixture) setConfigMap(cm *corev1.ConfigMap) {
 	if err := f.Kube.Tracker().Update(gvr, cm.DeepCopy(), ns); err != nil {
 		require.NoError(f.t, f.Kube.Tracker().Add(cm.DeepCopy()))
 	}
-	f.Index(cm)
+	f.indexConfigMap(cm)
 }
 
 func (f *fixture) fs(name string) *clerumv1alpha1.SharedFileSystem {
@@ -590,7 +604,7 @@ func TestAnInformerThatCannotBeWiredFailsRun(t *testing.T) {
 	err := c.Run(ctx) // without the check, it would wait for a cache that never syncs
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "sharedfilesystem: wiring")
-	assert.NoError(t, ctx.Err(), "Run returns at once")
+	assert.NoError(t, ctx.Err(), "Run returns at once, its ConfigMap informer stopped")
 	assert.Equal(t, 1.0, value(t, c.base.Errors().WithLabelValues("sharedfilesystem")))
 	families, err := f.Registry.Gather()
 	require.NoError(t, err)
@@ -730,17 +744,28 @@ func TestASizeAboveTheBoundIsNeverAskedOfTheCluster(t *testing.T) {
 	})
 }
 
+// TestTheHostOperatorMayAskForTheSameConfigMap: by default the Host
+// operator's ConfigMap and the JWT key ConfigMap are one, mcp-host-config,
+// which the Host operator takes from kit.Informers.ConfigMap (with a
+// transform that keeps only its existence) and which may be asked for
+// there once: this reconciler, which reads the key's value, builds beside
+// it with an informer of its own.
+func TestTheHostOperatorMayAskForTheSameConfigMap(t *testing.T) {
+	f := kittest.NewFixture(t)
+	f.Deps().Informers.ConfigMap(ns, testOptions.JWTConfigMap, func(obj any) (any, error) { return obj, nil })
+	require.NotPanics(t, func() { New(f.Deps(), testConfig) })
+}
+
 // TestOnlyTheJWTConfigMapIsWatched: the informer lists and watches the one
 // ConfigMap it reads, by a field selector, not every ConfigMap of the host
 // namespace.
 func TestOnlyTheJWTConfigMapIsWatched(t *testing.T) {
-	f := kittest.NewFixture(t) // its informers run: no SyncCaches
-	c := New(f.Deps(), testConfig)
+	f := newFixture(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	f.Deps().Informers.Start(ctx.Done())
-	defer f.Deps().Informers.Shutdown() // after cancel: it waits for the informers to stop
+	f.c.configMapFactory.Start(ctx.Done())
+	defer f.c.configMapFactory.Shutdown() // after cancel: it waits for the informer to stop
 	defer cancel()
-	require.Eventually(t, c.configMapInformer.HasSynced, 5*time.Second, 10*time.Millisecond)
+	require.Eventually(t, f.c.configMapInformer.HasSynced, 5*time.Second, 10*time.Millisecond)
 	var lists int
 	for _, a := range f.Kube.Actions() {
 		if a.GetResource().Resource != "configmaps" || (a.GetVerb() != "list" && a.GetVerb() != "watch") {
