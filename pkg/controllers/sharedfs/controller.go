@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/rs/zerolog"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -71,17 +70,21 @@ type Controller struct {
 	filesystems clerumlisters.SharedFileSystemLister
 	configMaps  corelisters.ConfigMapLister
 	// configMapFactory is the informer of the one ConfigMap read; it is
-	// not one of kit.Informers', so Run starts it.
+	// not one of kit.Informers', so Run starts it. Not
+	// kit.Informers.ConfigMap: the Host operator asks for the same
+	// ConfigMap there by default (CONTEXT_MAPPER_HOST_CONFIGMAP_NAME and
+	// CONTEXT_MAPPER_WFC_JWT_PUBLIC_KEY_CM are both mcp-host-config) with a
+	// transform that keeps only its existence, and a ConfigMap may be asked
+	// for once; this reconciler reads the key's value.
 	configMapFactory  kubeinformers.SharedInformerFactory
 	configMapInformer cache.SharedIndexInformer
 	deployments       appslisters.DeploymentLister
 	services          corelisters.ServiceLister
 	claims            corelisters.PersistentVolumeClaimLister
 	policies          networkinglisters.NetworkPolicyLister
-	synced            []cache.InformerSynced
 
-	queue    workqueue.TypedRateLimitingInterface[cache.ObjectName]
-	loop     *kit.Loop[cache.ObjectName]
+	base     *kit.Controller[cache.ObjectName]
+	queue    workqueue.TypedRateLimitingInterface[cache.ObjectName] // base's
 	children *kit.Children
 	// claimKind writes the data claims under HCC's mark.
 	claimKind kit.Kind[*corev1.PersistentVolumeClaim]
@@ -90,7 +93,6 @@ type Controller struct {
 	clock     clock.WithTicker
 	// statusWrites skips a status write the cache has not shown yet.
 	statusWrites *kit.StatusWrites
-	log          zerolog.Logger
 
 	state *fsState
 }
@@ -129,59 +131,54 @@ func New(d kit.Deps, cfg Config) *Controller {
 		services:          services.Lister(),
 		claims:            claims.Lister(),
 		policies:          policies.Lister(),
-		// A failed sync retries after 1 s, doubling to at most 5 min.
-		queue:        kit.New(d.Queues, "sharedfilesystem", kit.Backoff[cache.ObjectName](time.Second, 5*time.Minute)),
-		recorder:     d.Recorder,
-		metrics:      NewMetrics(d.Registry),
-		clock:        clk,
-		statusWrites: kit.NewStatusWrites(clk),
-		log:          d.Log.With().Str("controller", "sharedfilesystem").Logger(),
-		state:        newFSState(),
+		recorder:          d.Recorder,
+		metrics:           NewMetrics(d.Registry),
+		clock:             clk,
+		statusWrites:      kit.NewStatusWrites(clk),
+		state:             newFSState(),
 	}
+	// A failed sync retries after 1 s, doubling to at most 5 min.
+	c.base = kit.NewController(d, kit.Spec[cache.ObjectName]{Name: "sharedfilesystem", Sync: c.syncSharedFileSystem,
+		Resource: clerumv1alpha1.Resource("sharedfilesystems"), BaseDelay: time.Second, MaxDelay: 5 * time.Minute,
+		Workers: cfg.Workers, ErrorsMetric: "clerum_hcc_sfs_reconcile_errors_total"})
+	c.queue = c.base.Queue()
 	c.claimKind = kit.PersistentVolumeClaims.WithMarker(kit.NewMarker(cfg.Build.ClaimMark))
 	c.children = kit.NewChildren(d.Kube, clerumv1alpha1.FieldManagerSharedFileSystem, d.Recorder, func(kind string, cause kit.Cause) {
 		c.metrics.Refused.WithLabelValues(kind, string(cause)).Inc()
 	})
-	c.loop = &kit.Loop[cache.ObjectName]{Name: "sharedfilesystem", Queue: c.queue, Sync: c.syncSharedFileSystem, Log: d.Log,
-		Resource: clerumv1alpha1.Resource("sharedfilesystems"), Errors: c.metrics.SyncErrors}
 
-	enqueue := func(k cache.ObjectName) { c.queue.Add(k) }
-	_, _ = filesystems.Informer().AddEventHandler(c.ownHandlers(enqueue))
+	// The primary kind, as For declares it, and its deletions recorded.
+	c.base.Watches(filesystems.Informer(), c.ownHandlers(c.base.Add))
 	// Children of Hosts share these informers; the owner lookup ignores
 	// them (their controller reference is a Host's, and they carry no
 	// clerum.io/sharedfilesystem).
-	owner := kit.OwnerByRefOrLabel(gvk.GroupVersion().String(), gvk.Kind, ns, names.LabelSharedFileSystem)
-	for _, inf := range []cache.SharedIndexInformer{deployments.Informer(), services.Informer(), claims.Informer(), policies.Informer()} {
-		_, _ = inf.AddEventHandler(kit.ChildHandlers(owner, enqueue))
-	}
-	_, _ = configMaps.Informer().AddEventHandler(c.configMapHandlers())
-	c.synced = []cache.InformerSynced{filesystems.Informer().HasSynced, configMaps.Informer().HasSynced,
-		deployments.Informer().HasSynced, services.Informer().HasSynced, claims.Informer().HasSynced,
-		policies.Informer().HasSynced}
+	c.base.Owns(kit.OwnerByRefOrLabel(gvk.GroupVersion().String(), gvk.Kind, ns, names.LabelSharedFileSystem),
+		deployments.Informer(), services.Informer(), claims.Informer(), policies.Informer())
+	c.base.Watches(configMaps.Informer(), c.configMapHandlers())
+	// Every SharedFileSystem at once and every Resync: the full reconcile
+	// (a claim bound or a pod become ready is also an informer event, but
+	// a holder of a name removed by hand is not).
+	c.base.OnStart(func(context.Context) error { c.queueAll(); return nil })
+	c.base.Resync(cfg.Resync, c.queueAll)
 	return c
 }
 
 // Name implements kit.Reconciler.
-func (c *Controller) Name() string { return "sharedfilesystem" }
+func (c *Controller) Name() string { return c.base.Name() }
 
-// Run implements kit.Reconciler: it waits for the caches, queues every
-// SharedFileSystem at once and every Resync (the full reconcile: a claim
-// bound or a pod become ready is also an informer event, but a holder of a
-// name removed by hand is not), and serves the queue with cfg.Workers
-// workers.
+// Run implements kit.Reconciler: it starts the JWT key ConfigMap's
+// informer, then runs the reconciler (kit.Controller.Run: it fails on a
+// wiring error, waits for the caches, queues every SharedFileSystem and
+// serves the queue with cfg.Workers workers), and returns once the informer
+// has stopped too.
 func (c *Controller) Run(ctx context.Context) error {
-	c.configMapFactory.Start(ctx.Done())
+	// Run may return before ctx is done (a wiring error): the informer is
+	// stopped either way, and Shutdown waits for it.
+	ctx, cancel := context.WithCancel(ctx)
 	defer c.configMapFactory.Shutdown()
-	if err := kit.WaitForSync("sharedfilesystem", ctx.Done(), c.synced...); err != nil {
-		c.queue.ShutDown()
-		return err
-	}
-	c.queueAll()
-	var wg sync.WaitGroup
-	wg.Go(func() { kit.Every(ctx, c.clock, c.cfg.Resync, c.queueAll) })
-	c.loop.Run(ctx, max(c.cfg.Workers, 1))
-	wg.Wait()
-	return nil
+	defer cancel()
+	c.configMapFactory.Start(ctx.Done())
+	return c.base.Run(ctx)
 }
 
 // queueAll queues every SharedFileSystem in the cache.
@@ -202,7 +199,7 @@ func (c *Controller) ownHandlers(enqueue func(cache.ObjectName)) cache.ResourceE
 		UpdateFunc: own.OnUpdate,
 		DeleteFunc: func(obj any) {
 			if fs, ok := kit.Unwrap(obj).(*clerumv1alpha1.SharedFileSystem); ok && fs != nil {
-				c.state.observeDeletion(fs.Name, fs.UID)
+				c.state.deleted.Observe(fs.Name, fs.UID)
 			}
 			own.OnDelete(obj)
 		},
@@ -247,12 +244,17 @@ func (c *Controller) configMapHandlers() cache.ResourceEventHandler {
 
 // fsState is what the reconciler remembers between syncs: the file systems
 // it saw deleted, and each one's phase and block reason, for events and
-// gauges.
+// gauges (docs/reconcilers.md#memory).
 type fsState struct {
-	mu      sync.Mutex
-	deleted map[string]types.UID
-	phase   map[string]clerumv1alpha1.FileSystemPhase
-	block   map[string]string
+	// deleted: a file system's children, the data claim included, are
+	// deleted only for a deletion this process observed.
+	deleted *kit.Deletions
+	// block is each file system's block reason, so a block and its release
+	// are each one event.
+	block *kit.Reasons
+
+	mu    sync.Mutex
+	phase map[string]clerumv1alpha1.FileSystemPhase
 	// available holds the UID of each file system whose WFC this process
 	// saw available: one that stops being available is Degraded, not
 	// Initializing.
@@ -260,23 +262,8 @@ type fsState struct {
 }
 
 func newFSState() *fsState {
-	return &fsState{deleted: map[string]types.UID{}, phase: map[string]clerumv1alpha1.FileSystemPhase{},
-		block: map[string]string{}, available: map[string]types.UID{}}
-}
-
-func (s *fsState) observeDeletion(name string, uid types.UID) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.deleted[name] = uid
-}
-
-// wasDeleted reports whether this process saw a file system of that name
-// deleted and has not yet settled it.
-func (s *fsState) wasDeleted(name string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	_, ok := s.deleted[name]
-	return ok
+	return &fsState{deleted: kit.NewDeletions(gvk.Kind), block: kit.NewReasons(),
+		phase: map[string]clerumv1alpha1.FileSystemPhase{}, available: map[string]types.UID{}}
 }
 
 // wasAvailable reports whether fs's WFC has been available: seen so by
@@ -297,61 +284,28 @@ func (s *fsState) markAvailable(fs *clerumv1alpha1.SharedFileSystem) {
 	s.available[fs.Name] = fs.UID
 }
 
-// deletedOwner reports whether o is a leftover of a file system this
-// process saw deleted: its controller reference, if any, names that very
-// object (UID), not a later one of the same name.
-func (s *fsState) deletedOwner(name string, o metav1.Object) bool {
-	s.mu.Lock()
-	uid, ok := s.deleted[name]
-	s.mu.Unlock()
-	if !ok {
-		return false
-	}
-	ref := metav1.GetControllerOfNoCopy(o)
-	return ref == nil || ref.Kind != gvk.Kind || ref.UID == uid
-}
-
-// settle forgets an observed deletion once nothing of it is left.
-func (s *fsState) settle(name string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.deleted, name)
-}
-
-// setBlock records fs's block reason ("" for none) and returns the
-// previous one, so a block and its release are each one event.
-func (s *fsState) setBlock(name, reason string) (previous string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	previous = s.block[name]
-	if reason == "" {
-		delete(s.block, name)
-	} else {
-		s.block[name] = reason
-	}
-	return previous
-}
-
 func (s *fsState) setPhase(name string, p clerumv1alpha1.FileSystemPhase) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.phase[name] = p
 }
 
-// forget drops a file system that is gone from the gauges.
+// forget drops a file system that is gone from the gauges. Its deletion,
+// if observed, is remembered until its children are gone (gone).
 func (s *fsState) forget(name string) {
+	s.block.Forget(name)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.phase, name)
-	delete(s.block, name)
 	delete(s.available, name)
 }
 
-// Metrics are the reconciler's series, all named clerum_hcc_sfs_*.
+// Metrics are the reconciler's series, all named clerum_hcc_sfs_*; its
+// failed syncs are counted by its kit.Controller, in
+// clerum_hcc_sfs_reconcile_errors_total.
 type Metrics struct {
 	FileSystems *prometheus.GaugeVec
 	Blocked     *prometheus.GaugeVec
-	SyncErrors  *prometheus.CounterVec
 	Refused     *prometheus.CounterVec
 }
 
@@ -366,16 +320,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "clerum_hcc_sfs_blocked",
 			Help: "SharedFileSystems kept from deploying, by reason (ConfigMissing, ConfigInvalid).",
 		}, []string{"reason"}),
-		SyncErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "clerum_hcc_sfs_reconcile_errors_total",
-			Help: "Failed SharedFileSystem syncs.",
-		}, []string{"controller"}),
 		Refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "clerum_hcc_sfs_children_refused_total",
 			Help: "SharedFileSystem children not written because an object HCC does not own holds their name, or the change is one HCC does not make (a claim shrinking), by kind and cause.",
 		}, []string{"kind", "cause"}),
 	}
-	reg.MustRegister(m.FileSystems, m.Blocked, m.SyncErrors, m.Refused)
+	reg.MustRegister(m.FileSystems, m.Blocked, m.Refused)
 	return m
 }
 
@@ -392,15 +342,11 @@ func (m *Metrics) refresh(st *fsState) {
 	for _, p := range st.phase {
 		byPhase[p]++
 	}
-	byReason := map[string]int{}
-	for _, r := range st.block {
-		byReason[r]++
-	}
 	for _, p := range phases {
 		m.FileSystems.WithLabelValues(string(p)).Set(float64(byPhase[p]))
 	}
 	for _, r := range blockReasons {
-		m.Blocked.WithLabelValues(r).Set(float64(byReason[r]))
+		m.Blocked.WithLabelValues(r).Set(float64(st.block.Count(r)))
 	}
 }
 

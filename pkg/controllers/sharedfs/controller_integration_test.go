@@ -121,8 +121,10 @@ func TestControllerConverges(t *testing.T) {
 	// A steady state: resyncs (every 2 s) write nothing.
 	time.Sleep(time.Second) // the Ready status write lands
 	writes.Reset()
+	before := queueAdds(t, reg)
 	time.Sleep(5 * time.Second)
 	assert.Equal(t, 0, writes.Count(), "writes on a no-op resync: %s", writes)
+	assert.GreaterOrEqual(t, queueAdds(t, reg)-before, 2.0, "the resyncs ran: the file system was queued again")
 
 	require.NoError(t, w.hcc.ClerumV1alpha1().SharedFileSystems(ns).Delete(ctx, "team", metav1.DeleteOptions{}))
 	gone := func(get func() error) func() bool { return func() bool { return apierrors.IsNotFound(get()) } }
@@ -144,4 +146,26 @@ func TestControllerConverges(t *testing.T) {
 		pvc, err := w.kube.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "wfc-team-data", metav1.GetOptions{})
 		return apierrors.IsNotFound(err) || (err == nil && pvc.DeletionTimestamp != nil)
 	})
+}
+
+// queueAdds is how many keys the reconciler's queue has been given
+// (workqueue_adds_total{name="sharedfilesystem"}).
+func queueAdds(t *testing.T, reg *prometheus.Registry) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range families {
+		if mf.GetName() != "workqueue_adds_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "name" && l.GetValue() == "sharedfilesystem" {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	t.Fatal("no workqueue_adds_total for sharedfilesystem")
+	return 0
 }

@@ -4,38 +4,29 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
-	"sort"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
-	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	kubefake "k8s.io/client-go/kubernetes/fake"
 	core "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
-	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/controllers/kit"
+	"github.com/clerum/hcc/pkg/controllers/kit/kittest"
 	"github.com/clerum/hcc/pkg/controllers/sharedfs/resources"
-	hccfake "github.com/clerum/hcc/pkg/generated/clientset/versioned/fake"
 	"github.com/clerum/hcc/pkg/mark"
 	"github.com/clerum/hcc/pkg/names"
 	"github.com/clerum/hcc/pkg/reasons"
@@ -43,22 +34,13 @@ import (
 
 const ns = "mcp-host"
 
-var t0 = time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
-
-// fixture is the reconciler over fake clientsets whose caches are seeded by
-// hand; syncSharedFileSystem is called directly and the exact writes
-// asserted.
+// fixture is the reconciler over kittest's fake API server, its caches
+// filled through its own informers; syncSharedFileSystem is called
+// directly and the exact writes asserted.
 type fixture struct {
-	t        *testing.T
-	kube     *kubefake.Clientset
-	hcc      *hccfake.Clientset
-	c        *Controller
-	deps     kit.Deps
-	reg      *prometheus.Registry
-	recorder *record.FakeRecorder
-
-	mu      sync.Mutex
-	applied map[string][]clerumv1alpha1.SharedFileSystemStatus
+	*kittest.Fixture
+	t *testing.T
+	c *Controller
 }
 
 // jwtConfigMap is the platform's ConfigMap holding value under the key.
@@ -67,152 +49,54 @@ func jwtConfigMap(value string) *corev1.ConfigMap {
 		Data: map[string]string{testOptions.JWTConfigMapKey: value, "OTHER": "x"}}
 }
 
+// newFixture is the reconciler over a fake API server holding objs, its
+// caches showing them.
 func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 	t.Helper()
-	clk := clocktesting.NewFakeClock(t0)
-	f := &fixture{t: t, recorder: record.NewFakeRecorder(1000), applied: map[string][]clerumv1alpha1.SharedFileSystemStatus{}}
-	var kubeObjs []runtime.Object
+	f := &fixture{Fixture: kittest.NewFixture(t, objs...), t: t}
+	f.c = New(f.Deps(), testConfig)
+	f.SyncCaches()
 	for _, o := range objs {
-		if _, ok := o.(*clerumv1alpha1.SharedFileSystem); !ok {
-			kubeObjs = append(kubeObjs, o)
-		}
-	}
-	f.kube = kubefake.NewClientset(kubeObjs...)
-	// An update of the main resource keeps the status, as on the API
-	// server (the fake would drop it).
-	keepStatus := func(a core.Action) (bool, runtime.Object, error) {
-		u := a.(core.UpdateAction)
-		if u.GetSubresource() != "" {
-			return false, nil, nil
-		}
-		old, err := f.kube.Tracker().Get(u.GetResource(), u.GetNamespace(), u.GetObject().(metav1.Object).GetName())
-		if err != nil {
-			return false, nil, nil
-		}
-		switch o := u.GetObject().(type) {
-		case *corev1.PersistentVolumeClaim:
-			o.Status = old.(*corev1.PersistentVolumeClaim).Status
-		case *appsv1.Deployment:
-			o.Status = old.(*appsv1.Deployment).Status
-		}
-		return false, nil, nil
-	}
-	// The API server gives every object a UID; a claim's mark is over it.
-	var uids atomic.Int64
-	f.kube.PrependReactor("create", "*", func(a core.Action) (bool, runtime.Object, error) {
-		if o, ok := a.(core.CreateAction).GetObject().(metav1.Object); ok && o.GetUID() == "" {
-			o.SetUID(types.UID(fmt.Sprintf("uid-created-%d", uids.Add(1))))
-		}
-		return false, nil, nil
-	})
-	f.kube.PrependReactor("update", "persistentvolumeclaims", keepStatus)
-	f.kube.PrependReactor("update", "deployments", keepStatus)
-	f.hcc = hccfake.NewClientset()
-	// The fake clientset cannot apply a CRD's status: capture it, and
-	// store it as the API server would.
-	f.hcc.PrependReactor("patch", "sharedfilesystems", func(a core.Action) (bool, runtime.Object, error) {
-		p := a.(core.PatchAction)
-		require.Equal(t, "status", p.GetSubresource())
-		require.Equal(t, types.ApplyPatchType, p.GetPatchType())
-		var applied clerumv1alpha1.SharedFileSystem
-		require.NoError(t, json.Unmarshal(p.GetPatch(), &applied))
-		f.mu.Lock()
-		f.applied[p.GetName()] = append(f.applied[p.GetName()], applied.Status)
-		f.mu.Unlock()
-		return true, &clerumv1alpha1.SharedFileSystem{}, nil
-	})
-	f.reg = prometheus.NewRegistry()
-	f.deps = kit.Deps{Kube: f.kube, HCC: f.hcc, Informers: kit.NewInformers(f.kube, f.hcc), Recorder: f.recorder,
-		Registry: f.reg, Queues: kit.NewQueues(f.reg, clk), Clock: clk, Log: zerolog.New(&bytes.Buffer{})}
-	f.c = New(f.deps, Config{Namespace: ns, Build: testOptions, Resync: time.Minute, Workers: 1})
-	for _, o := range objs {
-		switch o := o.(type) {
-		case *clerumv1alpha1.SharedFileSystem:
-			require.NoError(t, f.hcc.Tracker().Add(o.DeepCopy()))
-			f.index(o)
-		case *corev1.ConfigMap:
-			f.index(o)
-		default:
-			if isManaged(o) {
-				f.index(o)
-			}
+		if cm, ok := o.(*corev1.ConfigMap); ok && cm.Name == testOptions.JWTConfigMap {
+			f.indexConfigMap(cm)
 		}
 	}
 	return f
 }
 
-func isManaged(o runtime.Object) bool {
-	m, err := meta.Accessor(o)
-	return err == nil && m.GetLabels()[names.LabelManagedBy] == names.ManagedByValue
+// indexConfigMap puts cm into the reconciler's JWT key ConfigMap cache,
+// which is its own informer's, not one of kit.Informers', so neither
+// SyncCaches nor Index fills it.
+func (f *fixture) indexConfigMap(cm *corev1.ConfigMap) {
+	obj, err := kit.StripManagedFields(cm.DeepCopy())
+	require.NoError(f.t, err)
+	require.NoError(f.t, f.c.configMapInformer.GetIndexer().Update(obj))
 }
 
-func (f *fixture) indexer(obj runtime.Object) cache.Indexer {
-	inf := f.deps.Informers
-	switch obj.(type) {
-	case *clerumv1alpha1.SharedFileSystem:
-		return inf.HCC(ns).Clerum().V1alpha1().SharedFileSystems().Informer().GetIndexer()
-	case *corev1.ConfigMap:
-		return f.c.configMapInformer.GetIndexer()
-	case *appsv1.Deployment:
-		return inf.Kube(ns, kit.ManagedObjects, "deployments").Apps().V1().Deployments().Informer().GetIndexer()
-	case *corev1.Service:
-		return inf.Kube(ns, kit.ManagedObjects, "services").Core().V1().Services().Informer().GetIndexer()
-	case *corev1.PersistentVolumeClaim:
-		return inf.Kube(ns, kit.ManagedObjects, "persistentvolumeclaims").Core().V1().PersistentVolumeClaims().Informer().GetIndexer()
-	case *networkingv1.NetworkPolicy:
-		return inf.Kube(ns, kit.ManagedObjects, "networkpolicies").Networking().V1().NetworkPolicies().Informer().GetIndexer()
-	}
-	f.t.Fatalf("no informer for %T", obj)
-	return nil
-}
+var testConfig = Config{Namespace: ns, Build: testOptions, Resync: time.Minute, Workers: 1}
 
-func (f *fixture) index(obj runtime.Object) {
-	require.NoError(f.t, f.indexer(obj).Update(obj.DeepCopyObject()))
-}
+var sharedFileSystems = clerumv1alpha1.Resource("sharedfilesystems").WithVersion("v1alpha1")
 
 // setFS replaces fs in the fake API server and the cache.
 func (f *fixture) setFS(fs *clerumv1alpha1.SharedFileSystem) {
-	require.NoError(f.t, f.hcc.Tracker().Update(clerumv1alpha1.Resource("sharedfilesystems").WithVersion("v1alpha1"), fs.DeepCopy(), ns))
-	f.index(fs)
+	require.NoError(f.t, f.HCC.Tracker().Update(sharedFileSystems, fs.DeepCopy(), ns))
+	f.Index(fs)
+}
+
+// setConfigMap puts cm in the fake API server and the cache, as the
+// platform changing it would.
+func (f *fixture) setConfigMap(cm *corev1.ConfigMap) {
+	gvr := corev1.SchemeGroupVersion.WithResource("configmaps")
+	if err := f.Kube.Tracker().Update(gvr, cm.DeepCopy(), ns); err != nil {
+		require.NoError(f.t, f.Kube.Tracker().Add(cm.DeepCopy()))
+	}
+	f.indexConfigMap(cm)
 }
 
 func (f *fixture) fs(name string) *clerumv1alpha1.SharedFileSystem {
-	fs, err := f.hcc.ClerumV1alpha1().SharedFileSystems(ns).Get(context.Background(), name, metav1.GetOptions{})
+	fs, err := f.HCC.ClerumV1alpha1().SharedFileSystems(ns).Get(context.Background(), name, metav1.GetOptions{})
 	require.NoError(f.t, err)
 	return fs
-}
-
-// syncCaches makes every cache show what the fake API server holds (the
-// file systems with the status last applied) and forgets the actions.
-func (f *fixture) syncCaches() {
-	f.t.Helper()
-	ctx := context.Background()
-	replace := func(items []runtime.Object, sample runtime.Object) {
-		var keep []any
-		for _, o := range items {
-			if isManaged(o) {
-				keep = append(keep, o)
-			}
-		}
-		require.NoError(f.t, f.indexer(sample).Replace(keep, ""))
-	}
-	ds, _ := f.kube.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{})
-	replace(objects(ds.Items), &appsv1.Deployment{})
-	ss, _ := f.kube.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
-	replace(objects(ss.Items), &corev1.Service{})
-	cs, _ := f.kube.CoreV1().PersistentVolumeClaims(ns).List(ctx, metav1.ListOptions{})
-	replace(objects(cs.Items), &corev1.PersistentVolumeClaim{})
-	ps, _ := f.kube.NetworkingV1().NetworkPolicies(ns).List(ctx, metav1.ListOptions{})
-	replace(objects(ps.Items), &networkingv1.NetworkPolicy{})
-	all, _ := f.hcc.ClerumV1alpha1().SharedFileSystems(ns).List(ctx, metav1.ListOptions{})
-	for i := range all.Items {
-		fs := &all.Items[i]
-		if st, ok := f.lastStatus(fs.Name); ok {
-			fs.Status = st
-			f.setFS(fs)
-		}
-	}
-	f.clearActions()
 }
 
 func objects[T any, P interface {
@@ -226,11 +110,6 @@ func objects[T any, P interface {
 	return out
 }
 
-func (f *fixture) clearActions() {
-	f.kube.ClearActions()
-	f.hcc.ClearActions()
-}
-
 func (f *fixture) sync(name string) (kit.Result, error) {
 	return f.c.syncSharedFileSystem(context.Background(), cache.ObjectName{Namespace: ns, Name: name})
 }
@@ -242,47 +121,12 @@ func (f *fixture) mustSync(name string) kit.Result {
 	return r
 }
 
-// writes lists every write sent, as "verb resource/name[/subresource]",
-// sorted.
-func (f *fixture) writes() []string {
-	var out []string
-	for _, a := range append(f.kube.Actions(), f.hcc.Actions()...) {
-		switch a.GetVerb() {
-		case "create", "update", "delete", "patch":
-		default:
-			continue
-		}
-		name := ""
-		if o, ok := a.(interface{ GetObject() runtime.Object }); ok && o.GetObject() != nil {
-			name = o.GetObject().(metav1.Object).GetName()
-		} else if n, ok := a.(interface{ GetName() string }); ok {
-			name = n.GetName()
-		}
-		w := a.GetVerb() + " " + a.GetResource().Resource + "/" + name
-		if s := a.GetSubresource(); s != "" {
-			w += "/" + s
-		}
-		out = append(out, w)
-	}
-	sort.Strings(out)
-	return out
-}
-
-func (f *fixture) lastStatus(name string) (clerumv1alpha1.SharedFileSystemStatus, bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	all := f.applied[name]
-	if len(all) == 0 {
-		return clerumv1alpha1.SharedFileSystemStatus{}, false
-	}
-	return all[len(all)-1], true
-}
-
+// status is the status last applied to the file system name.
 func (f *fixture) status(name string) clerumv1alpha1.SharedFileSystemStatus {
 	f.t.Helper()
-	st, ok := f.lastStatus(name)
-	require.True(f.t, ok, "no status applied for %s", name)
-	return st
+	applied := kittest.Applied[*clerumv1alpha1.SharedFileSystem](f.Fixture, ns, name)
+	require.NotEmpty(f.t, applied, "no status applied for %s", name)
+	return applied[len(applied)-1].Status
 }
 
 func (f *fixture) condition(name, typ string) metav1.Condition {
@@ -292,26 +136,29 @@ func (f *fixture) condition(name, typ string) metav1.Condition {
 	return *c
 }
 
-func (f *fixture) events() []string {
-	var out []string
-	for {
-		select {
-		case e := <-f.recorder.Events:
-			out = append(out, e)
-		default:
-			return out
+// logLines returns every log line written, each as its fields.
+func (f *fixture) logLines() []map[string]any {
+	f.t.Helper()
+	var out []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(f.Log()), "\n") {
+		if l == "" {
+			continue
 		}
+		var m map[string]any
+		require.NoError(f.t, json.Unmarshal([]byte(l), &m), "%s", l)
+		out = append(out, m)
 	}
+	return out
 }
 
 func (f *fixture) deployment(name string) *appsv1.Deployment {
-	d, err := f.kube.AppsV1().Deployments(ns).Get(context.Background(), name, metav1.GetOptions{})
+	d, err := f.Kube.AppsV1().Deployments(ns).Get(context.Background(), name, metav1.GetOptions{})
 	require.NoError(f.t, err)
 	return d
 }
 
 func (f *fixture) claim(name string) *corev1.PersistentVolumeClaim {
-	c, err := f.kube.CoreV1().PersistentVolumeClaims(ns).Get(context.Background(), name, metav1.GetOptions{})
+	c, err := f.Kube.CoreV1().PersistentVolumeClaims(ns).Get(context.Background(), name, metav1.GetOptions{})
 	require.NoError(f.t, err)
 	return c
 }
@@ -322,13 +169,13 @@ func (f *fixture) claim(name string) *corev1.PersistentVolumeClaim {
 func (f *fixture) bindClaim(fs string) {
 	c := f.claim(names.WFCData(fs))
 	c.Spec.VolumeName = "local-pv-07"
-	c, err := f.kube.CoreV1().PersistentVolumeClaims(ns).Update(context.Background(), c, metav1.UpdateOptions{})
+	c, err := f.Kube.CoreV1().PersistentVolumeClaims(ns).Update(context.Background(), c, metav1.UpdateOptions{})
 	require.NoError(f.t, err)
 	c.Status.Phase = corev1.ClaimBound
-	c, err = f.kube.CoreV1().PersistentVolumeClaims(ns).UpdateStatus(context.Background(), c, metav1.UpdateOptions{})
+	c, err = f.Kube.CoreV1().PersistentVolumeClaims(ns).UpdateStatus(context.Background(), c, metav1.UpdateOptions{})
 	require.NoError(f.t, err)
-	f.index(c)
-	f.clearActions()
+	f.Index(c)
+	f.ClearWrites()
 }
 
 // setAvailable makes fs's Deployment available (or not), as the
@@ -340,10 +187,10 @@ func (f *fixture) setAvailable(fs string, available bool) {
 	if available {
 		d.Status.AvailableReplicas = 1
 	}
-	_, err := f.kube.AppsV1().Deployments(ns).UpdateStatus(context.Background(), d, metav1.UpdateOptions{})
+	d, err := f.Kube.AppsV1().Deployments(ns).UpdateStatus(context.Background(), d, metav1.UpdateOptions{})
 	require.NoError(f.t, err)
-	f.index(d)
-	f.clearActions()
+	f.Index(d)
+	f.ClearWrites()
 }
 
 func created(fs string) []string {
@@ -362,8 +209,8 @@ func created(fs string) []string {
 func deployed(t *testing.T, fs *clerumv1alpha1.SharedFileSystem, key string) *fixture {
 	f := newFixture(t, fs, jwtConfigMap(key))
 	f.mustSync(fs.Name)
-	f.syncCaches()
-	f.events()
+	f.SyncCaches()
+	f.Events()
 	return f
 }
 
@@ -371,7 +218,7 @@ func TestCreate(t *testing.T) {
 	key := rsaKey(t)
 	f := newFixture(t, newFS("team", withHosts("alice")), jwtConfigMap(key))
 	f.mustSync("team")
-	assert.Equal(t, created("team"), f.writes())
+	assert.Equal(t, created("team"), f.Writes())
 
 	d := f.deployment("wfc-team")
 	want := resources.BuildDeployment(newFS("team", withHosts("alice")), resources.KeyDigest(key), testOptions)
@@ -393,8 +240,8 @@ func TestCreate(t *testing.T) {
 func TestResyncWritesNothing(t *testing.T) {
 	f := deployed(t, newFS("team", withHosts("alice"), withDirs("inbox")), rsaKey(t))
 	f.mustSync("team")
-	assert.Empty(t, f.writes(), "a no-op resync writes nothing")
-	assert.Empty(t, f.events())
+	assert.Empty(t, f.Writes(), "a no-op resync writes nothing")
+	assert.Empty(t, f.Events())
 }
 
 func TestPhaseTransitions(t *testing.T) {
@@ -403,30 +250,30 @@ func TestPhaseTransitions(t *testing.T) {
 	// The claim binds; the WFC is not ready yet.
 	f.bindClaim("team")
 	f.mustSync("team")
-	assert.Equal(t, []string{"patch sharedfilesystems/team/status"}, f.writes())
+	assert.Equal(t, []string{"patch sharedfilesystems/team/status"}, f.Writes())
 	assert.Equal(t, clerumv1alpha1.FileSystemInitializing, f.status("team").Phase)
 	assert.Equal(t, metav1.ConditionTrue, f.condition("team", clerumv1alpha1.ConditionVolumeBound).Status)
 	assert.Equal(t, reasons.Progressing, f.condition("team", clerumv1alpha1.ConditionReady).Reason)
-	f.syncCaches()
+	f.SyncCaches()
 
 	// The WFC becomes available: Ready.
 	f.setAvailable("team", true)
 	f.mustSync("team")
-	assert.Equal(t, []string{"patch sharedfilesystems/team/status"}, f.writes())
+	assert.Equal(t, []string{"patch sharedfilesystems/team/status"}, f.Writes())
 	assert.Equal(t, clerumv1alpha1.FileSystemReady, f.status("team").Phase)
 	assert.Equal(t, metav1.ConditionTrue, f.condition("team", clerumv1alpha1.ConditionReady).Status)
 	assert.Equal(t, metav1.ConditionTrue, f.condition("team", clerumv1alpha1.ConditionWorkloadReady).Status)
-	f.syncCaches()
+	f.SyncCaches()
 	f.mustSync("team")
-	assert.Empty(t, f.writes())
+	assert.Empty(t, f.Writes())
 
 	// It stops being available: Degraded, not Initializing.
 	f.setAvailable("team", false)
 	f.mustSync("team")
-	assert.Equal(t, []string{"patch sharedfilesystems/team/status"}, f.writes())
+	assert.Equal(t, []string{"patch sharedfilesystems/team/status"}, f.Writes())
 	assert.Equal(t, clerumv1alpha1.FileSystemDegraded, f.status("team").Phase)
 	assert.Equal(t, metav1.ConditionFalse, f.condition("team", clerumv1alpha1.ConditionWorkloadReady).Status)
-	f.syncCaches()
+	f.SyncCaches()
 
 	// Back: Ready again.
 	f.setAvailable("team", true)
@@ -450,16 +297,16 @@ func TestSpecChange(t *testing.T) {
 			"update deployments/wfc-team",
 			"update networkpolicies/wfc-team-egress",
 			"update networkpolicies/wfc-team-ingress",
-		}, f.writes())
-		p, err := f.kube.NetworkingV1().NetworkPolicies(ns).Get(context.Background(), "wfc-team-ingress", metav1.GetOptions{})
+		}, f.Writes())
+		p, err := f.Kube.NetworkingV1().NetworkPolicies(ns).Get(context.Background(), "wfc-team-ingress", metav1.GetOptions{})
 		require.NoError(t, err)
 		assert.Equal(t, []string{"alice", "bob"}, p.Spec.Ingress[0].From[0].PodSelector.MatchExpressions[0].Values)
-		e, err := f.kube.NetworkingV1().NetworkPolicies(ns).Get(context.Background(), "wfc-team-egress", metav1.GetOptions{})
+		e, err := f.Kube.NetworkingV1().NetworkPolicies(ns).Get(context.Background(), "wfc-team-egress", metav1.GetOptions{})
 		require.NoError(t, err)
 		assert.Equal(t, []string{"alice", "bob"}, e.Spec.PodSelector.MatchExpressions[0].Values, "the Hosts' pods may send")
 		assert.Equal(t, "alice,bob", envMap(f.deployment("wfc-team").Spec.Template.Spec.Containers[0])[resources.EnvAllowedHosts])
 		assert.Equal(t, int64(2), f.status("team").ObservedGeneration)
-		f.syncCaches()
+		f.SyncCaches()
 	})
 	t.Run("directories: the init container follows", func(t *testing.T) {
 		fs := f.fs("team")
@@ -467,23 +314,23 @@ func TestSpecChange(t *testing.T) {
 		fs.Generation = 3
 		f.setFS(fs)
 		f.mustSync("team")
-		assert.Equal(t, []string{"patch sharedfilesystems/team/status", "update deployments/wfc-team"}, f.writes())
+		assert.Equal(t, []string{"patch sharedfilesystems/team/status", "update deployments/wfc-team"}, f.Writes())
 		inits := f.deployment("wfc-team").Spec.Template.Spec.InitContainers
 		require.Len(t, inits, 1)
 		assert.Contains(t, inits[0].Command, "inbox")
-		f.syncCaches()
+		f.SyncCaches()
 	})
 	t.Run("the JWT key: the pods roll; another key of the ConfigMap: nothing", func(t *testing.T) {
 		other := jwtConfigMap(key)
 		other.Data["OTHER"] = "changed"
-		f.index(other)
+		f.setConfigMap(other)
 		f.mustSync("team")
-		assert.Empty(t, f.writes())
+		assert.Empty(t, f.Writes())
 
 		newKey := ecKey(t)
-		f.index(jwtConfigMap(newKey))
+		f.setConfigMap(jwtConfigMap(newKey))
 		f.mustSync("team")
-		assert.Equal(t, []string{"update deployments/wfc-team"}, f.writes())
+		assert.Equal(t, []string{"update deployments/wfc-team"}, f.Writes())
 		assert.Equal(t, resources.KeyDigest(newKey), f.deployment("wfc-team").Spec.Template.Annotations[resources.AnnotationJWTKeyDigest])
 	})
 }
@@ -504,16 +351,16 @@ func TestSizeGrowsNeverShrinks(t *testing.T) {
 		"patch sharedfilesystems/team/status",
 		"update deployments/wfc-team",
 		"update networkpolicies/wfc-team-ingress",
-	}, f.writes())
+	}, f.Writes())
 	size := f.claim("wfc-team-data").Spec.Resources.Requests[corev1.ResourceStorage]
 	assert.Equal(t, "20Gi", size.String())
 	assert.Equal(t, clerumv1alpha1.FileSystemDegraded, f.status("team").Phase)
 	vb := f.condition("team", clerumv1alpha1.ConditionVolumeBound)
 	assert.Equal(t, reasons.ShrinkRefused, vb.Reason)
 	assert.Equal(t, reasons.ShrinkRefused, f.condition("team", clerumv1alpha1.ConditionReady).Reason)
-	assert.Contains(t, f.events(), "Warning ChangeRefused PersistentVolumeClaim mcp-host/wfc-team-data is not written: its storage request would shrink from 20Gi to 5Gi; a claim only grows; it is left as it is")
+	assert.Contains(t, f.Events(), "Warning ChangeRefused PersistentVolumeClaim mcp-host/wfc-team-data is not written: its storage request would shrink from 20Gi to 5Gi; a claim only grows; it is left as it is")
 	assert.Equal(t, 1.0, value(t, f.c.metrics.Refused.WithLabelValues("PersistentVolumeClaim", "Shrink")))
-	f.syncCaches()
+	f.SyncCaches()
 
 	// Growing is written.
 	fs = f.fs("team")
@@ -521,7 +368,7 @@ func TestSizeGrowsNeverShrinks(t *testing.T) {
 	fs.Generation = 3
 	f.setFS(fs)
 	f.mustSync("team")
-	assert.Equal(t, []string{"patch sharedfilesystems/team/status", "update persistentvolumeclaims/wfc-team-data"}, f.writes())
+	assert.Equal(t, []string{"patch sharedfilesystems/team/status", "update persistentvolumeclaims/wfc-team-data"}, f.Writes())
 	size = f.claim("wfc-team-data").Spec.Resources.Requests[corev1.ResourceStorage]
 	assert.Equal(t, "30Gi", size.String())
 	assert.Equal(t, reasons.ClaimBound, f.condition("team", clerumv1alpha1.ConditionVolumeBound).Reason)
@@ -546,13 +393,13 @@ func TestConfigBlocks(t *testing.T) {
 			}
 			f := newFixture(t, objs...)
 			f.mustSync("team")
-			assert.Equal(t, []string{"patch sharedfilesystems/team/status"}, f.writes(), "nothing is created")
+			assert.Equal(t, []string{"patch sharedfilesystems/team/status"}, f.Writes(), "nothing is created")
 			assert.Equal(t, clerumv1alpha1.FileSystemDegraded, f.status("team").Phase)
 			cr := f.condition("team", clerumv1alpha1.ConditionConfigResolved)
 			assert.Equal(t, metav1.ConditionFalse, cr.Status)
 			assert.Equal(t, tc.reason, cr.Reason)
 			assert.Equal(t, tc.reason, f.condition("team", clerumv1alpha1.ConditionReady).Reason)
-			events := f.events()
+			events := f.Events()
 			require.Len(t, events, 1)
 			assert.Contains(t, events[0], "Warning Blocked "+tc.reason)
 			assert.Equal(t, 1.0, value(t, f.c.metrics.Blocked.WithLabelValues(tc.reason)))
@@ -562,7 +409,7 @@ func TestConfigBlocks(t *testing.T) {
 	t.Run("a deployed file system is not rolled, and released once fixed", func(t *testing.T) {
 		key := rsaKey(t)
 		f := deployed(t, newFS("team", withHosts("alice", "bob")), key)
-		f.index(jwtConfigMap("garbage"))
+		f.setConfigMap(jwtConfigMap("garbage"))
 		fs := f.fs("team")
 		fs.Spec.HostRefs = []string{"alice"}
 		fs.Generation = 2
@@ -570,21 +417,69 @@ func TestConfigBlocks(t *testing.T) {
 		f.mustSync("team")
 		// Only the revocation of bob reaches the cluster.
 		assert.Equal(t, []string{"patch sharedfilesystems/team/status", "update networkpolicies/wfc-team-egress",
-			"update networkpolicies/wfc-team-ingress"}, f.writes(), "bob loses both halves")
+			"update networkpolicies/wfc-team-ingress"}, f.Writes(), "bob loses both halves")
 		assert.Equal(t, resources.KeyDigest(key), f.deployment("wfc-team").Spec.Template.Annotations[resources.AnnotationJWTKeyDigest])
-		assert.Len(t, f.events(), 1)
-		f.syncCaches()
+		assert.Len(t, f.Events(), 1)
+		f.SyncCaches()
 		f.mustSync("team")
-		assert.Empty(t, f.writes())
-		assert.Empty(t, f.events(), "one event per block")
+		assert.Empty(t, f.Writes())
+		assert.Empty(t, f.Events(), "one event per block")
 
-		f.index(jwtConfigMap(key))
+		f.setConfigMap(jwtConfigMap(key))
 		f.mustSync("team")
-		assert.Equal(t, []string{"patch sharedfilesystems/team/status", "update deployments/wfc-team"}, f.writes())
-		events := f.events()
+		assert.Equal(t, []string{"patch sharedfilesystems/team/status", "update deployments/wfc-team"}, f.Writes())
+		events := f.Events()
 		require.Len(t, events, 1)
 		assert.Contains(t, events[0], "Normal Released")
 	})
+}
+
+// TestTheBlockedGaugeCountsTheFileSystemsBlockedNow: each blocked file
+// system counts once under its reason, until it is released or gone.
+func TestTheBlockedGaugeCountsTheFileSystemsBlockedNow(t *testing.T) {
+	f := newFixture(t, newFS("a"), newFS("b"))
+	blocked := func(reason string) float64 { return value(t, f.c.metrics.Blocked.WithLabelValues(reason)) }
+	f.mustSync("a")
+	f.mustSync("b")
+	f.mustSync("b")
+	assert.Equal(t, 2.0, blocked(reasons.ConfigMissing), "one each, however often synced")
+
+	require.NoError(t, f.HCC.Tracker().Delete(sharedFileSystems, ns, "a"))
+	f.Unindex(newFS("a"))
+	f.mustSync("a")
+	assert.Equal(t, 1.0, blocked(reasons.ConfigMissing), "a file system gone is not blocked")
+
+	f.setConfigMap(jwtConfigMap("not a key"))
+	f.mustSync("b")
+	assert.Equal(t, 0.0, blocked(reasons.ConfigMissing))
+	assert.Equal(t, 1.0, blocked(reasons.ConfigInvalid), "moved to its new reason")
+
+	f.setConfigMap(jwtConfigMap(rsaKey(t)))
+	f.mustSync("b")
+	assert.Equal(t, 0.0, blocked(reasons.ConfigInvalid), "released")
+}
+
+// TestBlockAndReleaseAreLoggedUnderTheObject: the reconciler's lines name
+// it and the file system as namespace/name, under the keys every
+// reconciler uses (docs/reconcilers.md#logs).
+func TestBlockAndReleaseAreLoggedUnderTheObject(t *testing.T) {
+	f := newFixture(t, newFS("team"))
+	f.mustSync("team")
+	f.setConfigMap(jwtConfigMap(rsaKey(t)))
+	f.mustSync("team")
+	byMsg := map[string]map[string]any{}
+	for _, l := range f.logLines() {
+		byMsg[l["message"].(string)] = l
+	}
+	want := map[string]map[string]any{
+		"shared file system blocked":  {"level": "info", "controller": "sharedfilesystem", "object": "mcp-host/team", "reason": reasons.ConfigMissing},
+		"shared file system released": {"level": "info", "controller": "sharedfilesystem", "object": "mcp-host/team", "was": reasons.ConfigMissing},
+	}
+	for msg, fields := range want {
+		require.Contains(t, byMsg, msg)
+		delete(byMsg[msg], "message")
+		assert.Equal(t, fields, byMsg[msg], "%s: exactly these fields", msg)
+	}
 }
 
 func TestDeletion(t *testing.T) {
@@ -594,9 +489,8 @@ func TestDeletion(t *testing.T) {
 
 	// Deleted from the API server and the cache, the deletion seen by the
 	// handler: every child goes, the claim included.
-	require.NoError(t, f.hcc.Tracker().Delete(clerumv1alpha1.Resource("sharedfilesystems").WithVersion("v1alpha1"), ns, "team"))
-	inf := f.deps.Informers.HCC(ns).Clerum().V1alpha1().SharedFileSystems().Informer()
-	require.NoError(t, inf.GetIndexer().Delete(fs))
+	require.NoError(t, f.HCC.Tracker().Delete(sharedFileSystems, ns, "team"))
+	f.Unindex(fs)
 	f.c.ownHandlers(func(cache.ObjectName) {}).OnDelete(fs)
 	f.mustSync("team")
 	assert.Equal(t, []string{
@@ -604,19 +498,25 @@ func TestDeletion(t *testing.T) {
 		"delete networkpolicies/wfc-team-ingress",
 		"delete persistentvolumeclaims/wfc-team-data",
 		"delete services/wfc-team",
-	}, f.writes())
-	f.syncCaches()
+	}, f.Writes())
+	f.SyncCaches()
 	f.mustSync("team")
-	assert.Empty(t, f.writes())
-	assert.False(t, f.c.state.wasDeleted("team"), "settled once nothing is left")
+	assert.Empty(t, f.Writes())
+	assert.False(t, f.c.state.deleted.Seen("team"), "settled once nothing is left")
 }
 
 func TestAGoneFileSystemNotSeenDeletedKeepsItsClaim(t *testing.T) {
 	f := deployed(t, newFS("team"), rsaKey(t))
-	require.NoError(t, f.hcc.Tracker().Delete(clerumv1alpha1.Resource("sharedfilesystems").WithVersion("v1alpha1"), ns, "team"))
-	require.NoError(t, f.deps.Informers.HCC(ns).Clerum().V1alpha1().SharedFileSystems().Informer().GetIndexer().Delete(newFS("team")))
+	// The children are in the cache: a sync that deleted them would be
+	// seen.
+	_, err := f.c.claims.PersistentVolumeClaims(ns).Get("wfc-team-data")
+	require.NoError(t, err, "the claim is cached")
+	_, err = f.c.deployments.Deployments(ns).Get("wfc-team")
+	require.NoError(t, err, "the Deployment is cached")
+	require.NoError(t, f.HCC.Tracker().Delete(sharedFileSystems, ns, "team"))
+	f.Unindex(newFS("team"))
 	f.mustSync("team")
-	assert.Empty(t, f.writes(), "the garbage collector follows the owner references; a claim is never an unexplained orphan")
+	assert.Empty(t, f.Writes(), "the garbage collector follows the owner references; a claim is never an unexplained orphan")
 }
 
 func TestUnmanagedObjectsAreNotAdopted(t *testing.T) {
@@ -631,7 +531,7 @@ func TestUnmanagedObjectsAreNotAdopted(t *testing.T) {
 		"create persistentvolumeclaims/wfc-team-data",
 		"create services/wfc-team",
 		"patch sharedfilesystems/team/status",
-	}, f.writes())
+	}, f.Writes())
 	assert.Empty(t, f.claim("wfc-team-data").Labels, "not adopted")
 	assert.Equal(t, clerumv1alpha1.FileSystemDegraded, f.status("team").Phase)
 	assert.Equal(t, reasons.NotOwned, f.condition("team", clerumv1alpha1.ConditionReady).Reason)
@@ -640,7 +540,7 @@ func TestUnmanagedObjectsAreNotAdopted(t *testing.T) {
 	assert.Equal(t, refusedRetry, r.RequeueAfter)
 	assert.Equal(t, 1.0, value(t, f.c.metrics.Refused.WithLabelValues("PersistentVolumeClaim", "Unmanaged")))
 	var conflict bool
-	for _, e := range f.events() {
+	for _, e := range f.Events() {
 		conflict = conflict || bytes.Contains([]byte(e), []byte("UnmanagedConflict"))
 	}
 	assert.True(t, conflict)
@@ -649,7 +549,7 @@ func TestUnmanagedObjectsAreNotAdopted(t *testing.T) {
 		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "wfc-team", ResourceVersion: "3"}}
 		f := newFixture(t, newFS("team"), jwtConfigMap(rsaKey(t)), svc)
 		f.mustSync("team")
-		assert.Contains(t, f.writes(), "create deployments/wfc-team")
+		assert.Contains(t, f.Writes(), "create deployments/wfc-team")
 		assert.Equal(t, reasons.NotOwned, f.condition("team", clerumv1alpha1.ConditionReady).Reason)
 		assert.Equal(t, clerumv1alpha1.FileSystemDegraded, f.status("team").Phase)
 	})
@@ -658,10 +558,61 @@ func TestUnmanagedObjectsAreNotAdopted(t *testing.T) {
 func TestConfigMapChangesQueueEveryFileSystem(t *testing.T) {
 	f := newFixture(t, newFS("a"), newFS("b"))
 	h := f.c.configMapHandlers()
+	// queued empties the queue and says how many keys it held.
+	queued := func() int {
+		n := f.c.queue.Len()
+		for range n {
+			k, _ := f.c.queue.Get()
+			f.c.queue.Done(k)
+		}
+		return n
+	}
 	h.OnAdd(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "unrelated"}}, false)
-	assert.Equal(t, 0, f.c.queue.Len())
+	assert.Equal(t, 0, queued())
 	h.OnAdd(jwtConfigMap("k"), false)
-	assert.Equal(t, 2, f.c.queue.Len())
+	assert.Equal(t, 2, queued())
+
+	// An update queues them only when the key's value changes: the
+	// ConfigMap is the platform's, shared with other keys.
+	other := jwtConfigMap("k")
+	other.Data["OTHER"] = "changed"
+	h.OnUpdate(jwtConfigMap("k"), other)
+	assert.Equal(t, 0, queued(), "another key changed")
+	h.OnUpdate(jwtConfigMap("k"), jwtConfigMap("k2"))
+	assert.Equal(t, 2, queued(), "the key's value changed")
+	dropped := jwtConfigMap("k")
+	delete(dropped.Data, testOptions.JWTConfigMapKey)
+	h.OnUpdate(jwtConfigMap(""), dropped)
+	assert.Equal(t, 2, queued(), "the key removed, even one with an empty value")
+	h.OnDelete(cache.DeletedFinalStateUnknown{Key: ns + "/" + testOptions.JWTConfigMap})
+	assert.Equal(t, 2, queued(), "the ConfigMap gone, seen as a tombstone")
+}
+
+// TestAnInformerThatCannotBeWiredFailsRun: a handler that cannot be added
+// (here, to a SharedFileSystem informer already stopped) fails Run at once,
+// counted in the reconciler's error counter, instead of a reconciler
+// running deaf to its own kind.
+func TestAnInformerThatCannotBeWiredFailsRun(t *testing.T) {
+	f := kittest.NewFixture(t)
+	stop := make(chan struct{})
+	close(stop)
+	f.Deps().Informers.HCC(ns).Clerum().V1alpha1().SharedFileSystems().Informer().Run(stop) // returns at once: stopped
+
+	c := New(f.Deps(), testConfig)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := c.Run(ctx) // without the check, it would wait for a cache that never syncs
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "sharedfilesystem: wiring")
+	assert.NoError(t, ctx.Err(), "Run returns at once, its ConfigMap informer stopped")
+	assert.Equal(t, 1.0, value(t, c.base.Errors().WithLabelValues("sharedfilesystem")))
+	families, err := f.Registry.Gather()
+	require.NoError(t, err)
+	var counted bool
+	for _, mf := range families {
+		counted = counted || mf.GetName() == "clerum_hcc_sfs_reconcile_errors_total"
+	}
+	assert.True(t, counted, "the error counter keeps its name")
 }
 
 func TestPlan(t *testing.T) {
@@ -736,14 +687,14 @@ func TestAForgedClaimWithHCCsLabelsIsNotTakenOver(t *testing.T) {
 			forge(forged)
 			f := newFixture(t, fs, jwtConfigMap(rsaKey(t)), forged)
 			r := f.mustSync("team")
-			assert.NotContains(t, f.writes(), "create deployments/wfc-team", "no WFC mounts it")
+			assert.NotContains(t, f.Writes(), "create deployments/wfc-team", "no WFC mounts it")
 			assert.Equal(t, forged.Spec, f.claim("wfc-team-data").Spec, "not taken over")
 			assert.Equal(t, clerumv1alpha1.FileSystemDegraded, f.status("team").Phase)
 			assert.Equal(t, reasons.NotOwned, f.condition("team", clerumv1alpha1.ConditionReady).Reason)
 			assert.Equal(t, reasons.NotOwned, f.condition("team", clerumv1alpha1.ConditionVolumeBound).Reason)
 			assert.Equal(t, refusedRetry, r.RequeueAfter)
 			assert.Equal(t, 1.0, value(t, f.c.metrics.Refused.WithLabelValues("PersistentVolumeClaim", string(kit.CauseForeignVolume))))
-			assert.Contains(t, strings.Join(f.events(), "\n"), "Warning UnmanagedConflict PersistentVolumeClaim mcp-host/wfc-team-data is not written")
+			assert.Contains(t, strings.Join(f.Events(), "\n"), "Warning UnmanagedConflict PersistentVolumeClaim mcp-host/wfc-team-data is not written")
 		})
 	}
 }
@@ -752,7 +703,7 @@ func TestASizeAboveTheBoundIsNeverAskedOfTheCluster(t *testing.T) {
 	t.Run("no claim and no WFC for a new file system", func(t *testing.T) {
 		f := newFixture(t, newFS("team", withSize("101Gi")), jwtConfigMap(rsaKey(t)))
 		f.mustSync("team")
-		writes := f.writes()
+		writes := f.Writes()
 		assert.NotContains(t, writes, "create persistentvolumeclaims/wfc-team-data")
 		assert.NotContains(t, writes, "create deployments/wfc-team")
 		vb := f.condition("team", clerumv1alpha1.ConditionVolumeBound)
@@ -765,7 +716,7 @@ func TestASizeAboveTheBoundIsNeverAskedOfTheCluster(t *testing.T) {
 	t.Run("the bound itself is allowed", func(t *testing.T) {
 		f := newFixture(t, newFS("team", withSize("100Gi")), jwtConfigMap(rsaKey(t)))
 		f.mustSync("team")
-		assert.Contains(t, f.writes(), "create persistentvolumeclaims/wfc-team-data")
+		assert.Contains(t, f.Writes(), "create persistentvolumeclaims/wfc-team-data")
 	})
 	t.Run("an existing claim is not grown past it, and its WFC keeps running", func(t *testing.T) {
 		f := deployed(t, newFS("team", withSize("20Gi")), rsaKey(t))
@@ -775,7 +726,7 @@ func TestASizeAboveTheBoundIsNeverAskedOfTheCluster(t *testing.T) {
 		fs.Generation = 2
 		f.setFS(fs)
 		f.mustSync("team")
-		writes := f.writes()
+		writes := f.Writes()
 		assert.NotContains(t, writes, "update persistentvolumeclaims/wfc-team-data")
 		assert.NotContains(t, writes, "delete deployments/wfc-team")
 		size := f.claim("wfc-team-data").Spec.Resources.Requests[corev1.ResourceStorage]
@@ -793,6 +744,18 @@ func TestASizeAboveTheBoundIsNeverAskedOfTheCluster(t *testing.T) {
 	})
 }
 
+// TestTheHostOperatorMayAskForTheSameConfigMap: by default the Host
+// operator's ConfigMap and the JWT key ConfigMap are one, mcp-host-config,
+// which the Host operator takes from kit.Informers.ConfigMap (with a
+// transform that keeps only its existence) and which may be asked for
+// there once: this reconciler, which reads the key's value, builds beside
+// it with an informer of its own.
+func TestTheHostOperatorMayAskForTheSameConfigMap(t *testing.T) {
+	f := kittest.NewFixture(t)
+	f.Deps().Informers.ConfigMap(ns, testOptions.JWTConfigMap, func(obj any) (any, error) { return obj, nil })
+	require.NotPanics(t, func() { New(f.Deps(), testConfig) })
+}
+
 // TestOnlyTheJWTConfigMapIsWatched: the informer lists and watches the one
 // ConfigMap it reads, by a field selector, not every ConfigMap of the host
 // namespace.
@@ -804,7 +767,7 @@ func TestOnlyTheJWTConfigMapIsWatched(t *testing.T) {
 	defer cancel()
 	require.Eventually(t, f.c.configMapInformer.HasSynced, 5*time.Second, 10*time.Millisecond)
 	var lists int
-	for _, a := range f.kube.Actions() {
+	for _, a := range f.Kube.Actions() {
 		if a.GetResource().Resource != "configmaps" || (a.GetVerb() != "list" && a.GetVerb() != "watch") {
 			continue
 		}

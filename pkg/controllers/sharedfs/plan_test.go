@@ -75,16 +75,16 @@ func plannedChildren(t *testing.T, objs []runtime.Object) map[string]planned {
 func (f *fixture) synced() []runtime.Object {
 	ctx := context.Background()
 	var out []runtime.Object
-	cs, err := f.kube.CoreV1().PersistentVolumeClaims(ns).List(ctx, metav1.ListOptions{})
+	cs, err := f.Kube.CoreV1().PersistentVolumeClaims(ns).List(ctx, metav1.ListOptions{})
 	require.NoError(f.t, err)
 	out = append(out, objects(cs.Items)...)
-	ps, err := f.kube.NetworkingV1().NetworkPolicies(ns).List(ctx, metav1.ListOptions{})
+	ps, err := f.Kube.NetworkingV1().NetworkPolicies(ns).List(ctx, metav1.ListOptions{})
 	require.NoError(f.t, err)
 	out = append(out, objects(ps.Items)...)
-	ss, err := f.kube.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
+	ss, err := f.Kube.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
 	require.NoError(f.t, err)
 	out = append(out, objects(ss.Items)...)
-	ds, err := f.kube.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{})
+	ds, err := f.Kube.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{})
 	require.NoError(f.t, err)
 	out = append(out, objects(ds.Items)...)
 	return out

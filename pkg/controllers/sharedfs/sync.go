@@ -43,7 +43,7 @@ func (c *Controller) syncSharedFileSystem(ctx context.Context, key cache.ObjectN
 		return kit.Result{}, err
 	case fs.DeletionTimestamp != nil:
 		// Going (a foreground deletion waits for its children): observed.
-		c.state.observeDeletion(fs.Name, fs.UID)
+		c.state.deleted.Observe(fs.Name, fs.UID)
 		return kit.Result{}, c.gone(ctx, fs.Name)
 	}
 
@@ -85,13 +85,14 @@ func (c *Controller) configMap(name string) *corev1.ConfigMap {
 
 // reportBlock posts one event per block and per release.
 func (c *Controller) reportBlock(fs *clerumv1alpha1.SharedFileSystem, a resources.Admission) {
-	previous := c.state.setBlock(fs.Name, a.Block)
+	previous := c.state.block.Set(fs.Name, a.Block)
+	log := c.base.LogFor(cache.MetaObjectToName(fs))
 	switch {
 	case a.Block != "" && a.Block != previous:
-		c.log.Info().Str("sharedfilesystem", fs.Name).Str("reason", a.Block).Msg("shared file system blocked")
+		log.Info().Str("reason", a.Block).Msg("shared file system blocked")
 		c.recorder.Eventf(fs, corev1.EventTypeWarning, reasons.EventBlocked, "%s: %s; nothing is created or rolled", a.Block, a.Message)
 	case a.Block == "" && previous != "":
-		c.log.Info().Str("sharedfilesystem", fs.Name).Str("was", previous).Msg("shared file system released")
+		log.Info().Str("was", previous).Msg("shared file system released")
 		c.recorder.Eventf(fs, corev1.EventTypeNormal, reasons.EventReleased, "no longer blocked (was %s)", previous)
 	}
 }
@@ -284,10 +285,10 @@ func (c *Controller) deploymentOf(fs *clerumv1alpha1.SharedFileSystem) *appsv1.D
 func (c *Controller) gone(ctx context.Context, name string) error {
 	c.state.forget(name)
 	c.metrics.refresh(c.state)
-	if !c.state.wasDeleted(name) {
+	if !c.state.deleted.Seen(name) {
 		return nil
 	}
-	leftover := func(o metav1.Object) bool { return c.state.deletedOwner(name, o) }
+	leftover := func(o metav1.Object) bool { return c.state.deleted.Leftover(name, o) }
 	ns := c.cfg.Namespace
 	var remaining int
 	var errs []error
@@ -304,7 +305,7 @@ func (c *Controller) gone(ctx context.Context, name string) error {
 		return err
 	}
 	if remaining == 0 {
-		c.state.settle(name)
+		c.state.deleted.Settle(name)
 	}
 	return nil
 }

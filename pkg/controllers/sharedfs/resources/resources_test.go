@@ -8,8 +8,6 @@ import (
 	"crypto/rsa"
 	"crypto/x509"
 	"encoding/pem"
-	"flag"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -21,15 +19,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/yaml"
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/config"
+	"github.com/clerum/hcc/pkg/controllers/kit/kittest/golden"
 	"github.com/clerum/hcc/pkg/mark"
 	"github.com/clerum/hcc/pkg/names"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 
 var testOptions = Options{
 	HostNamespace:   "mcp-host",
@@ -76,30 +72,17 @@ func withSize(size string) func(*clerumv1alpha1.SharedFileSystem) {
 	return func(fs *clerumv1alpha1.SharedFileSystem) { fs.Spec.Size = ptr.To(resource.MustParse(size)) }
 }
 
-// golden compares obj's YAML with testdata/name, or rewrites it with -update.
-func golden(t *testing.T, name string, obj any) {
-	t.Helper()
-	got, err := yaml.Marshal(obj)
-	require.NoError(t, err)
-	path := filepath.Join("testdata", name)
-	if *update {
-		require.NoError(t, os.WriteFile(path, got, 0o644))
-	}
-	want, err := os.ReadFile(path)
-	require.NoError(t, err, "run go test -update to write %s", path)
-	assert.Equal(t, string(want), string(got), "%s: the WFC interface is pinned (docs/sharedfilesystem.md); run go test -update only for an intended change", path)
-}
-
 // The golden files pin the pod and policy HCC runs for a SharedFileSystem:
 // the interface of an image HCC does not build changes only on purpose.
 func TestBuildersGolden(t *testing.T) {
 	fs := newFS("team", withHosts("bob", "alice"), withDirs("shared/docs", "inbox"), withSize("20Gi"))
-	golden(t, "wfc.deployment.yaml", BuildDeployment(fs, KeyDigest("key"), testOptions))
-	golden(t, "wfc.service.yaml", BuildService(fs, testOptions))
-	golden(t, "wfc.persistentvolumeclaim.yaml", BuildClaim(fs, testOptions))
-	golden(t, "wfc.networkpolicy.yaml", BuildIngressPolicy(fs, testOptions))
-	golden(t, "wfc-closed.networkpolicy.yaml", BuildIngressPolicy(newFS("closed"), testOptions))
-	golden(t, "wfc-egress.networkpolicy.yaml", BuildEgressPolicy(fs, testOptions))
+	const pinned = "the WFC interface is pinned (docs/sharedfilesystem.md)"
+	golden.YAML(t, "testdata/wfc.deployment.yaml", BuildDeployment(fs, KeyDigest("key"), testOptions), pinned)
+	golden.YAML(t, "testdata/wfc.service.yaml", BuildService(fs, testOptions), pinned)
+	golden.YAML(t, "testdata/wfc.persistentvolumeclaim.yaml", BuildClaim(fs, testOptions), pinned)
+	golden.YAML(t, "testdata/wfc.networkpolicy.yaml", BuildIngressPolicy(fs, testOptions), pinned)
+	golden.YAML(t, "testdata/wfc-closed.networkpolicy.yaml", BuildIngressPolicy(newFS("closed"), testOptions), pinned)
+	golden.YAML(t, "testdata/wfc-egress.networkpolicy.yaml", BuildEgressPolicy(fs, testOptions), pinned)
 }
 
 func envMap(c corev1.Container) map[string]string {
