@@ -21,7 +21,9 @@ import (
 	hccscheme "github.com/clerum/hcc/pkg/generated/clientset/versioned/scheme"
 )
 
-type namedKey struct{ namespace, name string }
+// namedKey is one ConfigMap informer: a ConfigMap and a transform (by
+// function identity).
+type namedKey struct{ namespace, name, transform string }
 
 type namedConfigMap struct {
 	factory   kubeinformers.SharedInformerFactory
@@ -34,18 +36,21 @@ type namedConfigMap struct {
 // platform ConfigMap and must not cache every ConfigMap of the namespace.
 // transform is its transform; nil means StripManagedFields. It is started
 // and shut down with the other informers. It is a watch of its own, apart
-// from the factories of Kube, so each ConfigMap may be asked for once: a
-// second ask (with a transform that may differ) panics at startup.
+// from the factories of Kube. Reconcilers asking for one ConfigMap with one
+// transform share one informer; one that asks with another transform (the
+// Host operator keeps only a ConfigMap's existence, the SharedFileSystem
+// operator reads a key of the same ConfigMap) gets an informer of its own,
+// so neither reads the other's idea of the object.
 func (i *Informers) ConfigMap(namespace, name string, transform cache.TransformFunc) cache.SharedIndexInformer {
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	i.mustNotHaveStarted()
-	k := namedKey{namespace, name}
-	if _, ok := i.named[k]; ok {
-		panic(fmt.Sprintf("kit: ConfigMap %s/%s is asked for twice; share its informer", namespace, name))
-	}
 	if transform == nil {
 		transform = StripManagedFields
+	}
+	k := namedKey{namespace, name, fmt.Sprintf("%p", transform)}
+	if n, ok := i.named[k]; ok {
+		return n.informer
 	}
 	selector := fields.OneTermEqualSelector("metadata.name", name).String()
 	f := kubeinformers.NewSharedInformerFactoryWithOptions(i.kube, 0,

@@ -52,11 +52,18 @@ func TestConfigMapInformerStartsWithTheOthers(t *testing.T) {
 	assert.Empty(t, obj.(*corev1.ConfigMap).ManagedFields, "a nil transform is StripManagedFields")
 }
 
-func TestConfigMapAskedForTwicePanics(t *testing.T) {
+// One ConfigMap asked for with one transform is one informer; with another
+// transform, or in another namespace, another.
+func TestConfigMapInformersAreSharedByTransform(t *testing.T) {
 	i := NewInformers(kubefake.NewClientset(), hccfake.NewSimpleClientset())
-	i.ConfigMap("mcp-host", "jwt", nil)
-	i.ConfigMap("gfs", "jwt", nil) // another namespace: another ConfigMap
-	assert.Panics(t, func() { i.ConfigMap("mcp-host", "jwt", nil) })
+	jwt := i.ConfigMap("mcp-host", "jwt", nil)
+	assert.Same(t, jwt, i.ConfigMap("mcp-host", "jwt", StripManagedFields), "nil is StripManagedFields: shared")
+	assert.NotSame(t, jwt, i.ConfigMap("gfs", "jwt", nil), "another namespace: another ConfigMap")
+	existence := func(obj any) (any, error) { return obj, nil }
+	other := i.ConfigMap("mcp-host", "jwt", existence)
+	assert.NotSame(t, jwt, other, "another transform: an informer of its own")
+	assert.Same(t, other, i.ConfigMap("mcp-host", "jwt", existence))
+	assert.Len(t, i.Caches(), 3)
 }
 
 func TestCachesResolveTheBuiltInKinds(t *testing.T) {

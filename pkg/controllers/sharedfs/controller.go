@@ -16,11 +16,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	klabels "k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -69,14 +66,10 @@ type Controller struct {
 
 	filesystems clerumlisters.SharedFileSystemLister
 	configMaps  corelisters.ConfigMapLister
-	// configMapFactory is the informer of the one ConfigMap read; it is
-	// not one of kit.Informers', so Run starts it. Not
-	// kit.Informers.ConfigMap: the Host operator asks for the same
-	// ConfigMap there by default (CONTEXT_MAPPER_HOST_CONFIGMAP_NAME and
-	// CONTEXT_MAPPER_WFC_JWT_PUBLIC_KEY_CM are both mcp-host-config) with a
-	// transform that keeps only its existence, and a ConfigMap may be asked
-	// for once; this reconciler reads the key's value.
-	configMapFactory  kubeinformers.SharedInformerFactory
+	// configMapInformer is the informer of the one ConfigMap read, by
+	// name. The Host operator asks kit for the same ConfigMap by default
+	// with a transform that keeps only its existence; this reconciler
+	// reads a key's value, so its informer is another.
 	configMapInformer cache.SharedIndexInformer
 	deployments       appslisters.DeploymentLister
 	services          corelisters.ServiceLister
@@ -111,8 +104,7 @@ func New(d kit.Deps, cfg Config) *Controller {
 	filesystems := d.Informers.HCC(ns).Clerum().V1alpha1().SharedFileSystems()
 	// The JWT key ConfigMap is the platform's, unmanaged: only it is
 	// watched and cached, by name, not every ConfigMap of the namespace.
-	configMapFactory := namedConfigMap(d.Kube, ns, cfg.Build.JWTConfigMap)
-	configMaps := configMapFactory.Core().V1().ConfigMaps()
+	configMapInformer := d.Informers.ConfigMap(ns, cfg.Build.JWTConfigMap, nil)
 	// The same selections as the Host operator's: shared watches.
 	deployments := d.Informers.Kube(ns, kit.ManagedObjects, "deployments").Apps().V1().Deployments()
 	services := d.Informers.Kube(ns, kit.ManagedObjects, "services").Core().V1().Services()
@@ -124,9 +116,8 @@ func New(d kit.Deps, cfg Config) *Controller {
 		hcc:               d.HCC,
 		cfg:               cfg,
 		filesystems:       filesystems.Lister(),
-		configMaps:        configMaps.Lister(),
-		configMapFactory:  configMapFactory,
-		configMapInformer: configMaps.Informer(),
+		configMaps:        corelisters.NewConfigMapLister(configMapInformer.GetIndexer()),
+		configMapInformer: configMapInformer,
 		deployments:       deployments.Lister(),
 		services:          services.Lister(),
 		claims:            claims.Lister(),
@@ -154,7 +145,7 @@ func New(d kit.Deps, cfg Config) *Controller {
 	// clerum.io/sharedfilesystem).
 	c.base.Owns(kit.OwnerByRefOrLabel(gvk.GroupVersion().String(), gvk.Kind, ns, names.LabelSharedFileSystem),
 		deployments.Informer(), services.Informer(), claims.Informer(), policies.Informer())
-	c.base.Watches(configMaps.Informer(), c.configMapHandlers())
+	c.base.Watches(configMapInformer, c.configMapHandlers())
 	// Every SharedFileSystem at once and every Resync: the full reconcile
 	// (a claim bound or a pod become ready is also an informer event, but
 	// a holder of a name removed by hand is not).
@@ -166,20 +157,8 @@ func New(d kit.Deps, cfg Config) *Controller {
 // Name implements kit.Reconciler.
 func (c *Controller) Name() string { return c.base.Name() }
 
-// Run implements kit.Reconciler: it starts the JWT key ConfigMap's
-// informer, then runs the reconciler (kit.Controller.Run: it fails on a
-// wiring error, waits for the caches, queues every SharedFileSystem and
-// serves the queue with cfg.Workers workers), and returns once the informer
-// has stopped too.
-func (c *Controller) Run(ctx context.Context) error {
-	// Run may return before ctx is done (a wiring error): the informer is
-	// stopped either way, and Shutdown waits for it.
-	ctx, cancel := context.WithCancel(ctx)
-	defer c.configMapFactory.Shutdown()
-	defer cancel()
-	c.configMapFactory.Start(ctx.Done())
-	return c.base.Run(ctx)
-}
+// Run implements kit.Reconciler.
+func (c *Controller) Run(ctx context.Context) error { return c.base.Run(ctx) }
 
 // queueAll queues every SharedFileSystem in the cache.
 func (c *Controller) queueAll() {
@@ -348,14 +327,4 @@ func (m *Metrics) refresh(st *fsState) {
 	for _, r := range blockReasons {
 		m.Blocked.WithLabelValues(r).Set(float64(st.block.Count(r)))
 	}
-}
-
-// namedConfigMap is an informer factory whose ConfigMap informer lists and
-// watches only the ConfigMap name in namespace (a field selector).
-func namedConfigMap(kube kubernetes.Interface, namespace, name string) kubeinformers.SharedInformerFactory {
-	selector := fields.OneTermEqualSelector("metadata.name", name).String()
-	return kubeinformers.NewSharedInformerFactoryWithOptions(kube, 0,
-		kubeinformers.WithNamespace(namespace),
-		kubeinformers.WithTransform(kit.StripManagedFields),
-		kubeinformers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = selector }))
 }

@@ -56,21 +56,7 @@ func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 	f := &fixture{Fixture: kittest.NewFixture(t, objs...), t: t}
 	f.c = New(f.Deps(), testConfig)
 	f.SyncCaches()
-	for _, o := range objs {
-		if cm, ok := o.(*corev1.ConfigMap); ok && cm.Name == testOptions.JWTConfigMap {
-			f.indexConfigMap(cm)
-		}
-	}
 	return f
-}
-
-// indexConfigMap puts cm into the reconciler's JWT key ConfigMap cache,
-// which is its own informer's, not one of kit.Informers', so neither
-// SyncCaches nor Index fills it.
-func (f *fixture) indexConfigMap(cm *corev1.ConfigMap) {
-	obj, err := kit.StripManagedFields(cm.DeepCopy())
-	require.NoError(f.t, err)
-	require.NoError(f.t, f.c.configMapInformer.GetIndexer().Update(obj))
 }
 
 var testConfig = Config{Namespace: ns, Build: testOptions, Resync: time.Minute, Workers: 1}
@@ -90,7 +76,7 @@ func (f *fixture) setConfigMap(cm *corev1.ConfigMap) {
 	if err := f.Kube.Tracker().Update(gvr, cm.DeepCopy(), ns); err != nil {
 		require.NoError(f.t, f.Kube.Tracker().Add(cm.DeepCopy()))
 	}
-	f.indexConfigMap(cm)
+	f.Index(cm)
 }
 
 func (f *fixture) fs(name string) *clerumv1alpha1.SharedFileSystem {
@@ -746,14 +732,22 @@ func TestASizeAboveTheBoundIsNeverAskedOfTheCluster(t *testing.T) {
 
 // TestTheHostOperatorMayAskForTheSameConfigMap: by default the Host
 // operator's ConfigMap and the JWT key ConfigMap are one, mcp-host-config,
-// which the Host operator takes from kit.Informers.ConfigMap (with a
-// transform that keeps only its existence) and which may be asked for
-// there once: this reconciler, which reads the key's value, builds beside
-// it with an informer of its own.
+// which the Host operator takes from kit.Informers.ConfigMap with a
+// transform that keeps only its existence: this reconciler, which reads
+// the key's value, builds beside it with an informer of its own, and its
+// cache holds the value.
 func TestTheHostOperatorMayAskForTheSameConfigMap(t *testing.T) {
-	f := kittest.NewFixture(t)
-	f.Deps().Informers.ConfigMap(ns, testOptions.JWTConfigMap, func(obj any) (any, error) { return obj, nil })
-	require.NotPanics(t, func() { New(f.Deps(), testConfig) })
+	f := kittest.NewFixture(t, jwtConfigMap(rsaKey(t)))
+	hosts := f.Deps().Informers.ConfigMap(ns, testOptions.JWTConfigMap, func(obj any) (any, error) {
+		cm := obj.(*corev1.ConfigMap)
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: cm.Namespace, Name: cm.Name}}, nil
+	})
+	var c *Controller
+	require.NotPanics(t, func() { c = New(f.Deps(), testConfig) })
+	f.SyncCaches()
+	assert.NotSame(t, hosts, c.configMapInformer)
+	assert.NotNil(t, c.configMap(testOptions.JWTConfigMap), "the JWT key ConfigMap is cached")
+	assert.NotEmpty(t, c.configMap(testOptions.JWTConfigMap).Data[testOptions.JWTConfigMapKey], "with its key's value")
 }
 
 // TestOnlyTheJWTConfigMapIsWatched: the informer lists and watches the one
@@ -762,8 +756,8 @@ func TestTheHostOperatorMayAskForTheSameConfigMap(t *testing.T) {
 func TestOnlyTheJWTConfigMapIsWatched(t *testing.T) {
 	f := newFixture(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	f.c.configMapFactory.Start(ctx.Done())
-	defer f.c.configMapFactory.Shutdown() // after cancel: it waits for the informer to stop
+	f.Deps().Informers.Start(ctx.Done())
+	defer f.Deps().Informers.Shutdown() // after cancel: it waits for the informers to stop
 	defer cancel()
 	require.Eventually(t, f.c.configMapInformer.HasSynced, 5*time.Second, 10*time.Millisecond)
 	var lists int

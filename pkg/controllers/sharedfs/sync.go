@@ -156,9 +156,9 @@ func (c *Controller) ensure(ctx context.Context, fs *clerumv1alpha1.SharedFileSy
 		claimOK = write(err)
 		st.claimNotOwned = isOwnership(err)
 	}
-	policyOK := write(ensure(ctx, c.children, kit.NetworkPolicies, owner, c.policies.NetworkPolicies(fs.Namespace), want.IngressPolicy))
+	policyOK := write(kit.EnsureFrom(ctx, c.children, kit.NetworkPolicies, owner, c.policies.NetworkPolicies(fs.Namespace), want.IngressPolicy))
 	errs = append(errs, c.ensureEgress(ctx, fs, want.EgressPolicy))
-	write(ensure(ctx, c.children, kit.Services, owner, c.services.Services(fs.Namespace), want.Service))
+	write(kit.EnsureFrom(ctx, c.children, kit.Services, owner, c.services.Services(fs.Namespace), want.Service))
 
 	live := c.deploymentOf(fs)
 	// Creating the WFC waits for its claim and its ingress policy to be
@@ -232,21 +232,6 @@ func (c *Controller) ensureEgress(ctx context.Context, fs *clerumv1alpha1.Shared
 	return nil
 }
 
-// lister is the part of a namespaced lister ensure reads.
-type lister[T kit.Child] interface {
-	Get(name string) (T, error)
-}
-
-// ensure is kit.Ensure with the live object read from l.
-func ensure[T kit.Child](ctx context.Context, c *kit.Children, kind kit.Kind[T], owner kit.Owner, l lister[T], desired T) error {
-	live, err := l.Get(desired.GetName())
-	if err != nil && !apierrors.IsNotFound(err) {
-		return err
-	}
-	_, _, err = kit.Ensure(ctx, c, kind, owner, live, desired)
-	return err
-}
-
 // isRefused reports whether err is a kit refusal of any cause.
 func isRefused(err error) bool {
 	var r *kit.RefusedError
@@ -315,7 +300,7 @@ func (c *Controller) gone(ctx context.Context, name string) error {
 // one is still on its way out (deleted, with a finalizer of its own to
 // run). A claim held only by kubernetes.io/pvc-protection counts as gone:
 // it goes when its pod does.
-func deleteChild[T kit.Child](ctx context.Context, c *kit.Children, kind kit.Kind[T], l lister[T], child, fsName string,
+func deleteChild[T kit.Child](ctx context.Context, c *kit.Children, kind kit.Kind[T], l kit.Lister[T], child, fsName string,
 	leftover func(metav1.Object) bool) (int, error) {
 	live, err := l.Get(child)
 	if err != nil {
