@@ -11,6 +11,7 @@ import (
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/controllers/egress/resolve"
+	"github.com/clerum/hcc/pkg/controllers/kit"
 	netpolcontroller "github.com/clerum/hcc/pkg/controllers/netpol"
 	"github.com/clerum/hcc/pkg/netpol"
 )
@@ -129,7 +130,8 @@ func (c *Coordinator) refresh(ctx context.Context, server *clerumv1alpha1.McpSer
 		}
 	}
 	for binding, detail := range answer.Details {
-		c.log.Warn().Str("server", server.Name).Str("binding", binding).Str("class", answer.Failed[binding]).
+		log := kit.LogObjectOf(c.log, server.Namespace, server.Name)
+		log.Warn().Str("binding", binding).Str("class", answer.Failed[binding]).
 			Str("detail", detail).Msg("egress hostname lookup failed; the binding gets no allow until it succeeds")
 		c.metrics.DNSFailures.WithLabelValues(server.Name).Inc()
 	}

@@ -304,7 +304,8 @@ func (c *Controller) reportUnmanaged(byName map[string]*clerumv1alpha1.McpServer
 			continue
 		}
 		message := fmt.Sprintf("NetworkPolicy %s/%s is needed by HCC but held by an object HCC does not manage; it is left as it is", p.Namespace, p.Name)
-		c.log.Warn().Str("namespace", p.Namespace).Str("name", p.Name).Msg("name held by an unmanaged NetworkPolicy; skipped")
+		log := kit.LogObjectOf(c.log, p.Namespace, p.Name)
+		log.Warn().Msg("name held by an unmanaged NetworkPolicy; skipped")
 		c.recorder.Event(p, corev1.EventTypeWarning, reasons.EventUnmanagedConflict, message)
 		if s, ok := byName[servers[k]]; ok {
 			c.recorder.Event(s, corev1.EventTypeWarning, reasons.EventUnmanagedConflict, message)
@@ -482,7 +483,8 @@ func (c *Controller) writeOne(ctx context.Context, verb string, p *networkingv1.
 		return fmt.Errorf("%s NetworkPolicy %s/%s: %w", verb, p.Namespace, p.Name, err)
 	}
 	c.metrics.Writes.WithLabelValues(verb).Inc()
-	c.log.Debug().Str("verb", verb).Str("namespace", p.Namespace).Str("name", p.Name).Msg("NetworkPolicy written")
+	log := kit.LogObjectOf(c.log, p.Namespace, p.Name)
+	log.Debug().Str("verb", verb).Msg("NetworkPolicy written")
 	return nil
 }
 
