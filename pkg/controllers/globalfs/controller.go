@@ -109,7 +109,7 @@ func New(d kit.Deps, cfg Config) *Controller {
 	secrets := d.Informers.Secrets(ns)
 	// The JWT key ConfigMap is the platform's, unmanaged: only it is
 	// watched and cached, by name, not every ConfigMap of the namespace.
-	configMaps := d.Informers.ConfigMap(ns, cfg.Build.JWTConfigMap, nil)
+	configMaps := d.Informers.ConfigMap(ns, cfg.Build.JWTConfigMap, kit.Transform{})
 	deployments := d.Informers.Kube(ns, kit.ManagedObjects, "deployments").Apps().V1().Deployments()
 	services := d.Informers.Kube(ns, kit.ManagedObjects, "services").Core().V1().Services()
 	policies := d.Informers.Kube(ns, kit.ManagedObjects, "networkpolicies").Networking().V1().NetworkPolicies()

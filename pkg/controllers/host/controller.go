@@ -229,7 +229,7 @@ func New(d kit.Deps, issuer controlapi.CredentialIssuer, cfg Config) *Controller
 	c.base.Watches(secrets.Informer(), c.secretHandlers(owner))
 	c.base.Watches(contexts.Informer(), c.contextHandlers())
 	if name := cfg.Build.ConfigMapName; name != "" {
-		c.configMaps = d.Informers.ConfigMap(hostNS, name, existenceOnly)
+		c.configMaps = d.Informers.ConfigMap(hostNS, name, kit.Transform{Name: "existence-only", Func: existenceOnly})
 		c.base.Watches(c.configMaps, cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(any) { c.queueAllHosts() },
 			UpdateFunc: func(any, any) {},

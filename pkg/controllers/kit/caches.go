@@ -21,8 +21,32 @@ import (
 	hccscheme "github.com/clerum/hcc/pkg/generated/clientset/versioned/scheme"
 )
 
-// namedKey is one ConfigMap informer: a ConfigMap and a transform (by
-// function identity).
+// Transform is an informer transform and its name. Go functions cannot be
+// compared, so the name is what tells two transforms apart: informers
+// asked for with one name share one cache, and a reconciler asking with
+// another gets its own or an error. The zero Transform is StripManagedFields,
+// every informer's default.
+type Transform struct {
+	Name string
+	Func cache.TransformFunc
+}
+
+// StripManagedFieldsTransform is the default Transform.
+var StripManagedFieldsTransform = Transform{Name: "strip-managed-fields", Func: StripManagedFields}
+
+// orDefault returns t, or the default for the zero Transform; a function
+// without a name is a wiring error.
+func (t Transform) orDefault() Transform {
+	switch {
+	case t.Func == nil && t.Name == "":
+		return StripManagedFieldsTransform
+	case t.Func == nil || t.Name == "":
+		panic(fmt.Sprintf("kit: a Transform needs both a name and a function (name %q)", t.Name))
+	}
+	return t
+}
+
+// namedKey is one ConfigMap informer: a ConfigMap and a transform's name.
 type namedKey struct{ namespace, name, transform string }
 
 type namedConfigMap struct {
@@ -34,21 +58,20 @@ type namedConfigMap struct {
 // ConfigMap returns an informer that lists and watches only the ConfigMap
 // name in namespace (a field selector), for a reconciler that reads one
 // platform ConfigMap and must not cache every ConfigMap of the namespace.
-// transform is its transform; nil means StripManagedFields. It is started
+// transform is its transform (the zero Transform: StripManagedFields). It is started
 // and shut down with the other informers. It is a watch of its own, apart
 // from the factories of Kube. Reconcilers asking for one ConfigMap with one
 // transform share one informer; one that asks with another transform (the
 // Host operator keeps only a ConfigMap's existence, the SharedFileSystem
 // operator reads a key of the same ConfigMap) gets an informer of its own,
 // so neither reads the other's idea of the object.
-func (i *Informers) ConfigMap(namespace, name string, transform cache.TransformFunc) cache.SharedIndexInformer {
+func (i *Informers) ConfigMap(namespace, name string, t Transform) cache.SharedIndexInformer {
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	i.mustNotHaveStarted()
-	if transform == nil {
-		transform = StripManagedFields
-	}
-	k := namedKey{namespace, name, fmt.Sprintf("%p", transform)}
+	t = t.orDefault()
+	transform := t.Func
+	k := namedKey{namespace, name, t.Name}
 	if n, ok := i.named[k]; ok {
 		return n.informer
 	}
@@ -100,7 +123,7 @@ func (i *Informers) Caches() []Cache {
 		}
 		var transform cache.TransformFunc = StripManagedFields
 		if t, ok := i.transforms[k]; ok {
-			transform = t
+			transform = t.Func
 		}
 		var selector labels.Selector = labels.Everything()
 		if selection == ManagedObjects {

@@ -31,7 +31,7 @@ func TestConfigMapInformerStartsWithTheOthers(t *testing.T) {
 		return false, nil, nil
 	})
 	i := NewInformers(kube, hccfake.NewSimpleClientset())
-	jwt := i.ConfigMap("mcp-host", "jwt", nil)
+	jwt := i.ConfigMap("mcp-host", "jwt", Transform{})
 
 	stop := make(chan struct{})
 	i.Start(stop)
@@ -56,14 +56,20 @@ func TestConfigMapInformerStartsWithTheOthers(t *testing.T) {
 // transform, or in another namespace, another.
 func TestConfigMapInformersAreSharedByTransform(t *testing.T) {
 	i := NewInformers(kubefake.NewClientset(), hccfake.NewSimpleClientset())
-	jwt := i.ConfigMap("mcp-host", "jwt", nil)
-	assert.Same(t, jwt, i.ConfigMap("mcp-host", "jwt", StripManagedFields), "nil is StripManagedFields: shared")
-	assert.NotSame(t, jwt, i.ConfigMap("gfs", "jwt", nil), "another namespace: another ConfigMap")
-	existence := func(obj any) (any, error) { return obj, nil }
+	jwt := i.ConfigMap("mcp-host", "jwt", Transform{})
+	assert.Same(t, jwt, i.ConfigMap("mcp-host", "jwt", StripManagedFieldsTransform), "the zero Transform is StripManagedFields: shared")
+	assert.NotSame(t, jwt, i.ConfigMap("gfs", "jwt", Transform{}), "another namespace: another ConfigMap")
+	existence := Transform{Name: "existence", Func: func(obj any) (any, error) { return obj, nil }}
 	other := i.ConfigMap("mcp-host", "jwt", existence)
 	assert.NotSame(t, jwt, other, "another transform: an informer of its own")
 	assert.Same(t, other, i.ConfigMap("mcp-host", "jwt", existence))
-	assert.Len(t, i.Caches(), 3)
+	// Two closures of one function share a code pointer; their names tell
+	// them apart.
+	keep := func(key string) Transform {
+		return Transform{Name: "keep-" + key, Func: func(obj any) (any, error) { _ = key; return obj, nil }}
+	}
+	assert.NotSame(t, i.ConfigMap("mcp-host", "jwt", keep("a")), i.ConfigMap("mcp-host", "jwt", keep("b")))
+	assert.Len(t, i.Caches(), 5)
 }
 
 func TestCachesResolveTheBuiltInKinds(t *testing.T) {
@@ -95,9 +101,15 @@ func TestTransformIsRecordedForTheCaches(t *testing.T) {
 		p := obj.(*corev1.Pod)
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name}}, nil
 	}
-	require.NoError(t, i.Transform("mcp-host", "pods", pods, nameOnly))
-	require.NoError(t, i.Transform("mcp-host", "pods", pods, nameOnly), "the same transform again")
-	require.Error(t, i.Transform("mcp-host", "pods", pods, StripManagedFields), "another transform")
+	named := Transform{Name: "name-only", Func: nameOnly}
+	require.NoError(t, i.SetTransform("mcp-host", "pods", pods, named))
+	require.NoError(t, i.SetTransform("mcp-host", "pods", pods, named), "the same transform again")
+	require.Error(t, i.SetTransform("mcp-host", "pods", pods, StripManagedFieldsTransform), "another transform")
+	// Two closures of one function are one code pointer: only the name
+	// tells them apart.
+	keep := func(key string) func(any) (any, error) { return func(obj any) (any, error) { return obj, nil } }
+	require.Error(t, i.SetTransform("mcp-host", "pods", pods, Transform{Name: "keep-b", Func: keep("b")}), "another name")
+	assert.Panics(t, func() { i.ConfigMap("mcp-host", "x", Transform{Func: keep("a")}) }, "a transform needs a name")
 	var found bool
 	for _, c := range i.Caches() {
 		if c.Resource.Resource != "pods" {

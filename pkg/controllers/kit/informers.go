@@ -57,10 +57,10 @@ type Informers struct {
 	kubeBy  map[kubeKey]kubeinformers.SharedInformerFactory
 	hccBy   map[string]informers.SharedInformerFactory
 	claimed map[claimKey]Selection
-	// transforms records the transforms set with Transform (Secrets:
+	// transforms records the transforms set with SetTransform (Secrets:
 	// secretdigest.Digest), for Caches; every other informer strips
 	// managedFields.
-	transforms map[claimKey]cache.TransformFunc
+	transforms map[claimKey]Transform
 	// named are the one-ConfigMap informers from ConfigMap.
 	named map[namedKey]*namedConfigMap
 }

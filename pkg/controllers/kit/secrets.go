@@ -18,31 +18,33 @@ func (i *Informers) Secrets(namespace string) coreinformers.SecretInformer {
 	inf := i.Kube(namespace, AllObjects, "secrets").Core().V1().Secrets()
 	// Before Start (Kube checked it), so setting the transform cannot fail,
 	// and a second call sets the same one.
-	_ = i.Transform(namespace, "secrets", inf.Informer(), secretdigest.Digest)
+	_ = i.SetTransform(namespace, "secrets", inf.Informer(), Transform{Name: "secret-digest", Func: secretdigest.Digest})
 	return inf
 }
 
-// Transform sets transform on inf, the informer of resource in namespace
-// taken from Kube, in place of StripManagedFields, and records it, so a
-// test's caches (Caches) store what the informer would. It fails once inf
-// has started, and when another transform was set for the same informer:
-// two reconcilers sharing an informer must agree on what it caches.
-func (i *Informers) Transform(namespace, resource string, inf cache.SharedIndexInformer, transform cache.TransformFunc) error {
+// SetTransform sets t on inf, the informer of resource in namespace taken
+// from Kube, in place of StripManagedFields, and records it, so a test's
+// caches (Caches) store what the informer would. It fails once inf has
+// started, and when a transform of another name was set for the same
+// informer: two reconcilers sharing an informer must agree on what it
+// caches.
+func (i *Informers) SetTransform(namespace, resource string, inf cache.SharedIndexInformer, t Transform) error {
+	t = t.orDefault()
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	k := claimKey{namespace, resource}
 	if have, ok := i.transforms[k]; ok {
-		if fmt.Sprintf("%p", have) != fmt.Sprintf("%p", transform) {
-			return fmt.Errorf("the %s informer of %s has another transform already", resource, namespace)
+		if have.Name != t.Name {
+			return fmt.Errorf("the %s informer of %s has the transform %s already, not %s", resource, namespace, have.Name, t.Name)
 		}
 		return nil
 	}
-	if err := inf.SetTransform(transform); err != nil {
+	if err := inf.SetTransform(t.Func); err != nil {
 		return err
 	}
 	if i.transforms == nil {
-		i.transforms = map[claimKey]cache.TransformFunc{}
+		i.transforms = map[claimKey]Transform{}
 	}
-	i.transforms[k] = transform
+	i.transforms[k] = t
 	return nil
 }

@@ -244,7 +244,7 @@ func New(d kit.Deps, egress EgressSource, opts Options) *Controller {
 	// takes part in cacheVersions: passes read them from the caches always.
 	hostNS := opts.Plan.HostNamespace
 	pods := d.Informers.Kube(hostNS, kit.ManagedObjects, "pods").Core().V1().Pods()
-	if err := d.Informers.Transform(hostNS, "pods", pods.Informer(), podMetadata); err != nil {
+	if err := d.Informers.SetTransform(hostNS, "pods", pods.Informer(), kit.Transform{Name: "pod-metadata", Func: podMetadata}); err != nil {
 		c.base.Fail(fmt.Errorf("the Host pod informer's transform: %w", err))
 	}
 	hosts := d.Informers.HCC(hostNS).Clerum().V1alpha1().Hosts()

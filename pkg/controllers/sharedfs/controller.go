@@ -104,7 +104,7 @@ func New(d kit.Deps, cfg Config) *Controller {
 	filesystems := d.Informers.HCC(ns).Clerum().V1alpha1().SharedFileSystems()
 	// The JWT key ConfigMap is the platform's, unmanaged: only it is
 	// watched and cached, by name, not every ConfigMap of the namespace.
-	configMapInformer := d.Informers.ConfigMap(ns, cfg.Build.JWTConfigMap, nil)
+	configMapInformer := d.Informers.ConfigMap(ns, cfg.Build.JWTConfigMap, kit.Transform{})
 	// The same selections as the Host operator's: shared watches.
 	deployments := d.Informers.Kube(ns, kit.ManagedObjects, "deployments").Apps().V1().Deployments()
 	services := d.Informers.Kube(ns, kit.ManagedObjects, "services").Core().V1().Services()

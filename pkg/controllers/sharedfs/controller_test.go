@@ -738,10 +738,10 @@ func TestASizeAboveTheBoundIsNeverAskedOfTheCluster(t *testing.T) {
 // cache holds the value.
 func TestTheHostOperatorMayAskForTheSameConfigMap(t *testing.T) {
 	f := kittest.NewFixture(t, jwtConfigMap(rsaKey(t)))
-	hosts := f.Deps().Informers.ConfigMap(ns, testOptions.JWTConfigMap, func(obj any) (any, error) {
+	hosts := f.Deps().Informers.ConfigMap(ns, testOptions.JWTConfigMap, kit.Transform{Name: "existence-only", Func: func(obj any) (any, error) {
 		cm := obj.(*corev1.ConfigMap)
 		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: cm.Namespace, Name: cm.Name}}, nil
-	})
+	}})
 	var c *Controller
 	require.NotPanics(t, func() { c = New(f.Deps(), testConfig) })
 	f.SyncCaches()

@@ -91,11 +91,11 @@ func TestConfigMapInformerCachesOnlyItsName(t *testing.T) {
 	f := kittest.NewFixture(t,
 		&corev1.ConfigMap{ObjectMeta: meta("jwt"), Data: map[string]string{"key": "pem"}},
 		&corev1.ConfigMap{ObjectMeta: managed(meta("other"))})
-	jwt := f.Deps().Informers.ConfigMap(ns, "jwt", nil)
-	keysOnly := f.Deps().Informers.ConfigMap(ns, "other", func(obj any) (any, error) {
+	jwt := f.Deps().Informers.ConfigMap(ns, "jwt", kit.Transform{})
+	keysOnly := f.Deps().Informers.ConfigMap(ns, "other", kit.Transform{Name: "name-only", Func: func(obj any) (any, error) {
 		cm := obj.(*corev1.ConfigMap)
 		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: cm.Namespace, Name: cm.Name}}, nil
-	})
+	}})
 	f.SyncCaches()
 
 	assert.Equal(t, []string{ns + "/jwt"}, jwt.GetIndexer().ListKeys())
