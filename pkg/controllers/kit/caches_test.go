@@ -65,10 +65,7 @@ func TestConfigMapInformersAreSharedByTransform(t *testing.T) {
 	assert.Same(t, other, i.ConfigMap("mcp-host", "jwt", existence))
 	// Two closures of one function share a code pointer; their names tell
 	// them apart.
-	keep := func(key string) Transform {
-		return Transform{Name: "keep-" + key, Func: func(obj any) (any, error) { _ = key; return obj, nil }}
-	}
-	assert.NotSame(t, i.ConfigMap("mcp-host", "jwt", keep("a")), i.ConfigMap("mcp-host", "jwt", keep("b")))
+	assert.NotSame(t, i.ConfigMap("mcp-host", "jwt", keepTransform("a")), i.ConfigMap("mcp-host", "jwt", keepTransform("b")))
 	assert.Len(t, i.Caches(), 5)
 }
 
@@ -107,9 +104,10 @@ func TestTransformIsRecordedForTheCaches(t *testing.T) {
 	require.Error(t, i.SetTransform("mcp-host", "pods", pods, StripManagedFieldsTransform), "another transform")
 	// Two closures of one function are one code pointer: only the name
 	// tells them apart.
-	keep := func(key string) func(any) (any, error) { return func(obj any) (any, error) { return obj, nil } }
-	require.Error(t, i.SetTransform("mcp-host", "pods", pods, Transform{Name: "keep-b", Func: keep("b")}), "another name")
-	assert.Panics(t, func() { i.ConfigMap("mcp-host", "x", Transform{Func: keep("a")}) }, "a transform needs a name")
+	services := i.Kube("mcp-host", ManagedObjects, "services").Core().V1().Services().Informer()
+	require.NoError(t, i.SetTransform("mcp-host", "services", services, keepTransform("a")))
+	require.Error(t, i.SetTransform("mcp-host", "services", services, keepTransform("b")), "another name")
+	assert.Panics(t, func() { i.ConfigMap("mcp-host", "x", Transform{Func: nameOnly}) }, "a transform needs a name")
 	var found bool
 	for _, c := range i.Caches() {
 		if c.Resource.Resource != "pods" {
@@ -121,4 +119,13 @@ func TestTransformIsRecordedForTheCaches(t *testing.T) {
 		assert.Empty(t, out.(*corev1.Pod).Labels, "the cache stores what the informer's transform keeps")
 	}
 	assert.True(t, found)
+}
+
+// keepTransform returns a transform named keep-key: every call's function
+// is a closure of one function literal, so all share one code pointer
+// (noinline keeps the compiler from making them distinct copies).
+//
+//go:noinline
+func keepTransform(key string) Transform {
+	return Transform{Name: "keep-" + key, Func: func(obj any) (any, error) { _ = key; return obj, nil }}
 }
