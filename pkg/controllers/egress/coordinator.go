@@ -190,7 +190,8 @@ func New(d kit.Deps, resolver resolve.Resolver, opts Options) *Coordinator {
 	c.base = kit.NewController(d, kit.Spec[string]{Name: "external-egress", Sync: c.sync,
 		Resource: clerumv1alpha1.Resource("mcpservers"), BaseDelay: time.Second, MaxDelay: 2 * time.Minute,
 		Workers: Workers, ErrorsMetric: "clerum_hcc_netpol_reconcile_errors_total",
-		Key: func(n cache.ObjectName) string { return n.Name }})
+		Key:    func(n cache.ObjectName) string { return n.Name },
+		LogKey: func(name string) (string, string) { return kit.LogObject, opts.Namespace + "/" + name }})
 	c.queue, c.log = c.base.Queue(), c.base.Log()
 	// Status-only updates (this coordinator's own writes among them) queue
 	// nothing: they change nothing it reads, and would re-run a failing

@@ -42,6 +42,9 @@ type Spec[K comparable] struct {
 	// Key turns a namespace/name into a queue key, for For and Owns. Nil
 	// for a reconciler keyed by cache.ObjectName.
 	Key func(cache.ObjectName) K
+	// LogKey names a key in log lines: a field and its value. Nil: the key
+	// as namespace/name under LogObject, for keys that are objects.
+	LogKey func(K) (field, value string)
 }
 
 // Controller is the wiring every reconciler is built on, in the spirit of
@@ -110,7 +113,8 @@ func NewController[K comparable](d Deps, spec Spec[K]) *Controller[K] {
 			c.fail(fmt.Errorf("registering %s: %w", spec.ErrorsMetric, err))
 		}
 	}
-	c.loop = &Loop[K]{Name: spec.Name, Queue: c.queue, Sync: spec.Sync, Log: d.Log, Resource: spec.Resource, Errors: c.errors}
+	c.loop = &Loop[K]{Name: spec.Name, Queue: c.queue, Sync: spec.Sync, Log: d.Log, Resource: spec.Resource, Errors: c.errors,
+		LogKey: spec.LogKey}
 	return c
 }
 
@@ -129,7 +133,8 @@ func (c *Controller[K]) Log() zerolog.Logger { return c.log }
 // LogFor is the reconciler's logger for one key: every line also names
 // the object, as namespace/name under LogObject.
 func (c *Controller[K]) LogFor(key K) zerolog.Logger {
-	return c.log.With().Str(LogObject, keyString(key)).Logger()
+	field, value := c.loop.logKey(key)
+	return c.log.With().Str(field, value).Logger()
 }
 
 // Errors is the reconciler's error counter (nil without Spec.ErrorsMetric).

@@ -3,6 +3,7 @@ package kit
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -115,6 +116,7 @@ func TestAWiringErrorFailsRun(t *testing.T) {
 	err := c.Run(context.Background())
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "test: wiring")
+	assert.True(t, c.Queue().ShuttingDown(), "the queue is shut down on the way out")
 	var m dto.Metric
 	require.NoError(t, c.Errors().WithLabelValues("test").Write(&m))
 	assert.Equal(t, 1.0, m.GetCounter().GetValue())
@@ -219,6 +221,7 @@ func TestRunWaitsForEveryDeclaredCache(t *testing.T) {
 			err := c.Run(ctx)
 			require.ErrorIs(t, err, ErrStoppedBeforeSync)
 			assert.False(t, started)
+			assert.True(t, c.Queue().ShuttingDown(), "the queue is shut down on the way out")
 		})
 	}
 }
@@ -237,6 +240,7 @@ func TestAFailingStartFailsRun(t *testing.T) {
 	err := c.Run(ctx)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "no startup round")
+	assert.True(t, c.Queue().ShuttingDown(), "the queue is shut down on the way out")
 	time.Sleep(20 * time.Millisecond)
 	assert.Empty(t, f.keys())
 }
@@ -251,4 +255,43 @@ func TestReconcilersShareANamedErrorCounter(t *testing.T) {
 	require.NoError(t, a.Err())
 	require.NoError(t, b.Err())
 	assert.Same(t, a.Errors(), b.Errors())
+}
+
+// A shutdown while Run waits for a WaitFor channel is a clean stop: no
+// sync, no error, the queue shut down.
+func TestAShutdownDuringWaitForIsACleanStop(t *testing.T) {
+	f := newControllerFixture(t)
+	require.NoError(t, f.hcc.Tracker().Add(&clerumv1alpha1.McpServer{ObjectMeta: metav1.ObjectMeta{Namespace: "mcp-server", Name: "s1"}}))
+	c := NewController(f.deps, f.spec())
+	servers := f.deps.Informers.HCC("mcp-server").Clerum().V1alpha1().McpServers().Informer()
+	c.For(servers)
+	c.WaitFor(make(chan struct{})) // never closes
+	ctx, cancel := context.WithCancel(context.Background())
+	f.deps.Informers.Start(ctx.Done())
+	defer f.deps.Informers.Shutdown()
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	require.Eventually(t, servers.HasSynced, 5*time.Second, time.Millisecond)
+	// WaitForSync polls every 100 ms: give Run time to pass it and reach
+	// the WaitFor channel before the shutdown.
+	time.Sleep(300 * time.Millisecond)
+	cancel()
+	require.NoError(t, <-done)
+	assert.True(t, c.Queue().ShuttingDown())
+	assert.Empty(t, f.keys())
+}
+
+// A reconciler whose keys are not objects names them its own way.
+func TestLogKeyNamesKeysThatAreNoObjects(t *testing.T) {
+	f := newControllerFixture(t)
+	c := NewController(f.deps, Spec[string]{Name: "passes", BaseDelay: time.Millisecond, MaxDelay: time.Second,
+		LogKey: func(k string) (string, string) { return "pass", k },
+		Sync:   func(context.Context, string) (Result, error) { return Result{}, errors.New("boom") }})
+	log := c.LogFor("full")
+	log.Info().Msg("hello")
+	c.Add("full")
+	c.Loop().ProcessNext(context.Background())
+	logs := f.logs.String()
+	assert.Equal(t, 2, strings.Count(logs, `"pass":"full"`), logs)
+	assert.NotContains(t, logs, `"object"`)
 }

@@ -54,6 +54,17 @@ type Loop[K comparable] struct {
 	Resource schema.GroupResource
 	// Errors, when set, counts failed syncs by reconciler name.
 	Errors *prometheus.CounterVec
+	// LogKey, when set, is the log field and value naming a key; nil: the
+	// key as namespace/name under LogObject.
+	LogKey func(K) (field, value string)
+}
+
+// logKey returns the log field and value naming key.
+func (l *Loop[K]) logKey(key K) (string, string) {
+	if l.LogKey != nil {
+		return l.LogKey(key)
+	}
+	return LogObject, keyString(key)
 }
 
 // Run starts workers goroutines and blocks until ctx is done and every one
@@ -104,7 +115,8 @@ func (l *Loop[K]) sync(ctx context.Context, key K) (res Result, err error) {
 }
 
 func (l *Loop[K]) handle(key K, res Result, err error) {
-	log := l.Log.With().Str(LogController, l.Name).Str(LogObject, keyString(key)).Logger()
+	field, value := l.logKey(key)
+	log := l.Log.With().Str(LogController, l.Name).Str(field, value).Logger()
 	switch {
 	case err == nil:
 		l.Queue.Forget(key)

@@ -224,7 +224,9 @@ func New(d kit.Deps, egress EgressSource, opts Options) *Controller {
 	// queue never runs two passes of one kind.
 	c.base = kit.NewController(d, kit.Spec[passKind]{Name: "netpol", Sync: c.sync,
 		BaseDelay: time.Second, MaxDelay: 2 * time.Minute, Workers: 2,
-		ErrorsMetric: "clerum_hcc_netpol_reconcile_errors_total"})
+		ErrorsMetric: "clerum_hcc_netpol_reconcile_errors_total",
+		// A pass is about no one object: its lines name the pass.
+		LogKey: func(kind passKind) (string, string) { return "pass", string(kind) }})
 	c.queue, c.log = c.base.Queue(), c.base.Log()
 	c.readiness.Set(ReadinessCheck, false)
 	handle := c.base.Watches
