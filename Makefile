@@ -38,6 +38,7 @@ generate: ## Regenerate clients, deepcopy, CRDs and docs/configuration.md.
 verify: ## Fail when generated code, CRDs, docs, go.mod/go.sum or formatting are stale, on a forbidden import, or on vet or staticcheck findings.
 	hack/verify-codegen.sh
 	hack/verify-gomod.sh
+	hack/verify-render-deps.sh
 	@# gofmt of the toolchain that runs everything else, not whichever is on PATH.
 	@unformatted=$$("$$($(GO) env GOROOT)/bin/gofmt" -l cmd pkg internal hack test); \
 	  if [[ -n "$$unformatted" ]]; then echo "gofmt needed: $$unformatted" >&2; exit 1; fi
