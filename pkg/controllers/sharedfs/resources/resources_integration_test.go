@@ -1,6 +1,6 @@
 //go:build integration
 
-package resources
+package resources_test
 
 import (
 	"context"
@@ -18,6 +18,8 @@ import (
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/controllers/kit"
 	"github.com/clerum/hcc/pkg/controllers/kit/kittest"
+	"github.com/clerum/hcc/pkg/controllers/sharedfs/resources"
+	"github.com/clerum/hcc/pkg/controllers/sharedfs/resources/resourcestest"
 	clientset "github.com/clerum/hcc/pkg/generated/clientset/versioned"
 	"github.com/clerum/hcc/pkg/names"
 )
@@ -32,12 +34,12 @@ func TestMain(m *testing.M) {
 type world struct {
 	kube kubernetes.Interface
 	hcc  clientset.Interface
-	opts Options
+	opts resources.Options
 }
 
 func newWorld(t *testing.T, suffix string) world {
 	t.Helper()
-	w := world{kube: kubernetes.NewForConfigOrDie(cp.Config()), hcc: clientset.NewForConfigOrDie(cp.Config()), opts: testOptions}
+	w := world{kube: kubernetes.NewForConfigOrDie(cp.Config()), hcc: clientset.NewForConfigOrDie(cp.Config()), opts: resourcestest.Options}
 	w.opts.HostNamespace = "sfs-" + suffix
 	_, err := w.kube.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: w.opts.HostNamespace}}, metav1.CreateOptions{})
 	require.NoError(t, err)
@@ -50,7 +52,7 @@ func (w world) createFS(t *testing.T, fs *clerumv1alpha1.SharedFileSystem) (*cle
 	fs.Namespace, fs.UID, fs.Generation = w.opts.HostNamespace, "", 0
 	live, err := w.hcc.ClerumV1alpha1().SharedFileSystems(fs.Namespace).Create(context.Background(), fs, metav1.CreateOptions{})
 	require.NoError(t, err)
-	return live, kit.Owner{Object: live, GVK: GVK, IdentityLabel: names.LabelSharedFileSystem}
+	return live, kit.Owner{Object: live, GVK: resources.GVK, IdentityLabel: names.LabelSharedFileSystem}
 }
 
 // TestBuildersEmitWhatTheAPIServerKeeps creates every object the builders
@@ -59,11 +61,11 @@ func (w world) createFS(t *testing.T, fs *clerumv1alpha1.SharedFileSystem) (*cle
 func TestBuildersEmitWhatTheAPIServerKeeps(t *testing.T) {
 	cases := map[string]struct {
 		fs   *clerumv1alpha1.SharedFileSystem
-		opts func(*Options)
+		opts func(*resources.Options)
 	}{
-		"full":      {fs: newFS("full", withHosts("bob", "alice"), withDirs("a/b", "c"), withSize("20Gi"))},
-		"bare":      {fs: newFS("bare"), opts: func(o *Options) { o.ImagePullSecret, o.DefaultStorageClass = "", "" }},
-		"long name": {fs: newFS(strings.Repeat("l", 63), withHosts(strings.Repeat("h", 63)))},
+		"full":      {fs: resourcestest.NewFS("full", resourcestest.WithHosts("bob", "alice"), resourcestest.WithDirs("a/b", "c"), resourcestest.WithSize("20Gi"))},
+		"bare":      {fs: resourcestest.NewFS("bare"), opts: func(o *resources.Options) { o.ImagePullSecret, o.DefaultStorageClass = "", "" }},
+		"long name": {fs: resourcestest.NewFS(strings.Repeat("l", 63), resourcestest.WithHosts(strings.Repeat("h", 63)))},
 	}
 	i := 0
 	for name, tc := range cases {
@@ -74,11 +76,11 @@ func TestBuildersEmitWhatTheAPIServerKeeps(t *testing.T) {
 				tc.opts(&w.opts)
 			}
 			live, owner := w.createFS(t, tc.fs)
-			kittest.RoundTrip(t, cp.Config(), kit.Deployments, owner, BuildDeployment(live, KeyDigest("k"), w.opts))
-			kittest.RoundTrip(t, cp.Config(), kit.Services, owner, BuildService(live, w.opts))
-			kittest.RoundTrip(t, cp.Config(), kit.PersistentVolumeClaims, owner, BuildClaim(live, w.opts))
-			kittest.RoundTrip(t, cp.Config(), kit.NetworkPolicies, owner, BuildIngressPolicy(live, w.opts))
-			if p := BuildEgressPolicy(live, w.opts); p != nil {
+			kittest.RoundTrip(t, cp.Config(), kit.Deployments, owner, resources.BuildDeployment(live, resources.KeyDigest("k"), w.opts))
+			kittest.RoundTrip(t, cp.Config(), kit.Services, owner, resources.BuildService(live, w.opts))
+			kittest.RoundTrip(t, cp.Config(), kit.PersistentVolumeClaims, owner, resources.BuildClaim(live, w.opts))
+			kittest.RoundTrip(t, cp.Config(), kit.NetworkPolicies, owner, resources.BuildIngressPolicy(live, w.opts))
+			if p := resources.BuildEgressPolicy(live, w.opts); p != nil {
 				kittest.RoundTrip(t, cp.Config(), kit.NetworkPolicies, owner, p)
 			}
 		})
