@@ -1,63 +1,23 @@
 //go:build integration
 
-package resources_test
+package sharedfs
 
 import (
-	"context"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 
-	"github.com/stretchr/testify/require"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-
-	"github.com/clerum/hcc/internal/testing/controlplane"
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/controllers/kit"
 	"github.com/clerum/hcc/pkg/controllers/kit/kittest"
 	"github.com/clerum/hcc/pkg/controllers/sharedfs/resources"
 	"github.com/clerum/hcc/pkg/controllers/sharedfs/resources/resourcestest"
-	clientset "github.com/clerum/hcc/pkg/generated/clientset/versioned"
-	"github.com/clerum/hcc/pkg/names"
 )
-
-// cp is the one control plane this package's integration tests share.
-var cp *controlplane.ControlPlane
-
-func TestMain(m *testing.M) {
-	os.Exit(controlplane.RunMain(m, controlplane.Options{}, func(c *controlplane.ControlPlane) { cp = c }))
-}
-
-type world struct {
-	kube kubernetes.Interface
-	hcc  clientset.Interface
-	opts resources.Options
-}
-
-func newWorld(t *testing.T, suffix string) world {
-	t.Helper()
-	w := world{kube: kubernetes.NewForConfigOrDie(cp.Config()), hcc: clientset.NewForConfigOrDie(cp.Config()), opts: resourcestest.Options}
-	w.opts.HostNamespace = "sfs-" + suffix
-	_, err := w.kube.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: w.opts.HostNamespace}}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	return w
-}
-
-func (w world) createFS(t *testing.T, fs *clerumv1alpha1.SharedFileSystem) (*clerumv1alpha1.SharedFileSystem, kit.Owner) {
-	t.Helper()
-	fs = fs.DeepCopy()
-	fs.Namespace, fs.UID, fs.Generation = w.opts.HostNamespace, "", 0
-	live, err := w.hcc.ClerumV1alpha1().SharedFileSystems(fs.Namespace).Create(context.Background(), fs, metav1.CreateOptions{})
-	require.NoError(t, err)
-	return live, kit.Owner{Object: live, GVK: resources.GVK, IdentityLabel: names.LabelSharedFileSystem}
-}
 
 // TestBuildersEmitWhatTheAPIServerKeeps creates every object the builders
 // make and proves that a second ensure writes nothing: the builders emit
-// the API server's defaults.
+// the API server's defaults. It tests package resources, but lives here to
+// share the control plane and world of TestControllerConverges.
 func TestBuildersEmitWhatTheAPIServerKeeps(t *testing.T) {
 	cases := map[string]struct {
 		fs   *clerumv1alpha1.SharedFileSystem
