@@ -89,7 +89,7 @@ func TestSyncAndRenderProduceTheSameChildren(t *testing.T) {
 			}
 
 			// Render's inputs, as pkg/render computes them: the wait target
-			// from the raw connection string, admission from the resourcestest.Digested
+			// from the raw connection string, admission from the digested
 			// Secret, the drive holder among the given file systems.
 			var secret *corev1.Secret
 			var configMap *corev1.ConfigMap
