@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/clerum/hcc/internal/testing/testenv"
@@ -37,23 +37,9 @@ func TestFileSystemReconcilers(t *testing.T) {
 	kube := c.kube
 	hcc := clientset.NewForConfigOrDie(c.cp.Config())
 	ctx := context.Background()
-	waitUntil := func(what string, cond func() bool) {
-		t.Helper()
-		require.NoError(t, wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true,
-			func(context.Context) (bool, error) { return cond(), nil }), what)
-	}
-	key := testenv.RSAPublicKeyPEM(t)
-	for _, cm := range []*corev1.ConfigMap{
-		{ObjectMeta: metav1.ObjectMeta{Namespace: "mcp-host", Name: "mcp-host-config"}, Data: map[string]string{"CLERUM_AUTH_JWT_PUBLIC_KEY": key}},
-		{ObjectMeta: metav1.ObjectMeta{Namespace: "gfs", Name: "gfs-config"}, Data: map[string]string{"jwt-public-key": key}},
-	} {
-		_, err := kube.CoreV1().ConfigMaps(cm.Namespace).Create(ctx, cm, metav1.CreateOptions{})
-		require.NoError(t, err)
-	}
-	_, err := kube.CoreV1().Secrets("gfs").Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "gfs-controller-db"},
-		StringData: map[string]string{"connection-string": "postgres://gfs@control-postgres:5432/gfs"}}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	_, err = hcc.ClerumV1alpha1().SharedFileSystems("mcp-host").Create(ctx, &clerumv1alpha1.SharedFileSystem{
+	waitUntil := poller(t, 60*time.Second)
+	createFileSystemConfig(t, kube, "postgres://gfs@control-postgres:5432/gfs")
+	_, err := hcc.ClerumV1alpha1().SharedFileSystems("mcp-host").Create(ctx, &clerumv1alpha1.SharedFileSystem{
 		ObjectMeta: metav1.ObjectMeta{Name: "docs"}, Spec: clerumv1alpha1.SharedFileSystemSpec{HostRefs: []string{"h1"}, Directories: []string{"inbox"}},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
@@ -153,22 +139,8 @@ func TestFileSystemsTrustWhatHCCWrote(t *testing.T) {
 	kube := c.kube
 	hcc := clientset.NewForConfigOrDie(c.cp.Config())
 	ctx := context.Background()
-	waitUntil := func(what string, cond func() bool) {
-		t.Helper()
-		require.NoError(t, wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true,
-			func(context.Context) (bool, error) { return cond(), nil }), what)
-	}
-	key := testenv.RSAPublicKeyPEM(t)
-	for _, cm := range []*corev1.ConfigMap{
-		{ObjectMeta: metav1.ObjectMeta{Namespace: "mcp-host", Name: "mcp-host-config"}, Data: map[string]string{"CLERUM_AUTH_JWT_PUBLIC_KEY": key}},
-		{ObjectMeta: metav1.ObjectMeta{Namespace: "gfs", Name: "gfs-config"}, Data: map[string]string{"jwt-public-key": key}},
-	} {
-		_, err := kube.CoreV1().ConfigMaps(cm.Namespace).Create(ctx, cm, metav1.CreateOptions{})
-		require.NoError(t, err)
-	}
-	_, err := kube.CoreV1().Secrets("gfs").Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "gfs-controller-db"},
-		StringData: map[string]string{"connection-string": "postgres://gfs:hunter2@control-postgres:5432/gfs"}}, metav1.CreateOptions{})
-	require.NoError(t, err)
+	waitUntil := poller(t, 60*time.Second)
+	createFileSystemConfig(t, kube, "postgres://gfs:hunter2@control-postgres:5432/gfs")
 
 	managed := func(label, owner string) map[string]string {
 		return map[string]string{names.LabelManagedBy: names.ManagedByValue, label: names.Label(owner)}
@@ -317,4 +289,23 @@ func TestFileSystemsTrustWhatHCCWrote(t *testing.T) {
 		_, errNew := kube.AppsV1().Deployments("gfs").Get(ctx, "gfsc-also-main", metav1.GetOptions{})
 		return apierrors.IsNotFound(errOld) && errNew == nil
 	})
+}
+
+// createFileSystemConfig creates what the file-system reconcilers read
+// before they deploy: the two JWT ConfigMaps, holding one fresh key, and
+// the Secret of gfsc's connection string.
+func createFileSystemConfig(t *testing.T, kube kubernetes.Interface, connectionString string) {
+	t.Helper()
+	ctx := context.Background()
+	key := testenv.RSAPublicKeyPEM(t)
+	for _, cm := range []*corev1.ConfigMap{
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "mcp-host", Name: "mcp-host-config"}, Data: map[string]string{"CLERUM_AUTH_JWT_PUBLIC_KEY": key}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "gfs", Name: "gfs-config"}, Data: map[string]string{"jwt-public-key": key}},
+	} {
+		_, err := kube.CoreV1().ConfigMaps(cm.Namespace).Create(ctx, cm, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	_, err := kube.CoreV1().Secrets("gfs").Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "gfs-controller-db"},
+		StringData: map[string]string{"connection-string": connectionString}}, metav1.CreateOptions{})
+	require.NoError(t, err)
 }

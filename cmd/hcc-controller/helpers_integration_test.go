@@ -18,6 +18,7 @@ import (
 
 	"github.com/clerum/hcc/internal/testing/controlplane"
 	"github.com/clerum/hcc/internal/testing/testenv"
+	"github.com/clerum/hcc/pkg/controllers/kit/kittest"
 	"github.com/clerum/hcc/pkg/logging"
 )
 
@@ -96,4 +97,13 @@ func (c *controller) stop(t *testing.T) int {
 	}
 	c.code = &code
 	return code
+}
+
+// poller returns a test's wait for the cluster: it checks cond every 100ms
+// until it holds and fails t with what after timeout.
+func poller(t *testing.T, timeout time.Duration) func(what string, cond func() bool) {
+	return func(what string, cond func() bool) {
+		t.Helper()
+		kittest.WaitFor(t, 100*time.Millisecond, timeout, what, cond)
+	}
 }

@@ -23,7 +23,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/clerum/hcc/internal/testing/apitest"
 	"github.com/clerum/hcc/internal/testing/controlplane"
@@ -113,11 +112,7 @@ func TestHostOperator(t *testing.T) {
 	kube := c.kube
 	hcc := clientset.NewForConfigOrDie(c.cp.Config())
 	ctx := context.Background()
-	waitUntil := func(what string, cond func() bool) {
-		t.Helper()
-		require.NoError(t, wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 90*time.Second, true,
-			func(context.Context) (bool, error) { return cond(), nil }), what)
-	}
+	waitUntil := poller(t, 90*time.Second)
 
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
 	require.NoError(t, err)

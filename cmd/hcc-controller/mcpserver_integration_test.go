@@ -43,11 +43,7 @@ func TestMcpServerOperator(t *testing.T) {
 	kube := c.kube
 	hcc := clientset.NewForConfigOrDie(c.cp.Config())
 	ctx := context.Background()
-	waitUntil := func(what string, cond func() bool) {
-		t.Helper()
-		require.NoError(t, wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true,
-			func(context.Context) (bool, error) { return cond(), nil }), what)
-	}
+	waitUntil := poller(t, 60*time.Second)
 
 	server := &clerumv1alpha1.McpServer{
 		ObjectMeta: metav1.ObjectMeta{Name: "mongodb"},
@@ -159,11 +155,7 @@ func TestEnforceModeSwitchedOnAndOff(t *testing.T) {
 	kube := c.kube
 	hcc := clientset.NewForConfigOrDie(c.cp.Config())
 	ctx := context.Background()
-	waitUntil := func(what string, cond func() bool) {
-		t.Helper()
-		require.NoError(t, wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true,
-			func(context.Context) (bool, error) { return cond(), nil }), what)
-	}
+	waitUntil := poller(t, 60*time.Second)
 	_, err := kube.CoreV1().Secrets("mcp-server").Create(ctx, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "creds"}, StringData: map[string]string{"token": "s3cret"},
 	}, metav1.CreateOptions{})

@@ -87,11 +87,7 @@ func TestNetworkPolicyOperator(t *testing.T) {
 		_, err := kube.NetworkingV1().NetworkPolicies(ns).Get(ctx, name, metav1.GetOptions{})
 		return err == nil
 	}
-	waitUntil := func(what string, cond func() bool) {
-		t.Helper()
-		require.NoError(t, wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true,
-			func(context.Context) (bool, error) { return cond(), nil }), what)
-	}
+	waitUntil := poller(t, 30*time.Second)
 	trio := [][2]string{{"mcp-server", "ctx-c1-s1"}, {"mcp-host", "ctx-c1-s1-egress"}, {"rpc-proxy", "rpc-egress-c1-s1"}}
 	waitUntil("the Context's allows exist", func() bool {
 		for _, p := range trio {
@@ -400,11 +396,7 @@ func TestNetworkPolicyWithholdsANewHoldersAllowsWhileTheOldHostsPodsRun(t *testi
 		}
 		return true
 	}
-	waitUntil := func(what string, cond func() bool) {
-		t.Helper()
-		require.NoError(t, wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true,
-			func(context.Context) (bool, error) { return cond(), nil }), what)
-	}
+	waitUntil := poller(t, 30*time.Second)
 	waitUntil("a's allows exist", func() bool { return allOf(trio("s1")) })
 
 	// The holder changes: a goes, b takes team and names s2.

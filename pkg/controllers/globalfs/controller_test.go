@@ -2,12 +2,7 @@ package globalfs
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
 	"slices"
 	"strings"
@@ -24,7 +19,6 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -35,72 +29,18 @@ import (
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/controllers/globalfs/resources"
+	"github.com/clerum/hcc/pkg/controllers/globalfs/resources/resourcestest"
 	"github.com/clerum/hcc/pkg/controllers/kit"
 	"github.com/clerum/hcc/pkg/controllers/kit/kittest"
 	"github.com/clerum/hcc/pkg/mark"
 	"github.com/clerum/hcc/pkg/names"
 	"github.com/clerum/hcc/pkg/reasons"
-	"github.com/clerum/hcc/pkg/secretdigest"
 )
-
-const (
-	gfsNS = "gfs"
-	// connectionString must never reach an object HCC writes, an event,
-	// a log line or a status.
-	connectionString = "postgres://gfsc:hunter2@control-postgres.control-plane:5432/gfs"
-)
-
-// testOptions are the builders' options of the tests.
-var testOptions = resources.Options{
-	ControlPlaneNamespace: "control-plane",
-	ClusterDomain:         "cluster.local",
-	Image:                 "clerum/gfs-controller:1.4.2",
-	ImagePullPolicy:       corev1.PullIfNotPresent,
-	ImagePullSecret:       "clerum",
-	PriorityClassName:     "platform-critical",
-	InitImage:             "busybox:1.36",
-	Port:                  8087,
-	Resources: corev1.ResourceRequirements{
-		Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Mi"), corev1.ResourceCPU: resource.MustParse("100m")},
-		Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi"), corev1.ResourceCPU: resource.MustParse("500m")},
-	},
-	PostgresAppLabel:  "control-postgres",
-	PostgresPort:      5432,
-	PostgresSecret:    "gfs-controller-db",
-	PostgresSecretKey: "connection-string",
-	JWTConfigMap:      "gfs-config",
-	JWTConfigMapKey:   "jwt-public-key",
-	DriveName:         "main",
-	TokenAudience:     "gfs-controller",
-}
 
 // testSeedKey signs the seed Jobs of the tests.
 var testSeedKey = mark.NewKey("test-hmac-secret", mark.PurposeSeedJob)
 
 var t0 = time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
-
-// publicKeyPEM is a valid PEM public key for the JWT ConfigMap.
-var publicKeyPEM = func() string {
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		panic(err)
-	}
-	der, err := x509.MarshalPKIXPublicKey(&k.PublicKey)
-	if err != nil {
-		panic(err)
-	}
-	return string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}))
-}()
-
-func pgSecret() *corev1.Secret {
-	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: gfsNS, Name: testOptions.PostgresSecret, ResourceVersion: "1"},
-		Data: map[string][]byte{testOptions.PostgresSecretKey: []byte(connectionString)}}
-}
-
-func jwtConfigMap(pemValue string) *corev1.ConfigMap {
-	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: gfsNS, Name: testOptions.JWTConfigMap, ResourceVersion: "1"},
-		Data: map[string]string{testOptions.JWTConfigMapKey: pemValue}}
-}
 
 // fixture is the reconciler over kittest's fake API server, its caches
 // seeded from it; syncGlobalFileSystem is called directly and the exact
@@ -116,7 +56,7 @@ type fixture struct {
 func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 	t.Helper()
 	f := &fixture{Fixture: kittest.NewFixture(t, objs...), t: t, seen: map[string]int{}}
-	f.c = New(f.Deps(), Config{Namespace: gfsNS, Build: testOptions, Resync: time.Minute, Workers: 1, SeedKey: testSeedKey})
+	f.c = New(f.Deps(), Config{Namespace: resourcestest.Namespace, Build: resourcestest.Options, Resync: time.Minute, Workers: 1, SeedKey: testSeedKey})
 	require.NoError(t, f.c.base.Err(), "the reconciler is wired")
 	f.SyncCaches()
 	return f
@@ -135,7 +75,7 @@ func (f *fixture) setGFS(g *clerumv1alpha1.GlobalFileSystem) {
 
 // sync runs one sync of name.
 func (f *fixture) sync(name string) (kit.Result, error) {
-	return f.c.syncGlobalFileSystem(context.Background(), cache.ObjectName{Namespace: gfsNS, Name: name})
+	return f.c.syncGlobalFileSystem(context.Background(), cache.ObjectName{Namespace: resourcestest.Namespace, Name: name})
 }
 
 func (f *fixture) mustSync(name string) kit.Result {
@@ -161,11 +101,11 @@ func (f *fixture) writes() []string {
 // statuses returns the statuses applied since the last call, by
 // GlobalFileSystem name.
 func (f *fixture) statuses() []clerumv1alpha1.GlobalFileSystemStatus {
-	list, err := f.HCC.ClerumV1alpha1().GlobalFileSystems(gfsNS).List(context.Background(), metav1.ListOptions{})
+	list, err := f.HCC.ClerumV1alpha1().GlobalFileSystems(resourcestest.Namespace).List(context.Background(), metav1.ListOptions{})
 	require.NoError(f.t, err)
 	var out []clerumv1alpha1.GlobalFileSystemStatus
 	for _, g := range list.Items {
-		applied := kittest.Applied[*clerumv1alpha1.GlobalFileSystem](f.Fixture, gfsNS, g.Name)
+		applied := kittest.Applied[*clerumv1alpha1.GlobalFileSystem](f.Fixture, resourcestest.Namespace, g.Name)
 		for _, a := range applied[min(f.seen[g.Name], len(applied)):] {
 			out = append(out, a.Status)
 		}
@@ -194,7 +134,7 @@ func (f *fixture) adopt(g *clerumv1alpha1.GlobalFileSystem, st clerumv1alpha1.Gl
 		{networkingv1.SchemeGroupVersion.WithResource("networkpolicies"), names.GFSCEgressPolicy(g.Name)},
 		{batchv1.SchemeGroupVersion.WithResource("jobs"), resources.SeedJobName(g.Name)},
 	} {
-		if obj, err := f.Kube.Tracker().Get(o.gvr, gfsNS, o.name); err == nil {
+		if obj, err := f.Kube.Tracker().Get(o.gvr, resourcestest.Namespace, o.name); err == nil {
 			f.Index(obj)
 		}
 	}
@@ -206,14 +146,14 @@ func (f *fixture) adopt(g *clerumv1alpha1.GlobalFileSystem, st clerumv1alpha1.Gl
 
 // setAvailable marks name's Deployment available (or not).
 func (f *fixture) setAvailable(name string, available bool) {
-	obj, err := f.Kube.Tracker().Get(appsv1.SchemeGroupVersion.WithResource("deployments"), gfsNS, names.GFSCWorkload(name))
+	obj, err := f.Kube.Tracker().Get(appsv1.SchemeGroupVersion.WithResource("deployments"), resourcestest.Namespace, names.GFSCWorkload(name))
 	require.NoError(f.t, err)
 	d := obj.(*appsv1.Deployment).DeepCopy()
 	d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation}
 	if available {
 		d.Status.AvailableReplicas, d.Status.UpdatedReplicas, d.Status.ReadyReplicas = 1, 1, 1
 	}
-	require.NoError(f.t, f.Kube.Tracker().Update(appsv1.SchemeGroupVersion.WithResource("deployments"), d, gfsNS))
+	require.NoError(f.t, f.Kube.Tracker().Update(appsv1.SchemeGroupVersion.WithResource("deployments"), d, resourcestest.Namespace))
 	f.Index(d)
 	f.ClearWrites()
 }
@@ -221,23 +161,13 @@ func (f *fixture) setAvailable(name string, available bool) {
 // setJob gives name's seed Job a finished condition of typ.
 func (f *fixture) setJob(name string, typ batchv1.JobConditionType) {
 	gvr := batchv1.SchemeGroupVersion.WithResource("jobs")
-	obj, err := f.Kube.Tracker().Get(gvr, gfsNS, resources.SeedJobName(name))
+	obj, err := f.Kube.Tracker().Get(gvr, resourcestest.Namespace, resources.SeedJobName(name))
 	require.NoError(f.t, err)
 	j := obj.(*batchv1.Job).DeepCopy()
 	j.Status.Conditions = []batchv1.JobCondition{{Type: typ, Status: corev1.ConditionTrue, Reason: "BackoffLimitExceeded"}}
-	require.NoError(f.t, f.Kube.Tracker().Update(gvr, j, gfsNS))
+	require.NoError(f.t, f.Kube.Tracker().Update(gvr, j, resourcestest.Namespace))
 	f.Index(j)
 	f.ClearWrites()
-}
-
-func newGFS(name string, opts ...func(*clerumv1alpha1.GlobalFileSystem)) *clerumv1alpha1.GlobalFileSystem {
-	g := &clerumv1alpha1.GlobalFileSystem{
-		ObjectMeta: metav1.ObjectMeta{Namespace: gfsNS, Name: name, UID: types.UID("uid-" + name), Generation: 1},
-	}
-	for _, o := range opts {
-		o(g)
-	}
-	return g
 }
 
 func condition(st clerumv1alpha1.GlobalFileSystemStatus, typ string) metav1.Condition {
@@ -272,7 +202,7 @@ func converge(t *testing.T, f *fixture, g *clerumv1alpha1.GlobalFileSystem) *cle
 }
 
 func TestSyncCreatesTheChildrenAndReportsInitializing(t *testing.T) {
-	f := newFixture(t, newGFS("main"), pgSecret(), jwtConfigMap(publicKeyPEM))
+	f := newFixture(t, resourcestest.NewGFS("main"), resourcestest.PGSecret(), resourcestest.JWTConfigMap(resourcestest.PublicKeyPEM))
 	f.mustSync("main")
 	// The write list is sorted; the order of the creates is pinned here:
 	// the egress policy first, so no pod starts unisolated.
@@ -295,7 +225,7 @@ func TestSyncCreatesTheChildrenAndReportsInitializing(t *testing.T) {
 	assert.Equal(t, reasons.Progressing, condition(st, clerumv1alpha1.ConditionReady).Reason)
 	assert.Equal(t, metav1.ConditionFalse, condition(st, clerumv1alpha1.ConditionWorkloadReady).Status)
 
-	obj, err := f.Kube.Tracker().Get(appsv1.SchemeGroupVersion.WithResource("deployments"), gfsNS, "gfsc-main")
+	obj, err := f.Kube.Tracker().Get(appsv1.SchemeGroupVersion.WithResource("deployments"), resourcestest.Namespace, "gfsc-main")
 	require.NoError(t, err)
 	d := obj.(*appsv1.Deployment)
 	require.Len(t, d.OwnerReferences, 1)
@@ -305,8 +235,8 @@ func TestSyncCreatesTheChildrenAndReportsInitializing(t *testing.T) {
 }
 
 func TestSyncOfAConvergedGFSWritesNothing(t *testing.T) {
-	f := newFixture(t, newGFS("main"), pgSecret(), jwtConfigMap(publicKeyPEM))
-	converge(t, f, newGFS("main"))
+	f := newFixture(t, resourcestest.NewGFS("main"), resourcestest.PGSecret(), resourcestest.JWTConfigMap(resourcestest.PublicKeyPEM))
+	converge(t, f, resourcestest.NewGFS("main"))
 	f.writes()
 	for range 2 {
 		f.mustSync("main")
@@ -317,9 +247,9 @@ func TestSyncOfAConvergedGFSWritesNothing(t *testing.T) {
 }
 
 func TestReadinessTransitions(t *testing.T) {
-	f := newFixture(t, newGFS("main"), pgSecret(), jwtConfigMap(publicKeyPEM))
+	f := newFixture(t, resourcestest.NewGFS("main"), resourcestest.PGSecret(), resourcestest.JWTConfigMap(resourcestest.PublicKeyPEM))
 	f.mustSync("main")
-	g := f.adopt(newGFS("main"), f.lastStatus())
+	g := f.adopt(resourcestest.NewGFS("main"), f.lastStatus())
 
 	// Available, but the seed has not completed: still Initializing.
 	f.setAvailable("main", true)
@@ -357,10 +287,10 @@ func TestReadinessTransitions(t *testing.T) {
 }
 
 func TestSeedJobIsNotRecreatedOnceSeeded(t *testing.T) {
-	f := newFixture(t, newGFS("main"), pgSecret(), jwtConfigMap(publicKeyPEM))
-	g := converge(t, f, newGFS("main"))
+	f := newFixture(t, resourcestest.NewGFS("main"), resourcestest.PGSecret(), resourcestest.JWTConfigMap(resourcestest.PublicKeyPEM))
+	g := converge(t, f, resourcestest.NewGFS("main"))
 	// The TTL controller removes the finished Job.
-	j, err := f.Kube.Tracker().Get(batchv1.SchemeGroupVersion.WithResource("jobs"), gfsNS, "gfsc-main-seed")
+	j, err := f.Kube.Tracker().Get(batchv1.SchemeGroupVersion.WithResource("jobs"), resourcestest.Namespace, "gfsc-main-seed")
 	require.NoError(t, err)
 	f.Unindex(j)
 	f.mustSync(g.Name)
@@ -369,9 +299,9 @@ func TestSeedJobIsNotRecreatedOnceSeeded(t *testing.T) {
 }
 
 func TestSeedFailureDegradesAndIsReportedOnce(t *testing.T) {
-	f := newFixture(t, newGFS("main"), pgSecret(), jwtConfigMap(publicKeyPEM))
+	f := newFixture(t, resourcestest.NewGFS("main"), resourcestest.PGSecret(), resourcestest.JWTConfigMap(resourcestest.PublicKeyPEM))
 	f.mustSync("main")
-	g := f.adopt(newGFS("main"), f.lastStatus())
+	g := f.adopt(resourcestest.NewGFS("main"), f.lastStatus())
 	f.setAvailable("main", true)
 	f.setJob("main", batchv1.JobFailed)
 	f.Events()
@@ -393,12 +323,12 @@ func TestSeedFailureDegradesAndIsReportedOnce(t *testing.T) {
 }
 
 func TestRotatedConfigReplacesAnUnfinishedSeedAndRollsThePods(t *testing.T) {
-	f := newFixture(t, newGFS("main"), pgSecret(), jwtConfigMap(publicKeyPEM))
+	f := newFixture(t, resourcestest.NewGFS("main"), resourcestest.PGSecret(), resourcestest.JWTConfigMap(resourcestest.PublicKeyPEM))
 	f.mustSync("main")
-	f.adopt(newGFS("main"), f.lastStatus())
+	f.adopt(resourcestest.NewGFS("main"), f.lastStatus())
 	f.writes()
-	s := pgSecret()
-	s.Data[testOptions.PostgresSecretKey] = []byte("postgres://gfsc:rotated@db:5432/gfs")
+	s := resourcestest.PGSecret()
+	s.Data[resourcestest.Options.PostgresSecretKey] = []byte("postgres://gfsc:rotated@db:5432/gfs")
 	s.ResourceVersion = "2"
 	f.Index(s)
 
@@ -407,8 +337,8 @@ func TestRotatedConfigReplacesAnUnfinishedSeedAndRollsThePods(t *testing.T) {
 }
 
 func TestDriveChangeRollsAndSeedsTheNewDrive(t *testing.T) {
-	f := newFixture(t, newGFS("main"), pgSecret(), jwtConfigMap(publicKeyPEM))
-	g := converge(t, f, newGFS("main"))
+	f := newFixture(t, resourcestest.NewGFS("main"), resourcestest.PGSecret(), resourcestest.JWTConfigMap(resourcestest.PublicKeyPEM))
+	g := converge(t, f, resourcestest.NewGFS("main"))
 	f.writes()
 	g = g.DeepCopy()
 	g.Spec.DriveName, g.Generation = "archive", 2
@@ -427,32 +357,32 @@ func TestDriveChangeRollsAndSeedsTheNewDrive(t *testing.T) {
 	assert.Equal(t, []string{"delete jobs/gfsc-main-seed", "update deployments/gfsc-main"}, f.writes())
 	f.adopt(g, f.lastStatus())
 	// The old Job's deletion reaches the cache.
-	f.Unindex(&batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: gfsNS, Name: "gfsc-main-seed"}})
+	f.Unindex(&batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: resourcestest.Namespace, Name: "gfsc-main-seed"}})
 	f.mustSync("main")
 	assert.Equal(t, []string{"create jobs/gfsc-main-seed", "update jobs/gfsc-main-seed"}, f.writes())
-	obj, err := f.Kube.Tracker().Get(batchv1.SchemeGroupVersion.WithResource("jobs"), gfsNS, "gfsc-main-seed")
+	obj, err := f.Kube.Tracker().Get(batchv1.SchemeGroupVersion.WithResource("jobs"), resourcestest.Namespace, "gfsc-main-seed")
 	require.NoError(t, err)
 	assert.Equal(t, resources.SeedArgs("archive"), obj.(*batchv1.Job).Spec.Template.Spec.Containers[0].Args)
 }
 
 func TestMissingOrInvalidConfigBlocksEverything(t *testing.T) {
-	noKey := pgSecret()
+	noKey := resourcestest.PGSecret()
 	noKey.Data = map[string][]byte{"other": []byte("x")}
 	cases := map[string]struct {
 		objs    []runtime.Object
 		reason  string
 		mention string
 	}{
-		"no Secret":        {objs: []runtime.Object{jwtConfigMap(publicKeyPEM)}, reason: reasons.ConfigMissing, mention: "Secret gfs-controller-db does not exist"},
-		"no Secret key":    {objs: []runtime.Object{noKey, jwtConfigMap(publicKeyPEM)}, reason: reasons.ConfigMissing, mention: "has no key connection-string"},
-		"no ConfigMap":     {objs: []runtime.Object{pgSecret()}, reason: reasons.ConfigMissing, mention: "ConfigMap gfs-config does not exist"},
-		"no ConfigMap key": {objs: []runtime.Object{pgSecret(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: gfsNS, Name: "gfs-config"}}}, reason: reasons.ConfigMissing, mention: "has no key jwt-public-key"},
-		"not a PEM":        {objs: []runtime.Object{pgSecret(), jwtConfigMap("not a key")}, reason: reasons.ConfigInvalid, mention: "not a usable public key"},
-		"a private key":    {objs: []runtime.Object{pgSecret(), jwtConfigMap("-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n")}, reason: reasons.ConfigInvalid, mention: "not a usable public key"},
+		"no Secret":        {objs: []runtime.Object{resourcestest.JWTConfigMap(resourcestest.PublicKeyPEM)}, reason: reasons.ConfigMissing, mention: "Secret gfs-controller-db does not exist"},
+		"no Secret key":    {objs: []runtime.Object{noKey, resourcestest.JWTConfigMap(resourcestest.PublicKeyPEM)}, reason: reasons.ConfigMissing, mention: "has no key connection-string"},
+		"no ConfigMap":     {objs: []runtime.Object{resourcestest.PGSecret()}, reason: reasons.ConfigMissing, mention: "ConfigMap gfs-config does not exist"},
+		"no ConfigMap key": {objs: []runtime.Object{resourcestest.PGSecret(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: resourcestest.Namespace, Name: "gfs-config"}}}, reason: reasons.ConfigMissing, mention: "has no key jwt-public-key"},
+		"not a PEM":        {objs: []runtime.Object{resourcestest.PGSecret(), resourcestest.JWTConfigMap("not a key")}, reason: reasons.ConfigInvalid, mention: "not a usable public key"},
+		"a private key":    {objs: []runtime.Object{resourcestest.PGSecret(), resourcestest.JWTConfigMap("-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n")}, reason: reasons.ConfigInvalid, mention: "not a usable public key"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			f := newFixture(t, append(tc.objs, newGFS("main"))...)
+			f := newFixture(t, append(tc.objs, resourcestest.NewGFS("main"))...)
 			f.mustSync("main")
 			assert.Empty(t, f.writes(), "nothing is created")
 			st := f.lastStatus()
@@ -472,11 +402,11 @@ func TestMissingOrInvalidConfigBlocksEverything(t *testing.T) {
 }
 
 func TestConfigLostAfterDeployingLeavesTheWorkloadAlone(t *testing.T) {
-	f := newFixture(t, newGFS("main"), pgSecret(), jwtConfigMap(publicKeyPEM))
-	g := converge(t, f, newGFS("main"))
+	f := newFixture(t, resourcestest.NewGFS("main"), resourcestest.PGSecret(), resourcestest.JWTConfigMap(resourcestest.PublicKeyPEM))
+	g := converge(t, f, resourcestest.NewGFS("main"))
 	f.writes()
 	f.Events()
-	f.Unindex(pgSecret())
+	f.Unindex(resourcestest.PGSecret())
 
 	f.mustSync("main")
 	assert.Empty(t, f.writes(), "nothing rolled or deleted")
@@ -486,7 +416,7 @@ func TestConfigLostAfterDeployingLeavesTheWorkloadAlone(t *testing.T) {
 	assert.Equal(t, "http://gfsc-main.gfs.svc.cluster.local:8087", st.Endpoint)
 	f.adopt(g, st)
 
-	f.Index(pgSecret())
+	f.Index(resourcestest.PGSecret())
 	f.mustSync("main")
 	assert.Empty(t, f.writes())
 	assert.Equal(t, clerumv1alpha1.FileSystemReady, f.lastStatus().Phase)
@@ -499,7 +429,7 @@ func TestConfigLostAfterDeployingLeavesTheWorkloadAlone(t *testing.T) {
 // Normal event; a GlobalFileSystem deleted while blocked is forgotten, so
 // a later one of the same name, blocked too, is reported again.
 func TestABlockIsReportedOnceAndForgottenWithItsGlobalFileSystem(t *testing.T) {
-	f := newFixture(t, newGFS("main"), pgSecret())
+	f := newFixture(t, resourcestest.NewGFS("main"), resourcestest.PGSecret())
 	for range 3 {
 		f.mustSync("main")
 	}
@@ -507,9 +437,9 @@ func TestABlockIsReportedOnceAndForgottenWithItsGlobalFileSystem(t *testing.T) {
 	require.Len(t, ev, 1, "one event for the block: %v", ev)
 	assert.True(t, strings.HasPrefix(ev[0], "Warning Blocked "+reasons.ConfigMissing), ev[0])
 
-	f.Unindex(newGFS("main"))
+	f.Unindex(resourcestest.NewGFS("main"))
 	f.mustSync("main") // gone
-	later := newGFS("main")
+	later := resourcestest.NewGFS("main")
 	later.UID = "uid-a-later-main"
 	f.setGFS(later)
 	f.mustSync("main")
@@ -517,15 +447,15 @@ func TestABlockIsReportedOnceAndForgottenWithItsGlobalFileSystem(t *testing.T) {
 	require.Len(t, ev, 1, "the later one's block is its own: %v", ev)
 	assert.True(t, strings.HasPrefix(ev[0], "Warning Blocked "), ev[0])
 
-	f.Index(jwtConfigMap(publicKeyPEM))
+	f.Index(resourcestest.JWTConfigMap(resourcestest.PublicKeyPEM))
 	f.mustSync("main")
 	f.mustSync("main")
 	assert.Equal(t, []string{"Normal Released no longer blocked (was " + reasons.ConfigMissing + ")"}, f.Events())
 }
 
 func TestUnmanagedObjectHoldingANameIsNotAdopted(t *testing.T) {
-	squatter := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: gfsNS, Name: "gfsc-main", ResourceVersion: "7"}}
-	f := newFixture(t, newGFS("main"), pgSecret(), jwtConfigMap(publicKeyPEM), squatter)
+	squatter := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: resourcestest.Namespace, Name: "gfsc-main", ResourceVersion: "7"}}
+	f := newFixture(t, resourcestest.NewGFS("main"), resourcestest.PGSecret(), resourcestest.JWTConfigMap(resourcestest.PublicKeyPEM), squatter)
 	res := f.mustSync("main")
 	assert.Equal(t, []string{
 		"create deployments/gfsc-main",
@@ -539,7 +469,7 @@ func TestUnmanagedObjectHoldingANameIsNotAdopted(t *testing.T) {
 	assert.Equal(t, clerumv1alpha1.FileSystemDegraded, st.Phase)
 	assert.Equal(t, reasons.NotOwned, condition(st, clerumv1alpha1.ConditionReady).Reason)
 	assert.Empty(t, st.Endpoint)
-	obj, err := f.Kube.Tracker().Get(corev1.SchemeGroupVersion.WithResource("services"), gfsNS, "gfsc-main")
+	obj, err := f.Kube.Tracker().Get(corev1.SchemeGroupVersion.WithResource("services"), resourcestest.Namespace, "gfsc-main")
 	require.NoError(t, err)
 	assert.Empty(t, obj.(*corev1.Service).Labels, "left as it is")
 	ev := f.Events()
@@ -551,8 +481,8 @@ func TestUnmanagedObjectHoldingANameIsNotAdopted(t *testing.T) {
 // gfsc and its seed hold the connection string: they never start while
 // their egress policy's name is held by an object HCC does not own.
 func TestNoRuntimeWithoutItsEgressPolicy(t *testing.T) {
-	squatter := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: gfsNS, Name: "gfsc-main-egress", ResourceVersion: "7"}}
-	f := newFixture(t, newGFS("main"), pgSecret(), jwtConfigMap(publicKeyPEM), squatter)
+	squatter := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: resourcestest.Namespace, Name: "gfsc-main-egress", ResourceVersion: "7"}}
+	f := newFixture(t, resourcestest.NewGFS("main"), resourcestest.PGSecret(), resourcestest.JWTConfigMap(resourcestest.PublicKeyPEM), squatter)
 	res := f.mustSync("main")
 	assert.Equal(t, []string{
 		"create networkpolicies/gfsc-main-egress",
@@ -565,9 +495,9 @@ func TestNoRuntimeWithoutItsEgressPolicy(t *testing.T) {
 }
 
 func TestDeletionRemovesTheChildren(t *testing.T) {
-	f := newFixture(t, newGFS("main"), pgSecret(), jwtConfigMap(publicKeyPEM))
+	f := newFixture(t, resourcestest.NewGFS("main"), resourcestest.PGSecret(), resourcestest.JWTConfigMap(resourcestest.PublicKeyPEM))
 	f.mustSync("main")
-	g := f.adopt(newGFS("main"), f.lastStatus())
+	g := f.adopt(resourcestest.NewGFS("main"), f.lastStatus())
 	f.writes()
 	f.Unindex(g)
 
@@ -588,28 +518,28 @@ func TestDeletionRemovesTheChildren(t *testing.T) {
 // whose roll fails: synced through the loop, which logs the failure.
 func eventful(t *testing.T, f *fixture) {
 	t.Helper()
-	g := converge(t, f, newGFS("main"))
-	f.Index(jwtConfigMap("not a key"))
+	g := converge(t, f, resourcestest.NewGFS("main"))
+	f.Index(resourcestest.JWTConfigMap("not a key"))
 	f.mustSync("main")
 	g = f.adopt(g, f.lastStatus())
-	f.Index(jwtConfigMap(publicKeyPEM))
+	f.Index(resourcestest.JWTConfigMap(resourcestest.PublicKeyPEM))
 	f.mustSync("main")
 	f.adopt(g, f.lastStatus())
 
-	rotated := pgSecret()
-	rotated.Data[testOptions.PostgresSecretKey] = []byte("postgres://gfsc:hunter2-rotated@control-postgres.control-plane:5432/gfs")
+	rotated := resourcestest.PGSecret()
+	rotated.Data[resourcestest.Options.PostgresSecretKey] = []byte("postgres://gfsc:hunter2-rotated@control-postgres.control-plane:5432/gfs")
 	rotated.ResourceVersion = "2"
-	require.NoError(t, f.Kube.Tracker().Update(corev1.SchemeGroupVersion.WithResource("secrets"), rotated, gfsNS))
+	require.NoError(t, f.Kube.Tracker().Update(corev1.SchemeGroupVersion.WithResource("secrets"), rotated, resourcestest.Namespace))
 	f.Index(rotated)
 	f.Kube.PrependReactor("update", "deployments", func(core.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewServiceUnavailable("the API server is restarting")
 	})
-	f.c.queue.Add(cache.ObjectName{Namespace: gfsNS, Name: "main"})
+	f.c.queue.Add(cache.ObjectName{Namespace: resourcestest.Namespace, Name: "main"})
 	require.True(t, f.c.base.Loop().ProcessNext(context.Background()))
 }
 
 func TestNoValueReachesLogsOrEvents(t *testing.T) {
-	f := newFixture(t, newGFS("main"), pgSecret(), jwtConfigMap(publicKeyPEM))
+	f := newFixture(t, resourcestest.NewGFS("main"), resourcestest.PGSecret(), resourcestest.JWTConfigMap(resourcestest.PublicKeyPEM))
 	eventful(t, f)
 	// What is checked below is there to check: the block and release
 	// events, their log lines and the loop's line of the failed sync.
@@ -630,7 +560,7 @@ func TestNoValueReachesLogsOrEvents(t *testing.T) {
 // Every line the reconciler writes names it, and the GlobalFileSystem as
 // namespace/name under "object" (docs/reconcilers.md#logs).
 func TestEveryLogLineNamesTheReconcilerAndTheObject(t *testing.T) {
-	f := newFixture(t, newGFS("main"), pgSecret(), jwtConfigMap(publicKeyPEM))
+	f := newFixture(t, resourcestest.NewGFS("main"), resourcestest.PGSecret(), resourcestest.JWTConfigMap(resourcestest.PublicKeyPEM))
 	eventful(t, f)
 	lines := strings.Split(strings.TrimSpace(f.Log()), "\n")
 	require.GreaterOrEqual(t, len(lines), 3, "the block, the release and the failed sync")
@@ -653,17 +583,11 @@ func value(t *testing.T, m prometheus.Metric) float64 {
 	return out.Counter.GetValue()
 }
 
-// digested is s as the Secret cache holds it.
-func digested(s *corev1.Secret) *corev1.Secret {
-	d, _ := secretdigest.Digest(s)
-	return d.(*corev1.Secret)
-}
-
 // forgedSeedJob is a Job with HCC's labels and annotations, as anyone who
 // can create Jobs in the GFS namespace could write it, complete, and
 // carrying mark (empty: none).
 func forgedSeedJob(g *clerumv1alpha1.GlobalFileSystem, digest, markValue string) *batchv1.Job {
-	j := resources.BuildSeedJob(g, testOptions, digest)
+	j := resources.BuildSeedJob(g, resourcestest.Options, digest)
 	j.UID = "uid-forged"
 	j.ResourceVersion = "1"
 	j.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(g, gvk)}
@@ -675,11 +599,11 @@ func forgedSeedJob(g *clerumv1alpha1.GlobalFileSystem, digest, markValue string)
 }
 
 func TestAForgedSeedJobNeverSetsRootSeeded(t *testing.T) {
-	g := newGFS("main")
-	digest := resources.Admit(digested(pgSecret()), jwtConfigMap(publicKeyPEM), testOptions).Digest
+	g := resourcestest.NewGFS("main")
+	digest := resources.Admit(resourcestest.Digested(resourcestest.PGSecret()), resourcestest.JWTConfigMap(resourcestest.PublicKeyPEM), resourcestest.Options).Digest
 	// A mark copied from HCC's Job of the same name (another UID), and one
 	// computed with another key.
-	copied := resources.BuildSeedJob(g, testOptions, digest)
+	copied := resources.BuildSeedJob(g, resourcestest.Options, digest)
 	copied.UID = "uid-the-real-one"
 	for name, markValue := range map[string]string{
 		"no mark":     "",
@@ -690,7 +614,7 @@ func TestAForgedSeedJobNeverSetsRootSeeded(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			forged := forgedSeedJob(g, digest, markValue)
-			f := newFixture(t, g, pgSecret(), jwtConfigMap(publicKeyPEM), forged)
+			f := newFixture(t, g, resourcestest.PGSecret(), resourcestest.JWTConfigMap(resourcestest.PublicKeyPEM), forged)
 			f.mustSync("main")
 			st := f.lastStatus()
 			assert.False(t, st.RootSeeded, "a Job HCC did not mark is not believed")
@@ -702,14 +626,14 @@ func TestAForgedSeedJobNeverSetsRootSeeded(t *testing.T) {
 }
 
 func TestTheSeedJobHCCCreatedCarriesAMarkThatVerifies(t *testing.T) {
-	g := newGFS("main")
-	f := newFixture(t, g, pgSecret(), jwtConfigMap(publicKeyPEM))
+	g := resourcestest.NewGFS("main")
+	f := newFixture(t, g, resourcestest.PGSecret(), resourcestest.JWTConfigMap(resourcestest.PublicKeyPEM))
 	f.mustSync("main")
-	obj, err := f.Kube.Tracker().Get(batchv1.SchemeGroupVersion.WithResource("jobs"), gfsNS, "gfsc-main-seed")
+	obj, err := f.Kube.Tracker().Get(batchv1.SchemeGroupVersion.WithResource("jobs"), resourcestest.Namespace, "gfsc-main-seed")
 	require.NoError(t, err)
 	j := obj.(*batchv1.Job)
 	assert.True(t, resources.SeedJobMarked(testSeedKey, g, j))
-	other := newGFS("main")
+	other := resourcestest.NewGFS("main")
 	other.UID = "uid-a-later-main"
 	assert.False(t, resources.SeedJobMarked(testSeedKey, other, j), "the mark names its GlobalFileSystem's UID")
 	moved := j.DeepCopy()
@@ -718,7 +642,7 @@ func TestTheSeedJobHCCCreatedCarriesAMarkThatVerifies(t *testing.T) {
 }
 
 func TestNoSeedJobWithoutAKey(t *testing.T) {
-	f := newFixture(t, newGFS("main"), pgSecret(), jwtConfigMap(publicKeyPEM))
+	f := newFixture(t, resourcestest.NewGFS("main"), resourcestest.PGSecret(), resourcestest.JWTConfigMap(resourcestest.PublicKeyPEM))
 	f.c.cfg.SeedKey = mark.Key{}
 	_, err := f.sync("main")
 	require.ErrorIs(t, err, errNoSeedKey)
@@ -726,11 +650,11 @@ func TestNoSeedJobWithoutAKey(t *testing.T) {
 }
 
 func TestTwoGlobalFileSystemsOnOneDriveRunOneWriter(t *testing.T) {
-	older := newGFS("b-older", func(g *clerumv1alpha1.GlobalFileSystem) { g.CreationTimestamp = metav1.NewTime(t0) })
-	younger := newGFS("a-younger", func(g *clerumv1alpha1.GlobalFileSystem) {
+	older := resourcestest.NewGFS("b-older", func(g *clerumv1alpha1.GlobalFileSystem) { g.CreationTimestamp = metav1.NewTime(t0) })
+	younger := resourcestest.NewGFS("a-younger", func(g *clerumv1alpha1.GlobalFileSystem) {
 		g.CreationTimestamp = metav1.NewTime(t0.Add(time.Minute))
 	})
-	f := newFixture(t, older, younger, pgSecret(), jwtConfigMap(publicKeyPEM))
+	f := newFixture(t, older, younger, resourcestest.PGSecret(), resourcestest.JWTConfigMap(resourcestest.PublicKeyPEM))
 
 	// The older one holds the drive, whatever the names say.
 	f.mustSync(older.Name)
@@ -758,7 +682,7 @@ func TestTwoGlobalFileSystemsOnOneDriveRunOneWriter(t *testing.T) {
 	// The holder goes: while its gfsc is still there the next one waits,
 	// then takes the drive over.
 	gvr := clerumv1alpha1.Resource("globalfilesystems").WithVersion("v1alpha1")
-	require.NoError(t, f.HCC.Tracker().Delete(gvr, gfsNS, older.Name))
+	require.NoError(t, f.HCC.Tracker().Delete(gvr, resourcestest.Namespace, older.Name))
 	f.Unindex(older)
 	f.mustSync(younger.Name)
 	assert.Empty(t, f.writes())
@@ -769,7 +693,7 @@ func TestTwoGlobalFileSystemsOnOneDriveRunOneWriter(t *testing.T) {
 
 	f.mustSync(older.Name) // gone: its children are deleted
 	assert.Contains(t, f.writes(), "delete deployments/gfsc-b-older")
-	d, err := f.c.deployments.Deployments(gfsNS).Get("gfsc-b-older")
+	d, err := f.c.deployments.Deployments(resourcestest.Namespace).Get("gfsc-b-older")
 	require.NoError(t, err)
 	f.Unindex(d)
 
@@ -788,12 +712,12 @@ func TestTwoGlobalFileSystemsOnOneDriveRunOneWriter(t *testing.T) {
 func TestAGlobalFileSystemThatLosesItsDriveStopsItsWriter(t *testing.T) {
 	// Two writers of one drive from before HCC kept one per drive: the
 	// older keeps running, the younger's gfsc and seed are deleted.
-	older := newGFS("older", func(g *clerumv1alpha1.GlobalFileSystem) { g.CreationTimestamp = metav1.NewTime(t0) })
-	younger := newGFS("younger", func(g *clerumv1alpha1.GlobalFileSystem) {
+	older := resourcestest.NewGFS("older", func(g *clerumv1alpha1.GlobalFileSystem) { g.CreationTimestamp = metav1.NewTime(t0) })
+	younger := resourcestest.NewGFS("younger", func(g *clerumv1alpha1.GlobalFileSystem) {
 		g.CreationTimestamp = metav1.NewTime(t0.Add(time.Second))
 		g.Spec.DriveName = "other"
 	})
-	f := newFixture(t, older, younger, pgSecret(), jwtConfigMap(publicKeyPEM))
+	f := newFixture(t, older, younger, resourcestest.PGSecret(), resourcestest.JWTConfigMap(resourcestest.PublicKeyPEM))
 	older = converge(t, f, older)
 	younger = converge(t, f, younger)
 	f.writes()
@@ -816,9 +740,9 @@ func TestAGlobalFileSystemThatLosesItsDriveStopsItsWriter(t *testing.T) {
 }
 
 func TestTheInitContainerWaitsForTheConnectionStringsHostWithoutItsPassword(t *testing.T) {
-	f := newFixture(t, newGFS("main"), pgSecret(), jwtConfigMap(publicKeyPEM))
+	f := newFixture(t, resourcestest.NewGFS("main"), resourcestest.PGSecret(), resourcestest.JWTConfigMap(resourcestest.PublicKeyPEM))
 	f.mustSync("main")
-	obj, err := f.Kube.Tracker().Get(appsv1.SchemeGroupVersion.WithResource("deployments"), gfsNS, "gfsc-main")
+	obj, err := f.Kube.Tracker().Get(appsv1.SchemeGroupVersion.WithResource("deployments"), resourcestest.Namespace, "gfsc-main")
 	require.NoError(t, err)
 	init := obj.(*appsv1.Deployment).Spec.Template.Spec.InitContainers[0]
 	assert.Equal(t, []corev1.EnvVar{{Name: resources.EnvPostgresHost, Value: "control-postgres.control-plane"}, {Name: resources.EnvPostgresPort, Value: "5432"}}, init.Env)
@@ -839,34 +763,14 @@ func TestTheInitContainerWaitsForTheConnectionStringsHostWithoutItsPassword(t *t
 // namespace.
 func TestOnlyTheJWTConfigMapIsWatched(t *testing.T) {
 	f := newFixture(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	f.Deps().Informers.Start(ctx.Done())
-	defer f.Deps().Informers.Shutdown() // after cancel: it waits for the informers to stop
-	defer cancel()
-	require.Eventually(t, f.c.configMapInformer.HasSynced, 5*time.Second, 10*time.Millisecond)
-	var lists int
-	for _, a := range f.Kube.Actions() {
-		if a.GetResource().Resource != "configmaps" || (a.GetVerb() != "list" && a.GetVerb() != "watch") {
-			continue
-		}
-		lists++
-		var fs string
-		switch a := a.(type) {
-		case core.ListAction:
-			fs = a.GetListRestrictions().Fields.String()
-		case core.WatchAction:
-			fs = a.GetWatchRestrictions().Fields.String()
-		}
-		assert.Equal(t, "metadata.name="+testOptions.JWTConfigMap, fs, "%s", a.GetVerb())
-	}
-	assert.NotZero(t, lists)
+	f.AssertWatchesOnlyName("configmaps", resourcestest.Options.JWTConfigMap, f.c.configMapInformer.HasSynced)
 }
 
 // TestACacheThatShowsTheSeedJobBeforeItsMarkDoesNotReplaceIt: the create's
 // event can reach the cache before the mark's update; the Job this process
 // just created and marked is not taken for a forged one.
 func TestACacheThatShowsTheSeedJobBeforeItsMarkDoesNotReplaceIt(t *testing.T) {
-	f := newFixture(t, newGFS("main"), pgSecret(), jwtConfigMap(publicKeyPEM))
+	f := newFixture(t, resourcestest.NewGFS("main"), resourcestest.PGSecret(), resourcestest.JWTConfigMap(resourcestest.PublicKeyPEM))
 	// The fake API server assigns no UIDs; the real one does.
 	f.Kube.PrependReactor("create", "jobs", func(a core.Action) (bool, runtime.Object, error) {
 		a.(core.CreateAction).GetObject().(*batchv1.Job).UID = "uid-of-the-created-job"
@@ -874,7 +778,7 @@ func TestACacheThatShowsTheSeedJobBeforeItsMarkDoesNotReplaceIt(t *testing.T) {
 	})
 	f.mustSync("main")
 	require.Contains(t, f.writes(), "update jobs/gfsc-main-seed")
-	obj, err := f.Kube.Tracker().Get(batchv1.SchemeGroupVersion.WithResource("jobs"), gfsNS, "gfsc-main-seed")
+	obj, err := f.Kube.Tracker().Get(batchv1.SchemeGroupVersion.WithResource("jobs"), resourcestest.Namespace, "gfsc-main-seed")
 	require.NoError(t, err)
 	stale := obj.(*batchv1.Job).DeepCopy()
 	delete(stale.Annotations, mark.Annotation)
@@ -889,8 +793,8 @@ func TestACacheThatShowsTheSeedJobBeforeItsMarkDoesNotReplaceIt(t *testing.T) {
 // Job between its create and its mark; the mark is written on a fresh read
 // of the same Job.
 func TestTheMarkIsWrittenAfterAConflict(t *testing.T) {
-	g := newGFS("main")
-	f := newFixture(t, g, pgSecret(), jwtConfigMap(publicKeyPEM))
+	g := resourcestest.NewGFS("main")
+	f := newFixture(t, g, resourcestest.PGSecret(), resourcestest.JWTConfigMap(resourcestest.PublicKeyPEM))
 	conflicts := 1
 	f.Kube.PrependReactor("update", "jobs", func(core.Action) (bool, runtime.Object, error) {
 		if conflicts == 0 {
@@ -900,7 +804,7 @@ func TestTheMarkIsWrittenAfterAConflict(t *testing.T) {
 		return true, nil, apierrors.NewConflict(batchv1.Resource("jobs"), "gfsc-main-seed", fmt.Errorf("the object has been modified"))
 	})
 	f.mustSync("main")
-	obj, err := f.Kube.Tracker().Get(batchv1.SchemeGroupVersion.WithResource("jobs"), gfsNS, "gfsc-main-seed")
+	obj, err := f.Kube.Tracker().Get(batchv1.SchemeGroupVersion.WithResource("jobs"), resourcestest.Namespace, "gfsc-main-seed")
 	require.NoError(t, err)
 	assert.True(t, resources.SeedJobMarked(testSeedKey, g, obj.(*batchv1.Job)))
 }
@@ -910,9 +814,9 @@ func TestTheMarkIsWrittenAfterAConflict(t *testing.T) {
 // from starting; the gfsc of another GlobalFileSystem, named for it and
 // controlled by it, does until it is gone (found by an attacker review).
 func TestOnlyAnotherFileSystemsOwnGFSCHoldsTheDrive(t *testing.T) {
-	built := newFixture(t, newGFS("main"), pgSecret(), jwtConfigMap(publicKeyPEM))
+	built := newFixture(t, resourcestest.NewGFS("main"), resourcestest.PGSecret(), resourcestest.JWTConfigMap(resourcestest.PublicKeyPEM))
 	built.mustSync("main")
-	obj, err := built.Kube.Tracker().Get(appsv1.SchemeGroupVersion.WithResource("deployments"), gfsNS, "gfsc-main")
+	obj, err := built.Kube.Tracker().Get(appsv1.SchemeGroupVersion.WithResource("deployments"), resourcestest.Namespace, "gfsc-main")
 	require.NoError(t, err)
 	template := obj.(*appsv1.Deployment)
 
@@ -937,7 +841,7 @@ func TestOnlyAnotherFileSystemsOwnGFSCHoldsTheDrive(t *testing.T) {
 		{"another file system's gfsc, named for it and controlled by it", lookalike("gfsc-ghost", "ghost", ghostOwner), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t, newGFS("main"), pgSecret(), jwtConfigMap(publicKeyPEM), tc.d)
+			f := newFixture(t, resourcestest.NewGFS("main"), resourcestest.PGSecret(), resourcestest.JWTConfigMap(resourcestest.PublicKeyPEM), tc.d)
 			_, _ = f.sync("main")
 			created := slices.Contains(f.writes(), "create deployments/gfsc-main")
 			assert.Equal(t, tc.starts, created, "writes: %v", f.writes())
@@ -950,11 +854,11 @@ func TestOnlyAnotherFileSystemsOwnGFSCHoldsTheDrive(t *testing.T) {
 // to GlobalFileSystems or waiting for a cache that never syncs.
 func TestAnInformerThatCannotBeWiredFailsRun(t *testing.T) {
 	f := kittest.NewFixture(t)
-	filesystems := f.Deps().Informers.HCC(gfsNS).Clerum().V1alpha1().GlobalFileSystems().Informer()
+	filesystems := f.Deps().Informers.HCC(resourcestest.Namespace).Clerum().V1alpha1().GlobalFileSystems().Informer()
 	stop := make(chan struct{})
 	close(stop)
 	filesystems.Run(stop) // returns at once: the informer has stopped
-	c := New(f.Deps(), Config{Namespace: gfsNS, Build: testOptions, Resync: time.Minute, Workers: 1, SeedKey: testSeedKey})
+	c := New(f.Deps(), Config{Namespace: resourcestest.Namespace, Build: resourcestest.Options, Resync: time.Minute, Workers: 1, SeedKey: testSeedKey})
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
 	err := c.Run(ctx) // without the check, it would wait for a cache nobody runs

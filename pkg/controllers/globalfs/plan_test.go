@@ -19,6 +19,7 @@ import (
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/controllers/globalfs/resources"
+	"github.com/clerum/hcc/pkg/controllers/globalfs/resources/resourcestest"
 	"github.com/clerum/hcc/pkg/mark"
 )
 
@@ -49,16 +50,16 @@ func TestSyncAndRenderProduceTheSameChildren(t *testing.T) {
 	}{
 		"a fresh one, a seeded one, and one whose drive is held": {
 			filesystems: []*clerumv1alpha1.GlobalFileSystem{
-				newGFS("main"),
-				newGFS("archive", onDrive("archive"), seeded),
-				newGFS("spare", onDrive(testOptions.DriveName)), // main, older by name, holds it
+				resourcestest.NewGFS("main"),
+				resourcestest.NewGFS("archive", onDrive("archive"), seeded),
+				resourcestest.NewGFS("spare", onDrive(resourcestest.Options.DriveName)), // main, older by name, holds it
 			},
-			config: []runtime.Object{pgSecret(), jwtConfigMap(publicKeyPEM)},
+			config: []runtime.Object{resourcestest.PGSecret(), resourcestest.JWTConfigMap(resourcestest.PublicKeyPEM)},
 			want:   4 + 3,
 		},
 		"NodeLocal DNSCache, no pull secret, no priority class": {
-			filesystems: []*clerumv1alpha1.GlobalFileSystem{newGFS("main"), newGFS("other", onDrive("other"))},
-			config:      []runtime.Object{pgSecret(), jwtConfigMap(publicKeyPEM)},
+			filesystems: []*clerumv1alpha1.GlobalFileSystem{resourcestest.NewGFS("main"), resourcestest.NewGFS("other", onDrive("other"))},
+			config:      []runtime.Object{resourcestest.PGSecret(), resourcestest.JWTConfigMap(resourcestest.PublicKeyPEM)},
 			opts: func(o *resources.Options) {
 				o.NodeLocalDNSCIDR = netip.MustParsePrefix("169.254.20.10/32")
 				o.ImagePullSecret, o.PriorityClassName = "", ""
@@ -66,8 +67,8 @@ func TestSyncAndRenderProduceTheSameChildren(t *testing.T) {
 			want: 4 + 4,
 		},
 		"blocked: no JWT ConfigMap": {
-			filesystems: []*clerumv1alpha1.GlobalFileSystem{newGFS("main")},
-			config:      []runtime.Object{pgSecret()},
+			filesystems: []*clerumv1alpha1.GlobalFileSystem{resourcestest.NewGFS("main")},
+			config:      []runtime.Object{resourcestest.PGSecret()},
 			want:        0,
 		},
 	}
@@ -78,7 +79,7 @@ func TestSyncAndRenderProduceTheSameChildren(t *testing.T) {
 				objs = append(objs, g)
 			}
 			f := newFixture(t, objs...)
-			opts := testOptions
+			opts := resourcestest.Options
 			if tc.opts != nil {
 				tc.opts(&opts)
 			}
@@ -95,12 +96,12 @@ func TestSyncAndRenderProduceTheSameChildren(t *testing.T) {
 			for _, o := range tc.config {
 				switch o := o.(type) {
 				case *corev1.Secret:
-					secret = digested(o)
+					secret = resourcestest.Digested(o)
 				case *corev1.ConfigMap:
 					configMap = o
 				}
 			}
-			opts.WaitHost, opts.WaitPort = resources.PostgresWaitTarget(connectionString)
+			opts.WaitHost, opts.WaitPort = resources.PostgresWaitTarget(resourcestest.ConnectionString)
 			var planned []runtime.Object
 			for _, g := range tc.filesystems {
 				if resources.DriveHeld(g, tc.filesystems, opts) != "" {
@@ -125,22 +126,22 @@ func (f *fixture) created(t *testing.T) []runtime.Object {
 	t.Helper()
 	ctx := context.Background()
 	var out []runtime.Object
-	deployments, err := f.Kube.AppsV1().Deployments(gfsNS).List(ctx, metav1.ListOptions{})
+	deployments, err := f.Kube.AppsV1().Deployments(resourcestest.Namespace).List(ctx, metav1.ListOptions{})
 	require.NoError(t, err)
 	for i := range deployments.Items {
 		out = append(out, &deployments.Items[i])
 	}
-	services, err := f.Kube.CoreV1().Services(gfsNS).List(ctx, metav1.ListOptions{})
+	services, err := f.Kube.CoreV1().Services(resourcestest.Namespace).List(ctx, metav1.ListOptions{})
 	require.NoError(t, err)
 	for i := range services.Items {
 		out = append(out, &services.Items[i])
 	}
-	policies, err := f.Kube.NetworkingV1().NetworkPolicies(gfsNS).List(ctx, metav1.ListOptions{})
+	policies, err := f.Kube.NetworkingV1().NetworkPolicies(resourcestest.Namespace).List(ctx, metav1.ListOptions{})
 	require.NoError(t, err)
 	for i := range policies.Items {
 		out = append(out, &policies.Items[i])
 	}
-	jobs, err := f.Kube.BatchV1().Jobs(gfsNS).List(ctx, metav1.ListOptions{})
+	jobs, err := f.Kube.BatchV1().Jobs(resourcestest.Namespace).List(ctx, metav1.ListOptions{})
 	require.NoError(t, err)
 	for i := range jobs.Items {
 		out = append(out, &jobs.Items[i])

@@ -28,13 +28,12 @@ import (
 	"github.com/clerum/hcc/internal/testing/controlplane"
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/controllers/globalfs/resources"
+	"github.com/clerum/hcc/pkg/controllers/globalfs/resources/resourcestest"
 	"github.com/clerum/hcc/pkg/controllers/kit"
 	"github.com/clerum/hcc/pkg/controllers/kit/kittest"
 	clientset "github.com/clerum/hcc/pkg/generated/clientset/versioned"
 	"github.com/clerum/hcc/pkg/names"
 )
-
-const testDigest = "sha256:0000"
 
 // cp is the one control plane this package's integration tests share.
 var cp *controlplane.ControlPlane
@@ -75,18 +74,18 @@ func TestBuildersEmitWhatTheAPIServerKeeps(t *testing.T) {
 		gfs  *clerumv1alpha1.GlobalFileSystem
 		opts func(*resources.Options)
 	}{
-		"plain": {gfs: newGFS("plain"), opts: func(o *resources.Options) { o.NodeLocalDNSCIDR = netip.MustParsePrefix("169.254.20.10/32") }},
-		"no pull secret or priority class": {gfs: newGFS("bare"), opts: func(o *resources.Options) {
+		"plain": {gfs: resourcestest.NewGFS("plain"), opts: func(o *resources.Options) { o.NodeLocalDNSCIDR = netip.MustParsePrefix("169.254.20.10/32") }},
+		"no pull secret or priority class": {gfs: resourcestest.NewGFS("bare"), opts: func(o *resources.Options) {
 			o.ImagePullSecret, o.PriorityClassName = "", ""
 		}},
-		"long name": {gfs: newGFS(strings.Repeat("l", 63))},
+		"long name": {gfs: resourcestest.NewGFS(strings.Repeat("l", 63))},
 	}
 	i := 0
 	for name, tc := range cases {
 		i++
 		t.Run(name, func(t *testing.T) {
 			w := newWorld(t, fmt.Sprint("gfs-rt-", i))
-			opts := testOptions
+			opts := resourcestest.Options
 			// The priority class must exist for the API server to admit a pod
 			// naming it; none is created here, and Deployments do not check it.
 			if tc.opts != nil {
@@ -94,10 +93,10 @@ func TestBuildersEmitWhatTheAPIServerKeeps(t *testing.T) {
 			}
 			live := w.createGFS(t, tc.gfs)
 			owner := kit.Owner{Object: live, GVK: gvk, IdentityLabel: names.LabelGlobalFileSystem}
-			kittest.RoundTrip(t, cp.Config(), kit.Deployments, owner, resources.BuildDeployment(live, opts, testDigest))
+			kittest.RoundTrip(t, cp.Config(), kit.Deployments, owner, resources.BuildDeployment(live, opts, resourcestest.Digest))
 			kittest.RoundTrip(t, cp.Config(), kit.Services, owner, resources.BuildService(live, opts))
 			kittest.RoundTrip(t, cp.Config(), kit.NetworkPolicies, owner, resources.BuildEgressPolicy(live, opts))
-			kittest.RoundTrip(t, cp.Config(), kit.Jobs, owner, resources.BuildSeedJob(live, opts, testDigest))
+			kittest.RoundTrip(t, cp.Config(), kit.Jobs, owner, resources.BuildSeedJob(live, opts, resourcestest.Digest))
 		})
 	}
 }
@@ -108,8 +107,8 @@ func TestBuildersEmitWhatTheAPIServerKeeps(t *testing.T) {
 func TestControllerConverges(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	w := newWorld(t, gfsNS) // the namespace of pgSecret and jwtConfigMap
-	secret, configMap := pgSecret(), jwtConfigMap(publicKeyPEM)
+	w := newWorld(t, resourcestest.Namespace) // the namespace of resourcestest.PGSecret and resourcestest.JWTConfigMap
+	secret, configMap := resourcestest.PGSecret(), resourcestest.JWTConfigMap(resourcestest.PublicKeyPEM)
 	secret.ResourceVersion, configMap.ResourceVersion = "", ""
 	_, err := w.kube.CoreV1().Secrets(w.ns).Create(ctx, secret, metav1.CreateOptions{})
 	require.NoError(t, err)
@@ -119,13 +118,13 @@ func TestControllerConverges(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	d := kit.Deps{Kube: w.kube, HCC: w.hcc, Informers: kit.NewInformers(w.kube, w.hcc), Recorder: record.NewFakeRecorder(1000),
 		Registry: reg, Queues: kit.NewQueues(reg, clock.RealClock{}), Clock: clock.RealClock{}, Log: zerolog.Nop()}
-	c := New(d, Config{Namespace: w.ns, Build: testOptions, Resync: time.Second, Workers: 1, SeedKey: testSeedKey})
+	c := New(d, Config{Namespace: w.ns, Build: resourcestest.Options, Resync: time.Second, Workers: 1, SeedKey: testSeedKey})
 	d.Informers.Start(ctx.Done())
 	done := make(chan struct{})
 	go func() { _ = c.Run(ctx); close(done) }()
 	defer func() { cancel(); d.Informers.Shutdown(); <-done }()
 
-	g := w.createGFS(t, newGFS("main"))
+	g := w.createGFS(t, resourcestest.NewGFS("main"))
 	var dep *appsv1.Deployment
 	require.Eventually(t, func() bool {
 		dep, err = w.kube.AppsV1().Deployments(w.ns).Get(ctx, "gfsc-main", metav1.GetOptions{})

@@ -28,6 +28,7 @@ import (
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/controlapi"
 	"github.com/clerum/hcc/pkg/controllers/host/resources"
+	"github.com/clerum/hcc/pkg/controllers/host/resources/resourcestest"
 	"github.com/clerum/hcc/pkg/controllers/kit"
 	"github.com/clerum/hcc/pkg/controllers/kit/kittest"
 	clientset "github.com/clerum/hcc/pkg/generated/clientset/versioned"
@@ -69,7 +70,7 @@ func runHostConvergence(b *testing.B, n int) {
 	kube := kubernetes.NewForConfigOrDie(admin)
 	hcc := clientset.NewForConfigOrDie(admin)
 	suffix := strconv.FormatInt(time.Now().UnixNano(), 36)
-	opts := testOptions
+	opts := resourcestest.Options
 	opts.HostNamespace, opts.ChannelsNamespace = "bench-host-"+suffix, "bench-channels-"+suffix
 	ctxNS, plainNS, plainChannels := "bench-ctx-"+suffix, "bench-plain-"+suffix, "bench-plain-ch-"+suffix
 	for _, ns := range []string{opts.HostNamespace, opts.ChannelsNamespace, ctxNS, plainNS, plainChannels} {

@@ -13,6 +13,7 @@ import (
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/controllers/host/resources"
+	"github.com/clerum/hcc/pkg/controllers/host/resources/resourcestest"
 	"github.com/clerum/hcc/pkg/controllers/kit"
 	"github.com/clerum/hcc/pkg/mark"
 	"github.com/clerum/hcc/pkg/names"
@@ -35,7 +36,7 @@ func TestTheWorkspaceClaimIsMarked(t *testing.T) {
 	claim, err := f.Kube.CoreV1().PersistentVolumeClaims(hostNS).Get(ctx, "h1-workspace", metav1.GetOptions{})
 	require.NoError(t, err)
 	require.NotEmpty(t, claim.UID)
-	assert.True(t, kit.NewMarker(testOptions.ClaimMark).Verify(hostOwner(f.host("h1")), claim), "marked over its UID and the Host's")
+	assert.True(t, kit.NewMarker(resourcestest.Options.ClaimMark).Verify(hostOwner(f.host("h1")), claim), "marked over its UID and the Host's")
 
 	// The binder binds it to a static volume.
 	claim.Spec.VolumeName = "local-pv-42"
@@ -59,17 +60,17 @@ func TestTheWorkspaceClaimIsMarked(t *testing.T) {
 // with no mark, or a mark copied from another claim — is refused, and no
 // pod of the Host is started on it.
 func TestAForgedWorkspaceClaimIsRefused(t *testing.T) {
-	h := newHost("h1")
+	h := resourcestest.NewHost("h1")
 	for name, forge := range map[string]func(c *corev1.PersistentVolumeClaim){
 		"unmarked": func(*corev1.PersistentVolumeClaim) {},
 		"under the mark of another claim": func(c *corev1.PersistentVolumeClaim) {
 			other := c.DeepCopy()
 			other.UID = "uid-hccs-own-claim"
-			metav1.SetMetaDataAnnotation(&c.ObjectMeta, mark.Annotation, kit.NewMarker(testOptions.ClaimMark).Sign(hostOwner(h), other))
+			metav1.SetMetaDataAnnotation(&c.ObjectMeta, mark.Annotation, kit.NewMarker(resourcestest.Options.ClaimMark).Sign(hostOwner(h), other))
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			forged := resources.BuildWorkspaceClaim(h, testOptions)
+			forged := resources.BuildWorkspaceClaim(h, resourcestest.Options)
 			forged.UID, forged.ResourceVersion = "uid-forged", "3"
 			forged.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(h, gvk)}
 			forged.Spec.VolumeName = "another-pv"

@@ -25,6 +25,7 @@ import (
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/controlapi"
 	"github.com/clerum/hcc/pkg/controllers/host/resources"
+	"github.com/clerum/hcc/pkg/controllers/host/resources/resourcestest"
 	"github.com/clerum/hcc/pkg/controllers/kit"
 	"github.com/clerum/hcc/pkg/names"
 	"github.com/clerum/hcc/pkg/reasons"
@@ -92,7 +93,7 @@ func TestBreaker(t *testing.T) {
 	rejected := fmt.Errorf("control API POST /bootstrap: HTTP 401: %w", controlapi.ErrRejected)
 
 	t.Run("three unavailable failures open it for 15 s; the probe after reopens it, doubled; a success closes it", func(t *testing.T) {
-		f := newFixture(t, newHost("h1"), newHost("h2"), newHost("h3"), context1())
+		f := newFixture(t, resourcestest.NewHost("h1"), resourcestest.NewHost("h2"), resourcestest.NewHost("h3"), context1())
 		f.issuer.fail(unavailable)
 		for i := 1; i <= breakerThreshold; i++ {
 			_, err := f.sync("h1")
@@ -153,7 +154,7 @@ func TestBreaker(t *testing.T) {
 		}
 	})
 	t.Run("the pause doubles to at most 5 minutes", func(t *testing.T) {
-		f := newFixture(t, newHost("h1"), context1())
+		f := newFixture(t, resourcestest.NewHost("h1"), context1())
 		f.issuer.fail(unavailable)
 		for range breakerThreshold {
 			_, _ = f.sync("h1")
@@ -172,7 +173,7 @@ func TestBreaker(t *testing.T) {
 		assert.Equal(t, breakerMax, pause)
 	})
 	t.Run("a refusal does not open it, and breaks a run of unavailable failures", func(t *testing.T) {
-		f := newFixture(t, newHost("h1"), context1())
+		f := newFixture(t, resourcestest.NewHost("h1"), context1())
 		f.issuer.fail(rejected)
 		for i := 1; i <= 5; i++ {
 			_, err := f.sync("h1")
@@ -194,7 +195,7 @@ func TestBreaker(t *testing.T) {
 		assert.Equal(t, 11, f.issuer.calls(), "open after three in a row")
 	})
 	t.Run("a 429 counts as unavailable", func(t *testing.T) {
-		f := newFixture(t, newHost("h1"), context1())
+		f := newFixture(t, resourcestest.NewHost("h1"), context1())
 		f.issuer.fail(&controlapi.StatusError{Route: "/bootstrap", Code: 429, Attempts: 3})
 		for range breakerThreshold {
 			_, _ = f.sync("h1")
@@ -207,9 +208,9 @@ func TestBreaker(t *testing.T) {
 
 // 2. an immutable runtime-token Secret of HCC's.
 func TestAnImmutableRuntimeTokenSecretIsFoundBeforeAsking(t *testing.T) {
-	h1 := newHost("h1")
+	h1 := resourcestest.NewHost("h1")
 	base := func() *corev1.Secret {
-		s := resources.BuildEmptyRuntimeTokenSecret(h1, testOptions)
+		s := resources.BuildEmptyRuntimeTokenSecret(h1, resourcestest.Options)
 		s.UID, s.ResourceVersion = "uid-secret", "1"
 		s.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(h1, gvk)}
 		s.Immutable = ptr.To(true)
@@ -222,7 +223,7 @@ func TestAnImmutableRuntimeTokenSecretIsFoundBeforeAsking(t *testing.T) {
 			return s
 		}(),
 		"holding a credential due for refresh": func() *corev1.Secret {
-			s := resources.BuildRuntimeTokenSecret(h1, testOptions, "old", t0.Add(10*time.Minute))
+			s := resources.BuildRuntimeTokenSecret(h1, resourcestest.Options, "old", t0.Add(10*time.Minute))
 			b := base()
 			b.Data, b.Annotations = s.Data, s.Annotations
 			return b
@@ -230,7 +231,7 @@ func TestAnImmutableRuntimeTokenSecretIsFoundBeforeAsking(t *testing.T) {
 		"holding nothing": base(),
 	} {
 		t.Run(name, func(t *testing.T) {
-			f := newFixture(t, newHost("h1"), context1(), s)
+			f := newFixture(t, resourcestest.NewHost("h1"), context1(), s)
 			res, err := f.sync("h1")
 			require.NoError(t, err, "a refusal is reported, not retried")
 			assert.Zero(t, f.issuer.calls(), "a credential that cannot be stored is never issued")
@@ -273,7 +274,7 @@ func TestAnUnstoredCredentialIsStoredWithoutAskingAgain(t *testing.T) {
 		return &n
 	}
 	t.Run("the first credential", func(t *testing.T) {
-		f := newFixture(t, newHost("h1"), context1())
+		f := newFixture(t, resourcestest.NewHost("h1"), context1())
 		failed := failOnce(f, "create")
 		_, err := f.sync("h1")
 		require.Error(t, err, "retried by the loop")
@@ -324,12 +325,12 @@ func TestAnUnstoredCredentialIsStoredWithoutAskingAgain(t *testing.T) {
 		assert.Equal(t, "refreshed-1", string(f.secret(runtimeTokens).Data[resources.KeyBootstrapCredential]))
 	})
 	t.Run("a held credential of an earlier Host of the name is not stored for the new one", func(t *testing.T) {
-		f := newFixture(t, newHost("h1"), context1())
+		f := newFixture(t, resourcestest.NewHost("h1"), context1())
 		failOnce(f, "create")
 		_, err := f.sync("h1")
 		require.Error(t, err)
 		f.removeHost("h1")
-		f.addHost(newHost("h1", func(h *clerumv1alpha1.Host) { h.UID = "uid-h1-again" }))
+		f.addHost(resourcestest.NewHost("h1", func(h *clerumv1alpha1.Host) { h.UID = "uid-h1-again" }))
 		f.issuer.value = "for-the-new-host"
 		f.ClearWrites()
 		f.mustSync("h1")
@@ -355,7 +356,7 @@ func TestDeletingTheRuntimeTokenSecretForgetsTheIssuance(t *testing.T) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			f := newFixture(t, newHost("h1"), context1())
+			f := newFixture(t, resourcestest.NewHost("h1"), context1())
 			f.mustSync("h1")
 			require.Equal(t, 1, f.issuer.calls())
 			// The caches are not refreshed: they never showed the Secret.
@@ -372,7 +373,7 @@ func TestDeletingTheRuntimeTokenSecretForgetsTheIssuance(t *testing.T) {
 		})
 	}
 	t.Run("another Secret's delete forgets nothing", func(t *testing.T) {
-		f := newFixture(t, newHost("h1"), context1())
+		f := newFixture(t, resourcestest.NewHost("h1"), context1())
 		f.mustSync("h1")
 		other := envSecret("h1-env", "h1")
 		other.Labels[names.LabelHost] = "h1"
@@ -445,7 +446,7 @@ var rbacRoles = rbacv1.SchemeGroupVersion.WithResource("roles")
 // and keep a fresh credential.
 func TestASecretBlockKeepsRunningPods(t *testing.T) {
 	setup := func(t *testing.T) *fixture {
-		f := newFixture(t, newHost("h1", withSecretRef("h1-env")), context1(), envSecret("h1-env", "h1"))
+		f := newFixture(t, resourcestest.NewHost("h1", resourcestest.WithSecretRef("h1-env")), context1(), envSecret("h1-env", "h1"))
 		f.mustSync("h1")
 		require.Contains(t, f.Writes(), "create deployments/h1")
 		f.SyncCaches()
@@ -471,7 +472,7 @@ func TestASecretBlockKeepsRunningPods(t *testing.T) {
 		assert.Equal(t, reasons.CredentialIssued, auth.Reason)
 		st := f.status("h1")
 		assert.Equal(t, "ctx-1", st.ContextID, "the contextId of the pods still running")
-		assert.Equal(t, testOptions.Image, st.Image)
+		assert.Equal(t, resourcestest.Options.Image, st.Image)
 		assert.Equal(t, 45*time.Minute, res.RequeueAfter, "back when the new credential is due")
 		assert.Equal(t, []string{"Warning Blocked SecretsMissing: Secret h1-env does not exist; the Host is not deployed or rolled"}, f.Events())
 
@@ -499,7 +500,7 @@ func TestASecretBlockKeepsRunningPods(t *testing.T) {
 
 // 7. the spec.secretRef opt-in label, relabelled.
 func TestSecretRefRelabelled(t *testing.T) {
-	f := newFixture(t, newHost("h1", withSecretRef("h1-env")), context1(), envSecret("h1-env", "h1"))
+	f := newFixture(t, resourcestest.NewHost("h1", resourcestest.WithSecretRef("h1-env")), context1(), envSecret("h1-env", "h1"))
 	f.mustSync("h1")
 	assert.Equal(t, created("h1"), f.Writes(), "labelled for h1: admitted")
 	assert.Equal(t, []string{runtimeTokens, "h1-env"}, f.secretRule())
@@ -586,7 +587,7 @@ func TestTheContextChangingDuringASync(t *testing.T) {
 		"deleted": func(f *fixture) { f.removeContext(context1()) },
 	} {
 		t.Run(name, func(t *testing.T) {
-			f := newFixture(t, newHost("h1"), context1())
+			f := newFixture(t, resourcestest.NewHost("h1"), context1())
 			// The Context changes while the children are written: just as
 			// the runtime-token Secret is created.
 			changed := false
@@ -608,7 +609,7 @@ func TestTheContextChangingDuringASync(t *testing.T) {
 		})
 	}
 	t.Run("relabelled: the next sync deploys with the new contextId", func(t *testing.T) {
-		f := newFixture(t, newHost("h1"), context1())
+		f := newFixture(t, resourcestest.NewHost("h1"), context1())
 		changed := false
 		f.Kube.PrependReactor("create", "secrets", func(core.Action) (bool, runtime.Object, error) {
 			if !changed {
@@ -635,7 +636,7 @@ func TestSweepChecksTheOwnerUID(t *testing.T) {
 	// gone1's children name the Host of UID uid-new; the deletion seen was
 	// of uid-old.
 	setup := func(t *testing.T) *fixture {
-		f := newFixture(t, newHost("gone1", func(h *clerumv1alpha1.Host) { h.UID = "uid-new" }), context1())
+		f := newFixture(t, resourcestest.NewHost("gone1", func(h *clerumv1alpha1.Host) { h.UID = "uid-new" }), context1())
 		f.mustSync("gone1")
 		f.SyncCaches()
 		f.removeHost("gone1")
@@ -674,7 +675,7 @@ func TestSweepChecksTheOwnerUID(t *testing.T) {
 
 // 11. the expiry gauge.
 func TestExpiryGauge(t *testing.T) {
-	f := newFixture(t, newHost("h1"), newHost("h2", withSecretRef("missing")), context1())
+	f := newFixture(t, resourcestest.NewHost("h1"), resourcestest.NewHost("h2", resourcestest.WithSecretRef("missing")), context1())
 	expiry := func() float64 { return counter(t, f.Registry, "clerum_hcc_host_credential_expiry_seconds", nil) }
 	require.NotNil(t, series(t, f.Registry, "clerum_hcc_host_credential_expiry_seconds", nil))
 	assert.True(t, math.IsInf(expiry(), 1), "no credential: +Inf, got %v", expiry())
@@ -698,7 +699,7 @@ func TestRetryAfterIsHonoured(t *testing.T) {
 	tooMany := &controlapi.StatusError{Route: "/bootstrap", Code: 429, Attempts: 1, RetryAfter: 2 * time.Minute}
 	require.ErrorIs(t, tooMany, controlapi.ErrUnavailable)
 	t.Run("no credential yet", func(t *testing.T) {
-		f := newFixture(t, newHost("h1"), context1())
+		f := newFixture(t, resourcestest.NewHost("h1"), context1())
 		f.issuer.fail(tooMany)
 		res, err := f.sync("h1")
 		require.NoError(t, err, "the queue comes back when the Control API said, not with backoff")
@@ -723,7 +724,7 @@ func TestRetryAfterIsHonoured(t *testing.T) {
 		assert.Equal(t, reasons.ControlAPIUnavailable, auth.Reason)
 	})
 	t.Run("a 503 without Retry-After is an error, for backoff", func(t *testing.T) {
-		f := newFixture(t, newHost("h1"), context1())
+		f := newFixture(t, resourcestest.NewHost("h1"), context1())
 		f.issuer.fail(&controlapi.StatusError{Route: "/bootstrap", Code: 503, Attempts: 3})
 		res, err := f.sync("h1")
 		require.Error(t, err)
@@ -745,7 +746,7 @@ func TestAnInformerThatCannotBeWiredFailsRun(t *testing.T) {
 	d := f.Deps() // a second operator over the same informers
 	d.Registry = prometheus.NewRegistry()
 	d.Queues = kit.NewQueues(d.Registry, f.Clock)
-	build := testOptions
+	build := resourcestest.Options
 	build.ConfigMapName = "" // its one informer is the first operator's
 	c := New(d, f.issuer, Config{ContextNamespace: contextNS, TargetNamespace: targetNS, Build: build, Workers: 1})
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)

@@ -29,6 +29,7 @@ import (
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/controlapi"
 	"github.com/clerum/hcc/pkg/controllers/host/resources"
+	"github.com/clerum/hcc/pkg/controllers/host/resources/resourcestest"
 	"github.com/clerum/hcc/pkg/controllers/kit"
 	"github.com/clerum/hcc/pkg/controllers/kit/kittest"
 	"github.com/clerum/hcc/pkg/names"
@@ -36,7 +37,7 @@ import (
 	"github.com/clerum/hcc/pkg/secretdigest"
 )
 
-// The namespaces of the fixture: Hosts and their children in testOptions'
+// The namespaces of the fixture: Hosts and their children in resourcestest.Options'
 // HostNamespace, channel-reader objects in its ChannelsNamespace, Contexts
 // in contextNS.
 const (
@@ -104,17 +105,17 @@ func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 	kf := kittest.NewFixture(t, append([]runtime.Object{hostConfigMap()}, objs...)...)
 	f := &fixture{Fixture: kf, t: t, issuer: &fakeIssuer{clock: kf.Clock, value: credentialValue, lifetime: lifetime}}
 	f.c = New(kf.Deps(), f.issuer, Config{
-		ContextNamespace: contextNS, TargetNamespace: targetNS, Build: testOptions,
+		ContextNamespace: contextNS, TargetNamespace: targetNS, Build: resourcestest.Options,
 		RefreshBefore: refreshBefore, Resync: 10 * time.Minute, Caps: kit.Caps{Absolute: 10, Percent: 20}, Workers: 1,
 	})
 	f.SyncCaches()
 	return f
 }
 
-// hostConfigMap is the ConfigMap testOptions names, which every Host pod
+// hostConfigMap is the ConfigMap resourcestest.Options names, which every Host pod
 // loads.
 func hostConfigMap() *corev1.ConfigMap {
-	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: hostNS, Name: testOptions.ConfigMapName, UID: "uid-config", ResourceVersion: "1"}}
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: hostNS, Name: resourcestest.Options.ConfigMapName, UID: "uid-config", ResourceVersion: "1"}}
 }
 
 // cached is what the Secret informer caches of s: its digest.
@@ -251,7 +252,7 @@ func newContext(name, id string, created time.Time) *clerumv1alpha1.Context {
 	}
 }
 
-// context1 is the Context newHost's Hosts refer to.
+// context1 is the Context resourcestest.NewHost's Hosts refer to.
 func context1() *clerumv1alpha1.Context { return newContext("context1", "ctx-1", t0.Add(-time.Hour)) }
 
 // created lists the writes of a first sync of Host h without desktop.
@@ -306,7 +307,7 @@ func with(list []string, add ...string) []string {
 // deployed returns a fixture whose Host h1 has been created and whose
 // caches show everything, status included.
 func deployed(t *testing.T, opts ...func(*clerumv1alpha1.Host)) *fixture {
-	f := newFixture(t, newHost("h1", opts...), context1())
+	f := newFixture(t, resourcestest.NewHost("h1", opts...), context1())
 	f.mustSync("h1")
 	f.SyncCaches()
 	f.Events()
@@ -315,7 +316,7 @@ func deployed(t *testing.T, opts ...func(*clerumv1alpha1.Host)) *fixture {
 
 // 1. create.
 func TestCreate(t *testing.T) {
-	f := newFixture(t, newHost("h1"), context1())
+	f := newFixture(t, resourcestest.NewHost("h1"), context1())
 	res := f.mustSync("h1")
 	assert.Equal(t, created("h1"), f.Writes())
 	assert.Equal(t, 45*time.Minute, res.RequeueAfter, "looked at again when the credential is due")
@@ -344,7 +345,7 @@ func TestCreate(t *testing.T) {
 	st := f.status("h1")
 	assert.Equal(t, int64(1), st.ObservedGeneration)
 	assert.Equal(t, "ctx-1", st.ContextID)
-	assert.Equal(t, testOptions.Image, st.Image)
+	assert.Equal(t, resourcestest.Options.Image, st.Image)
 	require.NotNil(t, st.CredentialExpiresAt)
 	assert.True(t, st.CredentialExpiresAt.Time.Equal(t0.Add(lifetime)))
 	auth := f.condition("h1", clerumv1alpha1.ConditionAuthReady)
@@ -400,7 +401,7 @@ func TestReadyFollowsTheDeployment(t *testing.T) {
 
 // 3. desktop on, off and on again.
 func TestDesktopOnAndOff(t *testing.T) {
-	f := newFixture(t, newHost("h1", withDesktop), context1())
+	f := newFixture(t, resourcestest.NewHost("h1", resourcestest.WithDesktop), context1())
 	f.mustSync("h1")
 	assert.Equal(t, with(created("h1"), "create networkpolicies/allow-rpc-proxy-desktop-h1"), f.Writes())
 	assert.Equal(t, []string{resources.ContainerMcpHost, resources.ContainerDesktop}, containerNames(f.deployment(hostNS, "h1")))
@@ -448,7 +449,7 @@ func TestAContextIDChangeUpdatesThePodLabel(t *testing.T) {
 // 5. the Context missing or conflicted: fail closed.
 func TestContextMissing(t *testing.T) {
 	t.Run("nothing is created", func(t *testing.T) {
-		f := newFixture(t, newHost("h1"))
+		f := newFixture(t, resourcestest.NewHost("h1"))
 		f.mustSync("h1")
 		assert.Equal(t, []string{"patch hosts/h1", "patch hosts/h1/status"}, f.Writes())
 		ready := f.condition("h1", clerumv1alpha1.ConditionReady)
@@ -491,7 +492,7 @@ func TestContextMissing(t *testing.T) {
 func TestContextConflict(t *testing.T) {
 	t.Run("the younger Context's Host is not deployed, the older one's is", func(t *testing.T) {
 		older := newContext("context0", "ctx-1", t0.Add(-2*time.Hour))
-		f := newFixture(t, newHost("h1"), newHost("h0", func(h *clerumv1alpha1.Host) { h.Spec.ContextRef = "context0" }), context1(), older)
+		f := newFixture(t, resourcestest.NewHost("h1"), resourcestest.NewHost("h0", func(h *clerumv1alpha1.Host) { h.Spec.ContextRef = "context0" }), context1(), older)
 		f.mustSync("h1")
 		assert.Equal(t, []string{"patch hosts/h1", "patch hosts/h1/status"}, f.Writes())
 		ready := f.condition("h1", clerumv1alpha1.ConditionReady)
@@ -525,7 +526,7 @@ func TestContextConflict(t *testing.T) {
 // 6. spec.secretRef.
 func TestSecretRef(t *testing.T) {
 	t.Run("missing, then created", func(t *testing.T) {
-		f := newFixture(t, newHost("h1", withSecretRef("h1-env")), context1())
+		f := newFixture(t, resourcestest.NewHost("h1", resourcestest.WithSecretRef("h1-env")), context1())
 		f.mustSync("h1")
 		assert.Equal(t, []string{"patch hosts/h1", "patch hosts/h1/status"}, f.Writes())
 		sr := f.condition("h1", clerumv1alpha1.ConditionSecretsResolved)
@@ -564,17 +565,17 @@ func TestSecretRef(t *testing.T) {
 			Labels: map[string]string{resources.LabelSecretForHost: "h1", names.LabelManagedBy: names.ManagedByValue}}},
 	} {
 		t.Run(name+" is refused", func(t *testing.T) {
-			f := newFixture(t, newHost("h1", withSecretRef(other.Name)), context1(), other)
+			f := newFixture(t, resourcestest.NewHost("h1", resourcestest.WithSecretRef(other.Name)), context1(), other)
 			f.mustSync("h1")
 			assert.Equal(t, []string{"patch hosts/h1", "patch hosts/h1/status"}, f.Writes(), "nothing is created, no Role grants it")
 			assert.Equal(t, metav1.ConditionFalse, f.condition("h1", clerumv1alpha1.ConditionSecretsResolved).Status)
 			assert.Zero(t, f.issuer.calls())
 		})
 	}
-	for _, name := range []string{"host-h2-mcp-host-runtime-tokens", testOptions.ImagePullSecret} {
+	for _, name := range []string{"host-h2-mcp-host-runtime-tokens", resourcestest.Options.ImagePullSecret} {
 		t.Run("a reserved Secret "+name+" is an invalid spec", func(t *testing.T) {
 			reserved := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: hostNS, Name: name, ResourceVersion: "1"}}
-			f := newFixture(t, newHost("h1", withSecretRef(name)), context1(), reserved)
+			f := newFixture(t, resourcestest.NewHost("h1", resourcestest.WithSecretRef(name)), context1(), reserved)
 			f.mustSync("h1")
 			assert.Equal(t, []string{"patch hosts/h1", "patch hosts/h1/status"}, f.Writes())
 			assert.Equal(t, reasons.InvalidSpec, f.condition("h1", clerumv1alpha1.ConditionReady).Reason)
@@ -670,7 +671,7 @@ func TestOrphanSweep(t *testing.T) {
 	fleet := func(t *testing.T, live, gone []string) *fixture {
 		var objs []runtime.Object
 		for _, h := range append(slices.Clone(live), gone...) {
-			objs = append(objs, newHost(h))
+			objs = append(objs, resourcestest.NewHost(h))
 		}
 		foreign := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: hostNS, Name: "ctx-ctx-1-someserver",
 			ResourceVersion: "1", Labels: map[string]string{names.LabelManagedBy: names.ManagedByValue,
@@ -725,7 +726,7 @@ func TestOrphanSweep(t *testing.T) {
 		// unexplained delete at all.
 		f := fleet(t, []string{"a1"}, []string{"gone1", "gone2"})
 		f.c.cfg.Caps = kit.Caps{Absolute: 0, Percent: 20}
-		f.c.hostHandlers(func(cache.ObjectName) {}).OnDelete(newHost("gone1"))
+		f.c.hostHandlers(func(cache.ObjectName) {}).OnDelete(resourcestest.NewHost("gone1"))
 		require.NoError(t, f.sweep())
 		assert.Equal(t, deleted("gone1"), f.Writes(), "gone2's are held back, and the foreign policy is never deleted")
 		assert.Equal(t, 1.0, trips(f))
@@ -801,7 +802,7 @@ func TestUnmanagedObjectsAreNotAdopted(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := tc.obj.DeepCopyObject()
-			f := newFixture(t, newHost("h1"), context1(), tc.obj)
+			f := newFixture(t, resourcestest.NewHost("h1"), context1(), tc.obj)
 			res, err := f.sync("h1")
 			require.NoError(t, err, "a refusal is reported, not retried")
 			w := f.Writes()
@@ -863,7 +864,7 @@ func TestControlAPIFailures(t *testing.T) {
 		{"expires too soon", fmt.Errorf("expiresAt in the past: %w", controlapi.ErrExpiresTooSoon), reasons.CredentialRefused},
 	} {
 		t.Run(tc.name+": no credential yet", func(t *testing.T) {
-			f := newFixture(t, newHost("h1"), context1())
+			f := newFixture(t, resourcestest.NewHost("h1"), context1())
 			f.issuer.fail(tc.err)
 			_, err := f.sync("h1")
 			require.Error(t, err, "retried by the loop")
@@ -902,7 +903,7 @@ func TestControlAPIFailures(t *testing.T) {
 			assert.Contains(t, f.Writes(), "create deployments/h1", "the Deployment is still ensured")
 			st := f.status("h1")
 			assert.Equal(t, "ctx-1", st.ContextID, "the status still shows the pods' contextId")
-			assert.Equal(t, testOptions.Image, st.Image)
+			assert.Equal(t, resourcestest.Options.Image, st.Image)
 			require.NotNil(t, st.CredentialExpiresAt)
 			assert.True(t, st.CredentialExpiresAt.Time.Equal(t0.Add(lifetime)))
 		})
@@ -945,7 +946,7 @@ func TestAnExpiredCredentialIsReplaced(t *testing.T) {
 func TestARecreatedHostGetsANewCredentialAtOnce(t *testing.T) {
 	f := deployed(t)
 	f.removeHost("h1")
-	again := newHost("h1", func(h *clerumv1alpha1.Host) { h.UID = "uid-h1-again" })
+	again := resourcestest.NewHost("h1", func(h *clerumv1alpha1.Host) { h.UID = "uid-h1-again" })
 	f.addHost(again)
 	f.ClearWrites()
 	f.mustSync("h1")
@@ -960,7 +961,7 @@ func TestARecreatedHostGetsANewCredentialAtOnce(t *testing.T) {
 
 // 13. cache lag never costs a second credential.
 func TestCacheLagCallsTheControlAPIOnce(t *testing.T) {
-	f := newFixture(t, newHost("h1"), context1())
+	f := newFixture(t, resourcestest.NewHost("h1"), context1())
 	f.mustSync("h1")
 	f.ClearWrites()
 	f.Clock.Step(5 * time.Second)
@@ -973,7 +974,7 @@ func TestCacheLagCallsTheControlAPIOnce(t *testing.T) {
 
 // 14. no credential in logs, events or status.
 func TestNoCredentialIsLoggedOrPosted(t *testing.T) {
-	f := newFixture(t, newHost("h1"), context1())
+	f := newFixture(t, resourcestest.NewHost("h1"), context1())
 	f.mustSync("h1")
 	require.Equal(t, credentialValue, string(f.secret("host-h1-mcp-host-runtime-tokens").Data[resources.KeyBootstrapCredential]))
 	f.SyncCaches()
@@ -1011,7 +1012,7 @@ func TestNoCredentialIsLoggedOrPosted(t *testing.T) {
 
 // 15. metrics.
 func TestMetrics(t *testing.T) {
-	f := newFixture(t, newHost("h1"), newHost("h2", withSecretRef("missing")), newHost("h3", func(h *clerumv1alpha1.Host) {
+	f := newFixture(t, resourcestest.NewHost("h1"), resourcestest.NewHost("h2", resourcestest.WithSecretRef("missing")), resourcestest.NewHost("h3", func(h *clerumv1alpha1.Host) {
 		h.Spec.ContextRef = "nope"
 	}), context1())
 	gauge := func(name, label, value string) float64 {
@@ -1064,7 +1065,7 @@ func TestMetrics(t *testing.T) {
 // (docs/reconcilers.md#logs): its block and release, its credential, its
 // pods stopped on the fast path.
 func TestLogLinesNameTheHost(t *testing.T) {
-	f := newFixture(t, newHost("h1"))
+	f := newFixture(t, resourcestest.NewHost("h1"))
 	f.mustSync("h1") // blocked: no Context
 	f.setContext(context1())
 	f.SyncCaches()

@@ -15,6 +15,7 @@ import (
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/controllers/host/resources"
+	"github.com/clerum/hcc/pkg/controllers/host/resources/resourcestest"
 	"github.com/clerum/hcc/pkg/mark"
 	"github.com/clerum/hcc/pkg/names"
 )
@@ -27,9 +28,9 @@ import (
 // the Control API supplies is left out on both sides (normalised).
 func TestSyncAndRenderProduceTheSameChildren(t *testing.T) {
 	hosts := []*clerumv1alpha1.Host{
-		newHost("plain"),
-		newHost("desk", withDesktop),
-		newHost("withref", withSecretRef("withref-env"), withDesktop),
+		resourcestest.NewHost("plain"),
+		resourcestest.NewHost("desk", resourcestest.WithDesktop),
+		resourcestest.NewHost("withref", resourcestest.WithSecretRef("withref-env"), resourcestest.WithDesktop),
 	}
 	c1 := context1()
 	secrets := []*corev1.Secret{{
@@ -59,9 +60,9 @@ func TestSyncAndRenderProduceTheSameChildren(t *testing.T) {
 				}
 			}
 			return nil
-		}, contextNS, testOptions)
+		}, contextNS, resourcestest.Options)
 		require.Empty(t, a.Block, "host %s", h.Name)
-		children, err := resources.Plan(h, a, testOptions)
+		children, err := resources.Plan(h, a, resourcestest.Options)
 		require.NoError(t, err)
 		planned = append(planned, children...)
 	}

@@ -20,6 +20,7 @@ import (
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/controlapi"
 	"github.com/clerum/hcc/pkg/controllers/host/resources"
+	"github.com/clerum/hcc/pkg/controllers/host/resources/resourcestest"
 	"github.com/clerum/hcc/pkg/controllers/kit"
 	"github.com/clerum/hcc/pkg/mark"
 	"github.com/clerum/hcc/pkg/names"
@@ -32,8 +33,8 @@ const runtimeTokensH1 = "host-h1-mcp-host-runtime-tokens"
 // pre-created with HCC's labels: the attacker's credential, valid for a
 // day by its annotations, with the given mark ("" for none).
 func forgedSecret(markValue string) *corev1.Secret {
-	h1 := newHost("h1")
-	s := resources.BuildEmptyRuntimeTokenSecret(h1, testOptions)
+	h1 := resourcestest.NewHost("h1")
+	s := resources.BuildEmptyRuntimeTokenSecret(h1, resourcestest.Options)
 	s.UID, s.ResourceVersion = "uid-forged", "1"
 	expiry := t0.Add(24 * time.Hour).Format(time.RFC3339)
 	s.Annotations = map[string]string{resources.AnnotationIssuedForUID: "uid-h1", resources.AnnotationExpiresAt: expiry}
@@ -49,9 +50,9 @@ func forgedSecret(markValue string) *corev1.Secret {
 // made under another HMAC secret) has a new credential issued and written
 // over it before any pod mounts it, a ForgedCredential event and a count.
 func TestAForgedRuntimeTokenSecretIsReissued(t *testing.T) {
-	other := testOptions
+	other := resourcestest.Options
 	other.RuntimeTokenMark = mark.NewKey("not-hcc's-secret", mark.PurposeRuntimeToken)
-	byOtherKey := resources.BuildRuntimeTokenSecret(newHost("h1"), other, "attacker-credential", t0.Add(24*time.Hour))
+	byOtherKey := resources.BuildRuntimeTokenSecret(resourcestest.NewHost("h1"), other, "attacker-credential", t0.Add(24*time.Hour))
 	byOtherKey.UID, byOtherKey.ResourceVersion = "uid-forged", "1"
 	for name, tc := range map[string]struct {
 		s     *corev1.Secret
@@ -62,13 +63,13 @@ func TestAForgedRuntimeTokenSecretIsReissued(t *testing.T) {
 		"a mark under another secret": {byOtherKey, "mismatch"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			f := newFixture(t, newHost("h1"), context1(), tc.s)
+			f := newFixture(t, resourcestest.NewHost("h1"), context1(), tc.s)
 			f.mustSync("h1")
 			assert.Equal(t, 1, f.issuer.calls(), "the Control API is asked")
 			s := f.secret(runtimeTokensH1)
 			assert.Equal(t, credentialValue, string(s.Data[resources.KeyBootstrapCredential]), "the attacker's credential is overwritten")
 			assert.Equal(t, t0.Add(lifetime).Format(time.RFC3339), s.Annotations[resources.AnnotationExpiresAt])
-			assert.Equal(t, resources.Marked, resources.ReadIssuance(cached(s), testOptions.RuntimeTokenMark).Trust,
+			assert.Equal(t, resources.Marked, resources.ReadIssuance(cached(s), resourcestest.Options.RuntimeTokenMark).Trust,
 				"what HCC wrote verifies from the cache")
 			assert.Equal(t, with(without(created("h1"), "create secrets/"+runtimeTokensH1), "update secrets/"+runtimeTokensH1), f.Writes())
 			ev := eventsWithPrefix(f.Events(), "Warning "+EventForgedCredential)
@@ -91,7 +92,7 @@ func TestAForgedRuntimeTokenSecretIsReissued(t *testing.T) {
 // never mounted: no Deployment is created, and the forgery is reported
 // once, not on every retry.
 func TestAForgedCredentialIsNeverMounted(t *testing.T) {
-	f := newFixture(t, newHost("h1"), context1(), forgedSecret(""))
+	f := newFixture(t, resourcestest.NewHost("h1"), context1(), forgedSecret(""))
 	f.issuer.fail(fmt.Errorf("HTTP 503: %w", controlapi.ErrUnavailable))
 	_, err := f.sync("h1")
 	require.Error(t, err)
@@ -117,7 +118,7 @@ func TestUpgradeReissuesEachCredentialOnce(t *testing.T) {
 	}
 	f := newFixture(t, context1())
 	for _, n := range hostNames {
-		f.addHost(newHost(n))
+		f.addHost(resourcestest.NewHost(n))
 	}
 	for _, n := range hostNames {
 		f.mustSync(n)
@@ -171,7 +172,7 @@ func TestRotatingTheHMACSecretReissuesOnce(t *testing.T) {
 func TestTheReaderWaitsForItsEgressPolicy(t *testing.T) {
 	readerPolicy := "channel-reader-h1-egress"
 	t.Run("the policy fails to write", func(t *testing.T) {
-		f := newFixture(t, newHost("h1"), context1())
+		f := newFixture(t, resourcestest.NewHost("h1"), context1())
 		f.Kube.PrependReactor("create", "networkpolicies", func(a core.Action) (bool, runtime.Object, error) {
 			return true, nil, apierrors.NewInternalError(errors.New("etcd is sulking"))
 		})
@@ -183,7 +184,7 @@ func TestTheReaderWaitsForItsEgressPolicy(t *testing.T) {
 	})
 	t.Run("the policy's name is held by an unmanaged object", func(t *testing.T) {
 		foreign := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: readerNS, Name: readerPolicy, UID: "foreign", ResourceVersion: "1"}}
-		f := newFixture(t, newHost("h1"), context1(), foreign)
+		f := newFixture(t, resourcestest.NewHost("h1"), context1(), foreign)
 		res, err := f.sync("h1")
 		require.NoError(t, err, "a refusal is reported, not retried")
 		assert.False(t, f.exists(kit.Deployments, readerNS, "channel-reader-h1"), "no reader confined by someone else's policy")
@@ -210,7 +211,7 @@ func TestTheReaderWaitsForItsEgressPolicy(t *testing.T) {
 // With the desktop on, allow-rpc-proxy-desktop-H is written before the Host
 // pods start: the Deployment waits for it.
 func TestTheHostWaitsForItsDesktopPolicy(t *testing.T) {
-	f := newFixture(t, newHost("h1", withDesktop), context1())
+	f := newFixture(t, resourcestest.NewHost("h1", resourcestest.WithDesktop), context1())
 	f.Kube.PrependReactor("create", "networkpolicies", func(a core.Action) (bool, runtime.Object, error) {
 		if a.(core.CreateAction).GetObject().(metav1.Object).GetName() == "allow-rpc-proxy-desktop-h1" {
 			return true, nil, apierrors.NewInternalError(errors.New("etcd is sulking"))
@@ -229,7 +230,7 @@ func TestTheHostWaitsForItsDesktopPolicy(t *testing.T) {
 // A Retry-After beyond the refresh window (4294967295 s) puts the Host off
 // for the window at most.
 func TestARetryAfterIsCappedAtTheRefreshWindow(t *testing.T) {
-	f := newFixture(t, newHost("h1"), context1())
+	f := newFixture(t, resourcestest.NewHost("h1"), context1())
 	f.issuer.fail(&controlapi.StatusError{Route: controlapi.RouteBootstrapCredentials, Code: 429, RetryAfter: 4294967295 * time.Second})
 	res, err := f.sync("h1")
 	require.NoError(t, err, "the Control API said when")
@@ -240,9 +241,9 @@ func TestARetryAfterIsCappedAtTheRefreshWindow(t *testing.T) {
 // is missing is Ready=False/ConfigMissing and gets no Deployment, and
 // recovers when the ConfigMap appears.
 func TestAMissingHostConfigMapHoldsTheDeployment(t *testing.T) {
-	f := newFixture(t, newHost("h1"), context1())
+	f := newFixture(t, resourcestest.NewHost("h1"), context1())
 	configMaps := corev1.SchemeGroupVersion.WithResource("configmaps")
-	require.NoError(t, f.Kube.Tracker().Delete(configMaps, hostNS, testOptions.ConfigMapName))
+	require.NoError(t, f.Kube.Tracker().Delete(configMaps, hostNS, resourcestest.Options.ConfigMapName))
 	f.SyncCaches()
 	f.mustSync("h1")
 	assert.False(t, f.exists(kit.Deployments, hostNS, "h1"), "no pod starts without its configuration")
@@ -304,7 +305,7 @@ func TestAContextIDHolderChangeStopsPodsOnTheFastPath(t *testing.T) {
 	}
 	t.Run("the holder's Context is deleted; a younger one holds the contextId now", func(t *testing.T) {
 		younger := newContext("context2", "ctx-1", t0)
-		f := newFixture(t, newHost("h1"), context1(), younger)
+		f := newFixture(t, resourcestest.NewHost("h1"), context1(), younger)
 		f.mustSync("h1")
 		f.SyncCaches()
 		require.Equal(t, int32(1), *f.deployment(hostNS, "h1").Spec.Replicas)
@@ -371,7 +372,7 @@ func TestAContextIDHolderChangeStopsPodsOnTheFastPath(t *testing.T) {
 	t.Run("a Host still vouched for is left alone, a Secret block included", func(t *testing.T) {
 		f := deployed(t)
 		require.Equal(t, int32(1), *f.deployment(hostNS, "h1").Spec.Replicas)
-		f.setHost(newHost("h1", withSecretRef("gone")))
+		f.setHost(resourcestest.NewHost("h1", resourcestest.WithSecretRef("gone")))
 		f.ClearWrites()
 		f.c.stops.Add(cache.ObjectName{Namespace: hostNS, Name: "h1"})
 		k, _ := f.c.stops.Get()
@@ -407,7 +408,7 @@ func TestAnOlderMarkedCredentialPutBackIsReplaced(t *testing.T) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			f := newFixture(t, newHost("h1"), context1())
+			f := newFixture(t, resourcestest.NewHost("h1"), context1())
 			f.mustSync("h1")
 			f.SyncCaches()
 			old := f.secret(runtimeTokensH1).DeepCopy() // C1, under its valid mark
@@ -459,7 +460,7 @@ func TestAnOlderMarkedCredentialPutBackIsReplaced(t *testing.T) {
 // to compare with, and believes a replayed, still-valid credential that
 // HCC marked for this Host's UID.
 func TestANewProcessBelievesAnOlderMarkedCredential(t *testing.T) {
-	f := newFixture(t, newHost("h1"), context1())
+	f := newFixture(t, resourcestest.NewHost("h1"), context1())
 	f.mustSync("h1")
 	f.SyncCaches()
 	old := f.secret(runtimeTokensH1).DeepCopy()

@@ -31,6 +31,7 @@ import (
 	"github.com/clerum/hcc/pkg/controllers/kit"
 	"github.com/clerum/hcc/pkg/controllers/kit/kittest"
 	"github.com/clerum/hcc/pkg/controllers/mcpserver/resources"
+	"github.com/clerum/hcc/pkg/controllers/mcpserver/resources/resourcestest"
 	netpolcontroller "github.com/clerum/hcc/pkg/controllers/netpol"
 	"github.com/clerum/hcc/pkg/controllers/netpol/planopts"
 	clientset "github.com/clerum/hcc/pkg/generated/clientset/versioned"
@@ -85,7 +86,7 @@ func runConvergence(b *testing.B, n int) {
 	require.NoError(b, err)
 	servers := make([]*clerumv1alpha1.McpServer, n)
 	kittest.Parallel(b, n, func(i int) error {
-		s := newServer(fmt.Sprintf("s%04d", i), clerumv1alpha1.TransportStreamableHTTP, func(s *clerumv1alpha1.McpServer) {
+		s := resourcestest.NewServer(fmt.Sprintf("s%04d", i), clerumv1alpha1.TransportStreamableHTTP, func(s *clerumv1alpha1.McpServer) {
 			s.Spec.EnvSecret = &clerumv1alpha1.EnvSecret{Name: "creds", Keys: []clerumv1alpha1.EnvSecretKey{{SecretKey: "uri", EnvName: "URI"}}}
 		})
 		s.Namespace, s.UID, s.Generation = ns, "", 0
@@ -114,7 +115,7 @@ func runConvergence(b *testing.B, n int) {
 	policies := netpolcontroller.New(d, coordinator, netpolcontroller.Options{Plan: planOpts,
 		Caps: netpolcontroller.Caps{Absolute: 10, Percent: 20}})
 	coordinator.OnChange(policies.Signal)
-	c := New(d, coordinator, Config{Namespace: ns, Build: testOptions, Images: images, Workers: cfg.Core.McpServerWorkers})
+	c := New(d, coordinator, Config{Namespace: ns, Build: resourcestest.Options, Images: images, Workers: cfg.Core.McpServerWorkers})
 
 	runCtx, stop := context.WithCancel(ctx)
 	start := time.Now()
@@ -169,7 +170,7 @@ func runConvergence(b *testing.B, n int) {
 	kittest.Parallel(b, n, func(i int) error {
 		s := servers[i].DeepCopy()
 		s.Namespace = plainNS
-		dep, err := resources.BuildDeployment(s, plainNS, testOptions, "hmac-sha256:0")
+		dep, err := resources.BuildDeployment(s, plainNS, resourcestest.Options, "hmac-sha256:0")
 		if err != nil {
 			return err
 		}

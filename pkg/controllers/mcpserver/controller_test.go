@@ -18,7 +18,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -30,6 +29,7 @@ import (
 	"github.com/clerum/hcc/pkg/controllers/kit"
 	"github.com/clerum/hcc/pkg/controllers/kit/kittest"
 	"github.com/clerum/hcc/pkg/controllers/mcpserver/resources"
+	"github.com/clerum/hcc/pkg/controllers/mcpserver/resources/resourcestest"
 	"github.com/clerum/hcc/pkg/imagepolicy"
 	"github.com/clerum/hcc/pkg/reasons"
 	"github.com/clerum/hcc/pkg/secretdigest"
@@ -48,34 +48,6 @@ func (g *fakeGate) Settled() <-chan struct{} {
 	settled := make(chan struct{})
 	close(settled)
 	return settled
-}
-
-// testOptions and newServer are the builders' test inputs, as in the
-// resources package's tests (a test of package resources cannot import this
-// one, nor this one a test file of that one).
-var testOptions = resources.Options{
-	PullPolicy:       corev1.PullIfNotPresent,
-	StdioBridgeImage: "docker.io/clerum/stdio-bridge:0.9.5",
-	StdioBridgeResources: corev1.ResourceRequirements{
-		Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("32Mi"), corev1.ResourceCPU: resource.MustParse("50m")},
-		Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Mi"), corev1.ResourceCPU: resource.MustParse("200m")},
-	},
-	EgressProxyImage: "clerum/nginx-egress-proxy:0.1.0",
-	DigestKey:        resources.DigestKey("test-hmac-secret"),
-}
-
-func newServer(name string, typ clerumv1alpha1.TransportType, opts ...func(*clerumv1alpha1.McpServer)) *clerumv1alpha1.McpServer {
-	s := &clerumv1alpha1.McpServer{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "mcp-server", Name: name, UID: types.UID("uid-" + name), Generation: 1},
-		Spec: clerumv1alpha1.McpServerSpec{
-			Image:     "ghcr.io/evenfire-ai/" + name + ":1.0",
-			Transport: clerumv1alpha1.Transport{Type: typ, Port: ptr.To[int32](3000)},
-		},
-	}
-	for _, o := range opts {
-		o(s)
-	}
-	return s
 }
 
 // fixture is the operator over kittest's fake API server; syncMcpServer
@@ -105,7 +77,7 @@ func newFixture(t *testing.T, enforce bool, objs ...runtime.Object) *fixture {
 func (f *fixture) newController(d kit.Deps, enforce bool, prefixes []string) *Controller {
 	policy, err := imagepolicy.Parse(prefixes)
 	require.NoError(f.t, err)
-	return New(d, f.gate, Config{Namespace: "mcp-server", Build: testOptions, Images: policy, Enforce: enforce, Workers: 1})
+	return New(d, f.gate, Config{Namespace: "mcp-server", Build: resourcestest.Options, Images: policy, Enforce: enforce, Workers: 1})
 }
 
 func (f *fixture) sync() kit.Result {
@@ -187,7 +159,7 @@ func (f *fixture) logLines() []map[string]any {
 }
 
 func mongodb(opts ...func(*clerumv1alpha1.McpServer)) *clerumv1alpha1.McpServer {
-	s := newServer("mongodb", clerumv1alpha1.TransportSSE, func(s *clerumv1alpha1.McpServer) {
+	s := resourcestest.NewServer("mongodb", clerumv1alpha1.TransportSSE, func(s *clerumv1alpha1.McpServer) {
 		s.Spec.Image = "mongodb/mongodb-mcp-server:1.2"
 		s.Spec.EnvSecret = &clerumv1alpha1.EnvSecret{Name: "atlas", Keys: []clerumv1alpha1.EnvSecretKey{{SecretKey: "uri", EnvName: "MDB_MCP_CONNECTION_STRING"}}}
 	})
@@ -444,7 +416,7 @@ func TestAnUnmanagedDeploymentIsNotAdopted(t *testing.T) {
 func TestAForeignProxyConfigIsNeverMounted(t *testing.T) {
 	foreign := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "mcp-server", Name: "atlassian", ResourceVersion: "1"},
 		Data: map[string]string{"nginx.conf": "someone else's upstream"}}
-	f := newFixture(t, false, newServer("atlassian", clerumv1alpha1.TransportSSE, func(s *clerumv1alpha1.McpServer) {
+	f := newFixture(t, false, resourcestest.NewServer("atlassian", clerumv1alpha1.TransportSSE, func(s *clerumv1alpha1.McpServer) {
 		s.Spec.Image, s.Spec.Remote = "", &clerumv1alpha1.Remote{URL: "https://mcp.atlassian.com/v1/sse"}
 	}), foreign)
 	f.cacheUnselected(foreign)
@@ -484,7 +456,7 @@ func TestABlockedServerIsNotReady(t *testing.T) {
 }
 
 func TestARemoteServerTurnedLocalLosesItsProxyConfig(t *testing.T) {
-	f := newFixture(t, false, newServer("atlassian", clerumv1alpha1.TransportSSE, func(s *clerumv1alpha1.McpServer) {
+	f := newFixture(t, false, resourcestest.NewServer("atlassian", clerumv1alpha1.TransportSSE, func(s *clerumv1alpha1.McpServer) {
 		s.Spec.Image, s.Spec.Remote = "", &clerumv1alpha1.Remote{URL: "https://mcp.atlassian.com/v1/sse"}
 	}))
 	f.sync()
@@ -509,7 +481,7 @@ func TestFieldRefEnvNeedsNoWritePerSync(t *testing.T) {
 
 func TestStdioAndRemoteServers(t *testing.T) {
 	t.Run("stdio replicas are capped and say so", func(t *testing.T) {
-		f := newFixture(t, false, newServer("files", clerumv1alpha1.TransportStdio, func(s *clerumv1alpha1.McpServer) {
+		f := newFixture(t, false, resourcestest.NewServer("files", clerumv1alpha1.TransportStdio, func(s *clerumv1alpha1.McpServer) {
 			s.Spec.Command, s.Spec.Replicas = []string{"run"}, ptr.To[int32](3)
 		}))
 		f.sync()
@@ -517,7 +489,7 @@ func TestStdioAndRemoteServers(t *testing.T) {
 		assert.Equal(t, metav1.ConditionTrue, f.condition(clerumv1alpha1.ConditionReplicasCapped).Status)
 	})
 	t.Run("a remote server whose bindings do not cover its host is warned about", func(t *testing.T) {
-		f := newFixture(t, false, newServer("atlassian", clerumv1alpha1.TransportSSE, func(s *clerumv1alpha1.McpServer) {
+		f := newFixture(t, false, resourcestest.NewServer("atlassian", clerumv1alpha1.TransportSSE, func(s *clerumv1alpha1.McpServer) {
 			s.Spec.Image, s.Spec.Remote = "", &clerumv1alpha1.Remote{URL: "https://mcp.atlassian.com/v1/sse"}
 		}))
 		f.sync()
@@ -527,7 +499,7 @@ func TestStdioAndRemoteServers(t *testing.T) {
 		assert.Equal(t, reasons.PlatformImage, f.condition(clerumv1alpha1.ConditionImageAllowed).Reason, "spec.image is not judged")
 	})
 	t.Run("a plain-http remote is warned about once per generation", func(t *testing.T) {
-		f := newFixture(t, false, newServer("legacy", clerumv1alpha1.TransportSSE, func(s *clerumv1alpha1.McpServer) {
+		f := newFixture(t, false, resourcestest.NewServer("legacy", clerumv1alpha1.TransportSSE, func(s *clerumv1alpha1.McpServer) {
 			s.Spec.Image, s.Spec.Remote = "", &clerumv1alpha1.Remote{URL: "http://mcp.legacy.example:8080/sse"}
 			s.Spec.EgressBindings = []clerumv1alpha1.EgressBinding{{Name: "api", Host: "mcp.legacy.example", Port: ptr.To[int32](8080)}}
 		}))
@@ -540,7 +512,7 @@ func TestStdioAndRemoteServers(t *testing.T) {
 		assert.Empty(t, f.Events(), "not again on a resync")
 	})
 	t.Run("a covering binding makes it reachable", func(t *testing.T) {
-		f := newFixture(t, false, newServer("atlassian", clerumv1alpha1.TransportSSE, func(s *clerumv1alpha1.McpServer) {
+		f := newFixture(t, false, resourcestest.NewServer("atlassian", clerumv1alpha1.TransportSSE, func(s *clerumv1alpha1.McpServer) {
 			s.Spec.Image, s.Spec.Remote = "", &clerumv1alpha1.Remote{URL: "https://mcp.atlassian.com/v1/sse"}
 			s.Spec.EgressBindings = []clerumv1alpha1.EgressBinding{{Name: "api", Host: "MCP.atlassian.com.", Port: ptr.To[int32](443)}}
 		}))
@@ -550,7 +522,7 @@ func TestStdioAndRemoteServers(t *testing.T) {
 }
 
 func TestInvalidSpecsAreBlocked(t *testing.T) {
-	f := newFixture(t, false, newServer("files", clerumv1alpha1.TransportStdio))
+	f := newFixture(t, false, resourcestest.NewServer("files", clerumv1alpha1.TransportStdio))
 	f.sync()
 	assert.Equal(t, []string{"patch mcpservers/files/status"}, f.Writes())
 	c := f.condition(clerumv1alpha1.ConditionReady)
@@ -656,7 +628,7 @@ func TestAnInformerThatCannotBeWiredFailsRun(t *testing.T) {
 	d := f.Deps() // a second operator over the same informers
 	d.Registry = prometheus.NewRegistry()
 	d.Queues = kit.NewQueues(d.Registry, f.Clock)
-	c := New(d, f.gate, Config{Namespace: "mcp-server", Build: testOptions, Workers: 1})
+	c := New(d, f.gate, Config{Namespace: "mcp-server", Build: resourcestest.Options, Workers: 1})
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
 	err := c.Run(ctx) // without the check, it would wait for caches nobody started
@@ -681,7 +653,7 @@ func TestLogLinesNameTheServer(t *testing.T) {
 	assert.Equal(t, "server released", lines[1]["message"])
 	assert.Equal(t, reasons.SecretsMissing, lines[1]["was"])
 
-	f = newFixture(t, false, newServer("legacy", clerumv1alpha1.TransportSSE, func(s *clerumv1alpha1.McpServer) {
+	f = newFixture(t, false, resourcestest.NewServer("legacy", clerumv1alpha1.TransportSSE, func(s *clerumv1alpha1.McpServer) {
 		s.Spec.Image, s.Spec.Remote = "", &clerumv1alpha1.Remote{URL: "http://mcp.legacy.example:8080/sse"}
 	}))
 	f.sync()

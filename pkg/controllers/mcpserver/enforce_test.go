@@ -16,6 +16,7 @@ import (
 	"github.com/clerum/hcc/pkg/controllers/kit"
 	"github.com/clerum/hcc/pkg/controllers/kit/kittest"
 	"github.com/clerum/hcc/pkg/controllers/mcpserver/resources"
+	"github.com/clerum/hcc/pkg/controllers/mcpserver/resources/resourcestest"
 	"github.com/clerum/hcc/pkg/names"
 	"github.com/clerum/hcc/pkg/reasons"
 )
@@ -208,7 +209,7 @@ func TestForbiddenSecrets(t *testing.T) {
 func TestAReservedNameGetsNoWorkload(t *testing.T) {
 	for _, name := range names.ReservedMcpServerNames {
 		t.Run(name, func(t *testing.T) {
-			f := newFixture(t, false, newServer(name, clerumv1alpha1.TransportSSE, func(s *clerumv1alpha1.McpServer) {
+			f := newFixture(t, false, resourcestest.NewServer(name, clerumv1alpha1.TransportSSE, func(s *clerumv1alpha1.McpServer) {
 				s.Spec.Image = "ghcr.io/evenfire-ai/x:1"
 			}))
 			f.sync()
@@ -221,8 +222,8 @@ func TestAReservedNameGetsNoWorkload(t *testing.T) {
 	}
 
 	// Children written by an HCC from before the rule are deleted.
-	s := newServer("mcp-proxy", clerumv1alpha1.TransportSSE, func(s *clerumv1alpha1.McpServer) { s.Spec.Image = "ghcr.io/evenfire-ai/x:1" })
-	b, err := resources.Build(newServer("mcp-proxyy", clerumv1alpha1.TransportSSE, func(s *clerumv1alpha1.McpServer) { s.Spec.Image = "ghcr.io/evenfire-ai/x:1" }), testOptions, "")
+	s := resourcestest.NewServer("mcp-proxy", clerumv1alpha1.TransportSSE, func(s *clerumv1alpha1.McpServer) { s.Spec.Image = "ghcr.io/evenfire-ai/x:1" })
+	b, err := resources.Build(resourcestest.NewServer("mcp-proxyy", clerumv1alpha1.TransportSSE, func(s *clerumv1alpha1.McpServer) { s.Spec.Image = "ghcr.io/evenfire-ai/x:1" }), resourcestest.Options, "")
 	require.NoError(t, err)
 	for _, o := range []metav1.Object{b.Deployment, b.Service} {
 		o.SetName("mcp-proxy")

@@ -15,6 +15,7 @@ import (
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/controllers/mcpserver/resources"
+	"github.com/clerum/hcc/pkg/controllers/mcpserver/resources/resourcestest"
 	"github.com/clerum/hcc/pkg/secretdigest"
 )
 
@@ -37,24 +38,24 @@ func TestSyncAndRenderProduceTheSameChildren(t *testing.T) {
 		{name: "sse with an env secret", server: mongodb(func(s *clerumv1alpha1.McpServer) {
 			s.Spec.Env = []corev1.EnvVar{{Name: "LOG_LEVEL", Value: "info"}}
 		}), secrets: []*corev1.Secret{atlas}, want: 2},
-		{name: "streamable-http", server: newServer("search", clerumv1alpha1.TransportStreamableHTTP), want: 2},
-		{name: "stdio", server: newServer("files", clerumv1alpha1.TransportStdio, func(s *clerumv1alpha1.McpServer) {
+		{name: "streamable-http", server: resourcestest.NewServer("search", clerumv1alpha1.TransportStreamableHTTP), want: 2},
+		{name: "stdio", server: resourcestest.NewServer("files", clerumv1alpha1.TransportStdio, func(s *clerumv1alpha1.McpServer) {
 			s.Spec.Command, s.Spec.Args, s.Spec.Replicas = []string{"npx", "server"}, []string{"--readonly"}, ptr.To[int32](3)
 		}), want: 2},
-		{name: "remote with its proxy config", server: newServer("atlassian", clerumv1alpha1.TransportSSE, func(s *clerumv1alpha1.McpServer) {
+		{name: "remote with its proxy config", server: resourcestest.NewServer("atlassian", clerumv1alpha1.TransportSSE, func(s *clerumv1alpha1.McpServer) {
 			s.Spec.Image, s.Spec.Remote = "", &clerumv1alpha1.Remote{URL: "https://mcp.atlassian.com/v1/sse"}
 			s.Spec.EgressBindings = []clerumv1alpha1.EgressBinding{{Name: "api", Host: "mcp.atlassian.com", Port: ptr.To[int32](443)}}
 		}), want: 3},
-		{name: "disabled", server: newServer("off", clerumv1alpha1.TransportSSE, func(s *clerumv1alpha1.McpServer) {
+		{name: "disabled", server: resourcestest.NewServer("off", clerumv1alpha1.TransportSSE, func(s *clerumv1alpha1.McpServer) {
 			s.Spec.Enabled = ptr.To(false)
 		}), want: 2},
 		{name: "enforce mode, allowed image", server: mongodb(), secrets: []*corev1.Secret{atlas}, enforce: true, want: 2},
 		// Blocked: neither side creates anything.
 		{name: "its Secret is missing", server: mongodb()},
-		{name: "enforce mode, refused image", server: newServer("x", clerumv1alpha1.TransportSSE, func(s *clerumv1alpha1.McpServer) {
+		{name: "enforce mode, refused image", server: resourcestest.NewServer("x", clerumv1alpha1.TransportSSE, func(s *clerumv1alpha1.McpServer) {
 			s.Spec.Image = "docker.io/evil/x:1"
 		}), enforce: true},
-		{name: "its egress gate is closed", server: newServer("search", clerumv1alpha1.TransportSSE), gated: true},
+		{name: "its egress gate is closed", server: resourcestest.NewServer("search", clerumv1alpha1.TransportSSE), gated: true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -25,6 +25,7 @@ import (
 	"github.com/clerum/hcc/pkg/controllers/kit"
 	"github.com/clerum/hcc/pkg/controllers/kit/kittest"
 	"github.com/clerum/hcc/pkg/controllers/sharedfs/resources"
+	"github.com/clerum/hcc/pkg/controllers/sharedfs/resources/resourcestest"
 	clientset "github.com/clerum/hcc/pkg/generated/clientset/versioned"
 	"github.com/clerum/hcc/pkg/names"
 )
@@ -44,7 +45,7 @@ type world struct {
 
 func newWorld(t *testing.T, suffix string) world {
 	t.Helper()
-	w := world{kube: kubernetes.NewForConfigOrDie(cp.Config()), hcc: clientset.NewForConfigOrDie(cp.Config()), opts: testOptions}
+	w := world{kube: kubernetes.NewForConfigOrDie(cp.Config()), hcc: clientset.NewForConfigOrDie(cp.Config()), opts: resourcestest.Options}
 	w.opts.HostNamespace = "sfs-" + suffix
 	_, err := w.kube.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: w.opts.HostNamespace}}, metav1.CreateOptions{})
 	require.NoError(t, err)
@@ -71,7 +72,7 @@ func TestControllerConverges(t *testing.T) {
 	w := newWorld(t, "ctrl")
 	ns := w.opts.HostNamespace
 	_, err := w.kube.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: w.opts.JWTConfigMap},
-		Data: map[string]string{w.opts.JWTConfigMapKey: rsaKey(t)}}, metav1.CreateOptions{})
+		Data: map[string]string{w.opts.JWTConfigMapKey: resourcestest.RSAKey(t)}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 
 	counted, writes := kittest.CountWrites(cp.Config())
@@ -86,7 +87,7 @@ func TestControllerConverges(t *testing.T) {
 	go func() { done <- c.Run(ctx) }()
 	defer func() { cancel(); <-done; d.Informers.Shutdown() }()
 
-	w.createFS(t, newFS("team", withHosts("alice"), withDirs("inbox")))
+	w.createFS(t, resourcestest.NewFS("team", resourcestest.WithHosts("alice"), resourcestest.WithDirs("inbox")))
 	phase := func() clerumv1alpha1.FileSystemPhase {
 		fs, err := w.hcc.ClerumV1alpha1().SharedFileSystems(ns).Get(ctx, "team", metav1.GetOptions{})
 		require.NoError(t, err)

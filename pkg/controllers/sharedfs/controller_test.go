@@ -19,7 +19,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	core "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
@@ -27,6 +26,7 @@ import (
 	"github.com/clerum/hcc/pkg/controllers/kit"
 	"github.com/clerum/hcc/pkg/controllers/kit/kittest"
 	"github.com/clerum/hcc/pkg/controllers/sharedfs/resources"
+	"github.com/clerum/hcc/pkg/controllers/sharedfs/resources/resourcestest"
 	"github.com/clerum/hcc/pkg/mark"
 	"github.com/clerum/hcc/pkg/names"
 	"github.com/clerum/hcc/pkg/reasons"
@@ -45,8 +45,8 @@ type fixture struct {
 
 // jwtConfigMap is the platform's ConfigMap holding value under the key.
 func jwtConfigMap(value string) *corev1.ConfigMap {
-	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: testOptions.JWTConfigMap, ResourceVersion: "1"},
-		Data: map[string]string{testOptions.JWTConfigMapKey: value, "OTHER": "x"}}
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: resourcestest.Options.JWTConfigMap, ResourceVersion: "1"},
+		Data: map[string]string{resourcestest.Options.JWTConfigMapKey: value, "OTHER": "x"}}
 }
 
 // newFixture is the reconciler over a fake API server holding objs, its
@@ -59,7 +59,7 @@ func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 	return f
 }
 
-var testConfig = Config{Namespace: ns, Build: testOptions, Resync: time.Minute, Workers: 1}
+var testConfig = Config{Namespace: ns, Build: resourcestest.Options, Resync: time.Minute, Workers: 1}
 
 var sharedFileSystems = clerumv1alpha1.Resource("sharedfilesystems").WithVersion("v1alpha1")
 
@@ -201,13 +201,13 @@ func deployed(t *testing.T, fs *clerumv1alpha1.SharedFileSystem, key string) *fi
 }
 
 func TestCreate(t *testing.T) {
-	key := rsaKey(t)
-	f := newFixture(t, newFS("team", withHosts("alice")), jwtConfigMap(key))
+	key := resourcestest.RSAKey(t)
+	f := newFixture(t, resourcestest.NewFS("team", resourcestest.WithHosts("alice")), jwtConfigMap(key))
 	f.mustSync("team")
 	assert.Equal(t, created("team"), f.Writes())
 
 	d := f.deployment("wfc-team")
-	want := resources.BuildDeployment(newFS("team", withHosts("alice")), resources.KeyDigest(key), testOptions)
+	want := resources.BuildDeployment(resourcestest.NewFS("team", resourcestest.WithHosts("alice")), resources.KeyDigest(key), resourcestest.Options)
 	assert.Equal(t, want.Spec, d.Spec)
 	require.Len(t, d.OwnerReferences, 1)
 	assert.Equal(t, "SharedFileSystem", d.OwnerReferences[0].Kind)
@@ -224,14 +224,14 @@ func TestCreate(t *testing.T) {
 }
 
 func TestResyncWritesNothing(t *testing.T) {
-	f := deployed(t, newFS("team", withHosts("alice"), withDirs("inbox")), rsaKey(t))
+	f := deployed(t, resourcestest.NewFS("team", resourcestest.WithHosts("alice"), resourcestest.WithDirs("inbox")), resourcestest.RSAKey(t))
 	f.mustSync("team")
 	assert.Empty(t, f.Writes(), "a no-op resync writes nothing")
 	assert.Empty(t, f.Events())
 }
 
 func TestPhaseTransitions(t *testing.T) {
-	f := deployed(t, newFS("team", withHosts("alice")), rsaKey(t))
+	f := deployed(t, resourcestest.NewFS("team", resourcestest.WithHosts("alice")), resourcestest.RSAKey(t))
 
 	// The claim binds; the WFC is not ready yet.
 	f.bindClaim("team")
@@ -269,8 +269,8 @@ func TestPhaseTransitions(t *testing.T) {
 }
 
 func TestSpecChange(t *testing.T) {
-	key := rsaKey(t)
-	f := deployed(t, newFS("team", withHosts("alice")), key)
+	key := resourcestest.RSAKey(t)
+	f := deployed(t, resourcestest.NewFS("team", resourcestest.WithHosts("alice")), key)
 
 	t.Run("hostRefs: the policy and the Deployment's allowed Hosts follow", func(t *testing.T) {
 		fs := f.fs("team")
@@ -290,7 +290,7 @@ func TestSpecChange(t *testing.T) {
 		e, err := f.Kube.NetworkingV1().NetworkPolicies(ns).Get(context.Background(), "wfc-team-egress", metav1.GetOptions{})
 		require.NoError(t, err)
 		assert.Equal(t, []string{"alice", "bob"}, e.Spec.PodSelector.MatchExpressions[0].Values, "the Hosts' pods may send")
-		assert.Equal(t, "alice,bob", envMap(f.deployment("wfc-team").Spec.Template.Spec.Containers[0])[resources.EnvAllowedHosts])
+		assert.Equal(t, "alice,bob", resourcestest.EnvMap(f.deployment("wfc-team").Spec.Template.Spec.Containers[0])[resources.EnvAllowedHosts])
 		assert.Equal(t, int64(2), f.status("team").ObservedGeneration)
 		f.SyncCaches()
 	})
@@ -313,7 +313,7 @@ func TestSpecChange(t *testing.T) {
 		f.mustSync("team")
 		assert.Empty(t, f.Writes())
 
-		newKey := ecKey(t)
+		newKey := resourcestest.ECKey(t)
 		f.setConfigMap(jwtConfigMap(newKey))
 		f.mustSync("team")
 		assert.Equal(t, []string{"update deployments/wfc-team"}, f.Writes())
@@ -322,7 +322,7 @@ func TestSpecChange(t *testing.T) {
 }
 
 func TestSizeGrowsNeverShrinks(t *testing.T) {
-	f := deployed(t, newFS("team", withSize("20Gi")), rsaKey(t))
+	f := deployed(t, resourcestest.NewFS("team", resourcestest.WithSize("20Gi")), resourcestest.RSAKey(t))
 	f.bindClaim("team")
 
 	fs := f.fs("team")
@@ -367,13 +367,13 @@ func TestConfigBlocks(t *testing.T) {
 		reason string
 	}{
 		{"the ConfigMap is missing", nil, reasons.ConfigMissing},
-		{"the key is missing", &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: testOptions.JWTConfigMap},
+		{"the key is missing", &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: resourcestest.Options.JWTConfigMap},
 			Data: map[string]string{"OTHER": "x"}}, reasons.ConfigMissing},
 		{"the value is not a PEM public key", jwtConfigMap("not a key"), reasons.ConfigInvalid},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			objs := []runtime.Object{newFS("team")}
+			objs := []runtime.Object{resourcestest.NewFS("team")}
 			if tc.cm != nil {
 				objs = append(objs, tc.cm)
 			}
@@ -393,8 +393,8 @@ func TestConfigBlocks(t *testing.T) {
 	}
 
 	t.Run("a deployed file system is not rolled, and released once fixed", func(t *testing.T) {
-		key := rsaKey(t)
-		f := deployed(t, newFS("team", withHosts("alice", "bob")), key)
+		key := resourcestest.RSAKey(t)
+		f := deployed(t, resourcestest.NewFS("team", resourcestest.WithHosts("alice", "bob")), key)
 		f.setConfigMap(jwtConfigMap("garbage"))
 		fs := f.fs("team")
 		fs.Spec.HostRefs = []string{"alice"}
@@ -423,7 +423,7 @@ func TestConfigBlocks(t *testing.T) {
 // TestTheBlockedGaugeCountsTheFileSystemsBlockedNow: each blocked file
 // system counts once under its reason, until it is released or gone.
 func TestTheBlockedGaugeCountsTheFileSystemsBlockedNow(t *testing.T) {
-	f := newFixture(t, newFS("a"), newFS("b"))
+	f := newFixture(t, resourcestest.NewFS("a"), resourcestest.NewFS("b"))
 	blocked := func(reason string) float64 { return value(t, f.c.metrics.Blocked.WithLabelValues(reason)) }
 	f.mustSync("a")
 	f.mustSync("b")
@@ -431,7 +431,7 @@ func TestTheBlockedGaugeCountsTheFileSystemsBlockedNow(t *testing.T) {
 	assert.Equal(t, 2.0, blocked(reasons.ConfigMissing), "one each, however often synced")
 
 	require.NoError(t, f.HCC.Tracker().Delete(sharedFileSystems, ns, "a"))
-	f.Unindex(newFS("a"))
+	f.Unindex(resourcestest.NewFS("a"))
 	f.mustSync("a")
 	assert.Equal(t, 1.0, blocked(reasons.ConfigMissing), "a file system gone is not blocked")
 
@@ -440,7 +440,7 @@ func TestTheBlockedGaugeCountsTheFileSystemsBlockedNow(t *testing.T) {
 	assert.Equal(t, 0.0, blocked(reasons.ConfigMissing))
 	assert.Equal(t, 1.0, blocked(reasons.ConfigInvalid), "moved to its new reason")
 
-	f.setConfigMap(jwtConfigMap(rsaKey(t)))
+	f.setConfigMap(jwtConfigMap(resourcestest.RSAKey(t)))
 	f.mustSync("b")
 	assert.Equal(t, 0.0, blocked(reasons.ConfigInvalid), "released")
 }
@@ -449,9 +449,9 @@ func TestTheBlockedGaugeCountsTheFileSystemsBlockedNow(t *testing.T) {
 // it and the file system as namespace/name, under the keys every
 // reconciler uses (docs/reconcilers.md#logs).
 func TestBlockAndReleaseAreLoggedUnderTheObject(t *testing.T) {
-	f := newFixture(t, newFS("team"))
+	f := newFixture(t, resourcestest.NewFS("team"))
 	f.mustSync("team")
-	f.setConfigMap(jwtConfigMap(rsaKey(t)))
+	f.setConfigMap(jwtConfigMap(resourcestest.RSAKey(t)))
 	f.mustSync("team")
 	byMsg := map[string]map[string]any{}
 	for _, l := range f.logLines() {
@@ -469,7 +469,7 @@ func TestBlockAndReleaseAreLoggedUnderTheObject(t *testing.T) {
 }
 
 func TestDeletion(t *testing.T) {
-	f := deployed(t, newFS("team"), rsaKey(t))
+	f := deployed(t, resourcestest.NewFS("team"), resourcestest.RSAKey(t))
 	f.bindClaim("team")
 	fs := f.fs("team")
 
@@ -492,7 +492,7 @@ func TestDeletion(t *testing.T) {
 }
 
 func TestAGoneFileSystemNotSeenDeletedKeepsItsClaim(t *testing.T) {
-	f := deployed(t, newFS("team"), rsaKey(t))
+	f := deployed(t, resourcestest.NewFS("team"), resourcestest.RSAKey(t))
 	// The children are in the cache: a sync that deleted them would be
 	// seen.
 	_, err := f.c.claims.PersistentVolumeClaims(ns).Get("wfc-team-data")
@@ -500,14 +500,14 @@ func TestAGoneFileSystemNotSeenDeletedKeepsItsClaim(t *testing.T) {
 	_, err = f.c.deployments.Deployments(ns).Get("wfc-team")
 	require.NoError(t, err, "the Deployment is cached")
 	require.NoError(t, f.HCC.Tracker().Delete(sharedFileSystems, ns, "team"))
-	f.Unindex(newFS("team"))
+	f.Unindex(resourcestest.NewFS("team"))
 	f.mustSync("team")
 	assert.Empty(t, f.Writes(), "the garbage collector follows the owner references; a claim is never an unexplained orphan")
 }
 
 func TestUnmanagedObjectsAreNotAdopted(t *testing.T) {
 	unmanagedClaim := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "wfc-team-data", ResourceVersion: "7"}}
-	f := newFixture(t, newFS("team", withHosts("alice")), jwtConfigMap(rsaKey(t)), unmanagedClaim)
+	f := newFixture(t, resourcestest.NewFS("team", resourcestest.WithHosts("alice")), jwtConfigMap(resourcestest.RSAKey(t)), unmanagedClaim)
 	r := f.mustSync("team")
 	// The create of the claim meets the unmanaged one: nothing of it is
 	// written, and the Deployment is not created.
@@ -533,7 +533,7 @@ func TestUnmanagedObjectsAreNotAdopted(t *testing.T) {
 
 	t.Run("an unmanaged Service does not stop the Deployment", func(t *testing.T) {
 		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "wfc-team", ResourceVersion: "3"}}
-		f := newFixture(t, newFS("team"), jwtConfigMap(rsaKey(t)), svc)
+		f := newFixture(t, resourcestest.NewFS("team"), jwtConfigMap(resourcestest.RSAKey(t)), svc)
 		f.mustSync("team")
 		assert.Contains(t, f.Writes(), "create deployments/wfc-team")
 		assert.Equal(t, reasons.NotOwned, f.condition("team", clerumv1alpha1.ConditionReady).Reason)
@@ -542,7 +542,7 @@ func TestUnmanagedObjectsAreNotAdopted(t *testing.T) {
 }
 
 func TestConfigMapChangesQueueEveryFileSystem(t *testing.T) {
-	f := newFixture(t, newFS("a"), newFS("b"))
+	f := newFixture(t, resourcestest.NewFS("a"), resourcestest.NewFS("b"))
 	h := f.c.configMapHandlers()
 	// queued empties the queue and says how many keys it held.
 	queued := func() int {
@@ -567,10 +567,10 @@ func TestConfigMapChangesQueueEveryFileSystem(t *testing.T) {
 	h.OnUpdate(jwtConfigMap("k"), jwtConfigMap("k2"))
 	assert.Equal(t, 2, queued(), "the key's value changed")
 	dropped := jwtConfigMap("k")
-	delete(dropped.Data, testOptions.JWTConfigMapKey)
+	delete(dropped.Data, resourcestest.Options.JWTConfigMapKey)
 	h.OnUpdate(jwtConfigMap(""), dropped)
 	assert.Equal(t, 2, queued(), "the key removed, even one with an empty value")
-	h.OnDelete(cache.DeletedFinalStateUnknown{Key: ns + "/" + testOptions.JWTConfigMap})
+	h.OnDelete(cache.DeletedFinalStateUnknown{Key: ns + "/" + resourcestest.Options.JWTConfigMap})
 	assert.Equal(t, 2, queued(), "the ConfigMap gone, seen as a tombstone")
 }
 
@@ -602,7 +602,7 @@ func TestAnInformerThatCannotBeWiredFailsRun(t *testing.T) {
 }
 
 func TestPlan(t *testing.T) {
-	key := rsaKey(t)
+	key := resourcestest.RSAKey(t)
 	lookup := func(cm *corev1.ConfigMap) func(string) *corev1.ConfigMap {
 		return func(name string) *corev1.ConfigMap {
 			if cm != nil && cm.Name == name {
@@ -611,20 +611,20 @@ func TestPlan(t *testing.T) {
 			return nil
 		}
 	}
-	fs := newFS("team", withHosts("alice"))
-	a := resources.Admit(lookup(jwtConfigMap(key)), testOptions)
+	fs := resourcestest.NewFS("team", resourcestest.WithHosts("alice"))
+	a := resources.Admit(lookup(jwtConfigMap(key)), resourcestest.Options)
 	require.Empty(t, a.Block)
-	objs := resources.Plan(fs, a, testOptions)
+	objs := resources.Plan(fs, a, resourcestest.Options)
 	require.Len(t, objs, 5, "with the egress half: the fs names a Host")
 	for _, o := range objs {
 		m, _ := meta.Accessor(o)
 		assert.Equal(t, "team", m.GetOwnerReferences()[0].Name)
 	}
 
-	blocked := resources.Admit(lookup(nil), testOptions)
+	blocked := resources.Admit(lookup(nil), resourcestest.Options)
 	assert.Equal(t, reasons.ConfigMissing, blocked.Block)
-	assert.Nil(t, resources.Plan(fs, blocked, testOptions))
-	assert.Equal(t, reasons.ConfigInvalid, resources.Admit(lookup(jwtConfigMap("x")), testOptions).Block)
+	assert.Nil(t, resources.Plan(fs, blocked, resourcestest.Options))
+	assert.Equal(t, reasons.ConfigInvalid, resources.Admit(lookup(jwtConfigMap("x")), resourcestest.Options).Block)
 }
 
 // value reads one gauge or counter.
@@ -660,18 +660,18 @@ func TestAForgedClaimWithHCCsLabelsIsNotTakenOver(t *testing.T) {
 		"a static volume, under the mark of another claim": func(c *corev1.PersistentVolumeClaim) {
 			other := c.DeepCopy()
 			other.UID = "uid-hccs-own-claim"
-			owner := kit.Owner{Object: newFS("team"), GVK: gvk, IdentityLabel: names.LabelSharedFileSystem}
-			c.Annotations = map[string]string{mark.Annotation: kit.NewMarker(testOptions.ClaimMark).Sign(owner, other)}
+			owner := kit.Owner{Object: resourcestest.NewFS("team"), GVK: gvk, IdentityLabel: names.LabelSharedFileSystem}
+			c.Annotations = map[string]string{mark.Annotation: kit.NewMarker(resourcestest.Options.ClaimMark).Sign(owner, other)}
 			c.Spec.VolumeName = "another-pv"
 			c.Status.Phase = corev1.ClaimBound
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			fs := newFS("team", withHosts("alice"))
-			forged := resources.BuildClaim(fs, testOptions)
+			fs := resourcestest.NewFS("team", resourcestest.WithHosts("alice"))
+			forged := resources.BuildClaim(fs, resourcestest.Options)
 			forged.UID, forged.ResourceVersion = "uid-forged", "7"
 			forge(forged)
-			f := newFixture(t, fs, jwtConfigMap(rsaKey(t)), forged)
+			f := newFixture(t, fs, jwtConfigMap(resourcestest.RSAKey(t)), forged)
 			r := f.mustSync("team")
 			assert.NotContains(t, f.Writes(), "create deployments/wfc-team", "no WFC mounts it")
 			assert.Equal(t, forged.Spec, f.claim("wfc-team-data").Spec, "not taken over")
@@ -687,7 +687,7 @@ func TestAForgedClaimWithHCCsLabelsIsNotTakenOver(t *testing.T) {
 
 func TestASizeAboveTheBoundIsNeverAskedOfTheCluster(t *testing.T) {
 	t.Run("no claim and no WFC for a new file system", func(t *testing.T) {
-		f := newFixture(t, newFS("team", withSize("101Gi")), jwtConfigMap(rsaKey(t)))
+		f := newFixture(t, resourcestest.NewFS("team", resourcestest.WithSize("101Gi")), jwtConfigMap(resourcestest.RSAKey(t)))
 		f.mustSync("team")
 		writes := f.Writes()
 		assert.NotContains(t, writes, "create persistentvolumeclaims/wfc-team-data")
@@ -700,12 +700,12 @@ func TestASizeAboveTheBoundIsNeverAskedOfTheCluster(t *testing.T) {
 		assert.Equal(t, clerumv1alpha1.FileSystemDegraded, f.status("team").Phase)
 	})
 	t.Run("the bound itself is allowed", func(t *testing.T) {
-		f := newFixture(t, newFS("team", withSize("100Gi")), jwtConfigMap(rsaKey(t)))
+		f := newFixture(t, resourcestest.NewFS("team", resourcestest.WithSize("100Gi")), jwtConfigMap(resourcestest.RSAKey(t)))
 		f.mustSync("team")
 		assert.Contains(t, f.Writes(), "create persistentvolumeclaims/wfc-team-data")
 	})
 	t.Run("an existing claim is not grown past it, and its WFC keeps running", func(t *testing.T) {
-		f := deployed(t, newFS("team", withSize("20Gi")), rsaKey(t))
+		f := deployed(t, resourcestest.NewFS("team", resourcestest.WithSize("20Gi")), resourcestest.RSAKey(t))
 		f.bindClaim("team")
 		fs := f.fs("team")
 		fs.Spec.Size = ptr.To(resource.MustParse("1Ti"))
@@ -723,10 +723,10 @@ func TestASizeAboveTheBoundIsNeverAskedOfTheCluster(t *testing.T) {
 		assert.Equal(t, clerumv1alpha1.FileSystemDegraded, f.status("team").Phase)
 	})
 	t.Run("a zero bound admits no size", func(t *testing.T) {
-		opts := testOptions
+		opts := resourcestest.Options
 		opts.MaxSize = resource.Quantity{}
-		require.Error(t, resources.CheckSize(newFS("team", withSize("1Mi")), opts))
-		require.NoError(t, resources.CheckSize(newFS("team"), opts), "no spec.size: the default applies")
+		require.Error(t, resources.CheckSize(resourcestest.NewFS("team", resourcestest.WithSize("1Mi")), opts))
+		require.NoError(t, resources.CheckSize(resourcestest.NewFS("team"), opts), "no spec.size: the default applies")
 	})
 }
 
@@ -737,8 +737,8 @@ func TestASizeAboveTheBoundIsNeverAskedOfTheCluster(t *testing.T) {
 // the key's value, builds beside it with an informer of its own, and its
 // cache holds the value.
 func TestTheHostOperatorMayAskForTheSameConfigMap(t *testing.T) {
-	f := kittest.NewFixture(t, jwtConfigMap(rsaKey(t)))
-	hosts := f.Deps().Informers.ConfigMap(ns, testOptions.JWTConfigMap, kit.Transform{Name: "existence-only", Func: func(obj any) (any, error) {
+	f := kittest.NewFixture(t, jwtConfigMap(resourcestest.RSAKey(t)))
+	hosts := f.Deps().Informers.ConfigMap(ns, resourcestest.Options.JWTConfigMap, kit.Transform{Name: "existence-only", Func: func(obj any) (any, error) {
 		cm := obj.(*corev1.ConfigMap)
 		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: cm.Namespace, Name: cm.Name}}, nil
 	}})
@@ -746,8 +746,8 @@ func TestTheHostOperatorMayAskForTheSameConfigMap(t *testing.T) {
 	require.NotPanics(t, func() { c = New(f.Deps(), testConfig) })
 	f.SyncCaches()
 	assert.NotSame(t, hosts, c.configMapInformer)
-	assert.NotNil(t, c.configMap(testOptions.JWTConfigMap), "the JWT key ConfigMap is cached")
-	assert.NotEmpty(t, c.configMap(testOptions.JWTConfigMap).Data[testOptions.JWTConfigMapKey], "with its key's value")
+	assert.NotNil(t, c.configMap(resourcestest.Options.JWTConfigMap), "the JWT key ConfigMap is cached")
+	assert.NotEmpty(t, c.configMap(resourcestest.Options.JWTConfigMap).Data[resourcestest.Options.JWTConfigMapKey], "with its key's value")
 }
 
 // TestOnlyTheJWTConfigMapIsWatched: the informer lists and watches the one
@@ -755,25 +755,5 @@ func TestTheHostOperatorMayAskForTheSameConfigMap(t *testing.T) {
 // namespace.
 func TestOnlyTheJWTConfigMapIsWatched(t *testing.T) {
 	f := newFixture(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	f.Deps().Informers.Start(ctx.Done())
-	defer f.Deps().Informers.Shutdown() // after cancel: it waits for the informers to stop
-	defer cancel()
-	require.Eventually(t, f.c.configMapInformer.HasSynced, 5*time.Second, 10*time.Millisecond)
-	var lists int
-	for _, a := range f.Kube.Actions() {
-		if a.GetResource().Resource != "configmaps" || (a.GetVerb() != "list" && a.GetVerb() != "watch") {
-			continue
-		}
-		lists++
-		var fs string
-		switch a := a.(type) {
-		case core.ListAction:
-			fs = a.GetListRestrictions().Fields.String()
-		case core.WatchAction:
-			fs = a.GetWatchRestrictions().Fields.String()
-		}
-		assert.Equal(t, "metadata.name="+testOptions.JWTConfigMap, fs, "%s", a.GetVerb())
-	}
-	assert.NotZero(t, lists)
+	f.AssertWatchesOnlyName("configmaps", resourcestest.Options.JWTConfigMap, f.c.configMapInformer.HasSynced)
 }

@@ -17,6 +17,7 @@ import (
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/controllers/sharedfs/resources"
+	"github.com/clerum/hcc/pkg/controllers/sharedfs/resources/resourcestest"
 	"github.com/clerum/hcc/pkg/mark"
 )
 
@@ -96,12 +97,12 @@ func (f *fixture) synced() []runtime.Object {
 // field — both come from resources.MakeChildren.
 func TestSyncAndRenderProduceTheSameChildren(t *testing.T) {
 	all := []*clerumv1alpha1.SharedFileSystem{
-		newFS("team", withHosts("bob", "alice", "bob"), withDirs("shared/docs", "inbox"), withSize("20Gi")),
-		newFS("closed"), // no hostRefs: no egress policy
-		newFS("big", withHosts("carol"), withSize("100Gi"), func(fs *clerumv1alpha1.SharedFileSystem) {
+		resourcestest.NewFS("team", resourcestest.WithHosts("bob", "alice", "bob"), resourcestest.WithDirs("shared/docs", "inbox"), resourcestest.WithSize("20Gi")),
+		resourcestest.NewFS("closed"), // no hostRefs: no egress policy
+		resourcestest.NewFS("big", resourcestest.WithHosts("carol"), resourcestest.WithSize("100Gi"), func(fs *clerumv1alpha1.SharedFileSystem) {
 			fs.Spec.StorageClassName = ptr.To("fast")
 		}),
-		newFS("default-size", withHosts("dave")),
+		resourcestest.NewFS("default-size", resourcestest.WithHosts("dave")),
 	}
 	lookup := func(cm *corev1.ConfigMap) func(string) *corev1.ConfigMap {
 		return func(name string) *corev1.ConfigMap {
@@ -113,7 +114,7 @@ func TestSyncAndRenderProduceTheSameChildren(t *testing.T) {
 	}
 
 	for name, cm := range map[string]*corev1.ConfigMap{
-		"admitted": jwtConfigMap(rsaKey(t)),
+		"admitted": jwtConfigMap(resourcestest.RSAKey(t)),
 		"blocked":  nil, // no key: sync creates nothing, render prints nothing
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -128,7 +129,7 @@ func TestSyncAndRenderProduceTheSameChildren(t *testing.T) {
 			var plan []runtime.Object
 			for _, fs := range all {
 				f.mustSync(fs.Name)
-				plan = append(plan, resources.Plan(fs, resources.Admit(lookup(cm), testOptions), testOptions)...)
+				plan = append(plan, resources.Plan(fs, resources.Admit(lookup(cm), resourcestest.Options), resourcestest.Options)...)
 			}
 			got, want := plannedChildren(t, f.synced()), plannedChildren(t, plan)
 			if cm != nil {

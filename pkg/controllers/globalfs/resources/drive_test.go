@@ -1,4 +1,4 @@
-package resources
+package resources_test
 
 import (
 	"testing"
@@ -8,6 +8,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
+	"github.com/clerum/hcc/pkg/controllers/globalfs/resources"
+	"github.com/clerum/hcc/pkg/controllers/globalfs/resources/resourcestest"
 )
 
 func TestDriveHolderIsTheOldestNamingTheDriveThenTheSmallerName(t *testing.T) {
@@ -18,7 +20,7 @@ func TestDriveHolderIsTheOldestNamingTheDriveThenTheSmallerName(t *testing.T) {
 			Spec:       clerumv1alpha1.GlobalFileSystemSpec{DriveName: drive},
 		}
 	}
-	opts := testOptions
+	opts := resourcestest.Options
 	opts.DriveName = "main"
 	old, young := gfs("zeta", "main", at(1)), gfs("alpha", "", at(2)) // alpha names the default drive: main
 	other := gfs("beta", "other", at(0))
@@ -28,15 +30,15 @@ func TestDriveHolderIsTheOldestNamingTheDriveThenTheSmallerName(t *testing.T) {
 	elsewhere.Namespace = "elsewhere"
 	all := []*clerumv1alpha1.GlobalFileSystem{young, old, other, going, elsewhere}
 
-	assert.Nil(t, DriveHolder(old, all, opts), "the oldest holds it; one being deleted or in another namespace does not")
-	assert.Same(t, old, DriveHolder(young, all, opts), "the earlier timestamp wins over the smaller name")
-	assert.Nil(t, DriveHolder(other, all, opts), "alone on its drive")
+	assert.Nil(t, resources.DriveHolder(old, all, opts), "the oldest holds it; one being deleted or in another namespace does not")
+	assert.Same(t, old, resources.DriveHolder(young, all, opts), "the earlier timestamp wins over the smaller name")
+	assert.Nil(t, resources.DriveHolder(other, all, opts), "alone on its drive")
 	assert.Equal(t, "drive main is held by GlobalFileSystem zeta, which is older; no gfsc runs for alpha while it names the drive",
-		DriveHeld(young, all, opts))
-	assert.Empty(t, DriveHeld(old, all, opts))
+		resources.DriveHeld(young, all, opts))
+	assert.Empty(t, resources.DriveHeld(old, all, opts))
 
 	// Without timestamps (render's input) the smaller name holds the drive.
 	a, b := gfs("a", "main", metav1.Time{}), gfs("b", "main", metav1.Time{})
-	assert.Nil(t, DriveHolder(a, []*clerumv1alpha1.GlobalFileSystem{b, a}, opts))
-	assert.Same(t, a, DriveHolder(b, []*clerumv1alpha1.GlobalFileSystem{b, a}, opts))
+	assert.Nil(t, resources.DriveHolder(a, []*clerumv1alpha1.GlobalFileSystem{b, a}, opts))
+	assert.Same(t, a, resources.DriveHolder(b, []*clerumv1alpha1.GlobalFileSystem{b, a}, opts))
 }

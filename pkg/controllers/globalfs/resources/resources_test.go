@@ -1,4 +1,4 @@
-package resources
+package resources_test
 
 import (
 	"net/netip"
@@ -9,38 +9,14 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/config"
+	"github.com/clerum/hcc/pkg/controllers/globalfs/resources"
+	"github.com/clerum/hcc/pkg/controllers/globalfs/resources/resourcestest"
 	"github.com/clerum/hcc/pkg/controllers/kit/kittest/golden"
 	"github.com/clerum/hcc/pkg/names"
 )
-
-var testOptions = Options{
-	ControlPlaneNamespace: "control-plane",
-	ClusterDomain:         "cluster.local",
-	Image:                 "clerum/gfs-controller:1.4.2",
-	ImagePullPolicy:       corev1.PullIfNotPresent,
-	ImagePullSecret:       "clerum",
-	PriorityClassName:     "platform-critical",
-	InitImage:             "busybox:1.36",
-	Port:                  8087,
-	Resources: corev1.ResourceRequirements{
-		Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Mi"), corev1.ResourceCPU: resource.MustParse("100m")},
-		Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi"), corev1.ResourceCPU: resource.MustParse("500m")},
-	},
-	PostgresAppLabel:  "control-postgres",
-	PostgresPort:      5432,
-	PostgresSecret:    "gfs-controller-db",
-	PostgresSecretKey: "connection-string",
-	JWTConfigMap:      "gfs-config",
-	JWTConfigMapKey:   "jwt-public-key",
-	DriveName:         "main",
-	TokenAudience:     "gfs-controller",
-}
-
-const testDigest = "sha256:0000"
 
 // goldenYAML compares obj's YAML with testdata/name (golden.YAML).
 func goldenYAML(t *testing.T, name string, obj any) {
@@ -52,13 +28,13 @@ func goldenYAML(t *testing.T, name string, obj any) {
 // GlobalFileSystem: the gfsc interface (docs/globalfilesystem.md) changes
 // only on purpose.
 func TestBuildersGolden(t *testing.T) {
-	g := newGFS("main")
-	opts := testOptions
+	g := resourcestest.NewGFS("main")
+	opts := resourcestest.Options
 	opts.NodeLocalDNSCIDR = netip.MustParsePrefix("169.254.20.10/32")
-	goldenYAML(t, "gfsc.deployment.yaml", BuildDeployment(g, opts, testDigest))
-	goldenYAML(t, "gfsc.service.yaml", BuildService(g, opts))
-	goldenYAML(t, "gfsc.networkpolicy.yaml", BuildEgressPolicy(g, opts))
-	goldenYAML(t, "gfsc.seed-job.yaml", BuildSeedJob(g, opts, testDigest))
+	goldenYAML(t, "gfsc.deployment.yaml", resources.BuildDeployment(g, opts, resourcestest.Digest))
+	goldenYAML(t, "gfsc.service.yaml", resources.BuildService(g, opts))
+	goldenYAML(t, "gfsc.networkpolicy.yaml", resources.BuildEgressPolicy(g, opts))
+	goldenYAML(t, "gfsc.seed-job.yaml", resources.BuildSeedJob(g, opts, resourcestest.Digest))
 }
 
 func TestBuildDeployment(t *testing.T) {
@@ -70,58 +46,58 @@ func TestBuildDeployment(t *testing.T) {
 		return out
 	}
 	t.Run("gfsc is the first container and runs the configured image, port and resources", func(t *testing.T) {
-		c := BuildDeployment(newGFS("g"), testOptions, testDigest).Spec.Template.Spec.Containers
-		assert.Equal(t, ContainerGFSC, c[0].Name)
-		assert.Equal(t, testOptions.Image, c[0].Image)
-		assert.Equal(t, testOptions.ImagePullPolicy, c[0].ImagePullPolicy)
-		assert.Equal(t, testOptions.Resources, c[0].Resources)
-		assert.Equal(t, []corev1.ContainerPort{{Name: PortHTTP, ContainerPort: 8087, Protocol: corev1.ProtocolTCP}}, c[0].Ports)
+		c := resources.BuildDeployment(resourcestest.NewGFS("g"), resourcestest.Options, resourcestest.Digest).Spec.Template.Spec.Containers
+		assert.Equal(t, resources.ContainerGFSC, c[0].Name)
+		assert.Equal(t, resourcestest.Options.Image, c[0].Image)
+		assert.Equal(t, resourcestest.Options.ImagePullPolicy, c[0].ImagePullPolicy)
+		assert.Equal(t, resourcestest.Options.Resources, c[0].Resources)
+		assert.Equal(t, []corev1.ContainerPort{{Name: resources.PortHTTP, ContainerPort: 8087, Protocol: corev1.ProtocolTCP}}, c[0].Ports)
 	})
 	t.Run("the connection string and the public key are references, never values", func(t *testing.T) {
-		e := env(BuildDeployment(newGFS("g"), testOptions, testDigest).Spec.Template.Spec.Containers[0])
+		e := env(resources.BuildDeployment(resourcestest.NewGFS("g"), resourcestest.Options, resourcestest.Digest).Spec.Template.Spec.Containers[0])
 		assert.Equal(t, &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "gfs-controller-db"}, Key: "connection-string"},
-			e[EnvDatabaseURL].ValueFrom.SecretKeyRef)
-		assert.Empty(t, e[EnvDatabaseURL].Value)
+			e[resources.EnvDatabaseURL].ValueFrom.SecretKeyRef)
+		assert.Empty(t, e[resources.EnvDatabaseURL].Value)
 		assert.Equal(t, &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "gfs-config"}, Key: "jwt-public-key"},
-			e[EnvJWTPublicKey].ValueFrom.ConfigMapKeyRef)
-		assert.Equal(t, "gfs-controller", e[EnvTokenAudience].Value)
+			e[resources.EnvJWTPublicKey].ValueFrom.ConfigMapKeyRef)
+		assert.Equal(t, "gfs-controller", e[resources.EnvTokenAudience].Value)
 	})
 	t.Run("the drive is spec.driveName, else the default", func(t *testing.T) {
-		assert.Equal(t, "main", env(BuildDeployment(newGFS("g"), testOptions, "").Spec.Template.Spec.Containers[0])[EnvDriveName].Value)
-		withDrive := newGFS("g", func(g *clerumv1alpha1.GlobalFileSystem) { g.Spec.DriveName = "archive" })
-		d := BuildDeployment(withDrive, testOptions, "")
-		assert.Equal(t, "archive", env(d.Spec.Template.Spec.Containers[0])[EnvDriveName].Value)
-		assert.Equal(t, "archive", DeployedDrive(d))
-		assert.Empty(t, DeployedDrive(nil))
+		assert.Equal(t, "main", env(resources.BuildDeployment(resourcestest.NewGFS("g"), resourcestest.Options, "").Spec.Template.Spec.Containers[0])[resources.EnvDriveName].Value)
+		withDrive := resourcestest.NewGFS("g", func(g *clerumv1alpha1.GlobalFileSystem) { g.Spec.DriveName = "archive" })
+		d := resources.BuildDeployment(withDrive, resourcestest.Options, "")
+		assert.Equal(t, "archive", env(d.Spec.Template.Spec.Containers[0])[resources.EnvDriveName].Value)
+		assert.Equal(t, "archive", resources.DeployedDrive(d))
+		assert.Empty(t, resources.DeployedDrive(nil))
 	})
 	t.Run("a new digest rolls the pods", func(t *testing.T) {
-		a := BuildDeployment(newGFS("g"), testOptions, ConfigDigest([]byte("a"), "k"))
-		b := BuildDeployment(newGFS("g"), testOptions, ConfigDigest([]byte("b"), "k"))
+		a := resources.BuildDeployment(resourcestest.NewGFS("g"), resourcestest.Options, resources.ConfigDigest([]byte("a"), "k"))
+		b := resources.BuildDeployment(resourcestest.NewGFS("g"), resourcestest.Options, resources.ConfigDigest([]byte("b"), "k"))
 		assert.NotEqual(t, a.Spec.Template.Annotations, b.Spec.Template.Annotations)
-		assert.NotEqual(t, ConfigDigest([]byte("a"), "k"), ConfigDigest([]byte("a"), "k2"))
-		assert.Equal(t, ConfigDigest([]byte("a"), "k"), ConfigDigest([]byte("a"), "k"))
+		assert.NotEqual(t, resources.ConfigDigest([]byte("a"), "k"), resources.ConfigDigest([]byte("a"), "k2"))
+		assert.Equal(t, resources.ConfigDigest([]byte("a"), "k"), resources.ConfigDigest([]byte("a"), "k"))
 	})
 	t.Run("an empty pull secret or priority class means none", func(t *testing.T) {
-		opts := testOptions
+		opts := resourcestest.Options
 		opts.ImagePullSecret, opts.PriorityClassName = "", ""
-		pod := BuildDeployment(newGFS("g"), opts, "").Spec.Template.Spec
+		pod := resources.BuildDeployment(resourcestest.NewGFS("g"), opts, "").Spec.Template.Spec
 		assert.Nil(t, pod.ImagePullSecrets)
 		assert.Empty(t, pod.PriorityClassName)
-		pod = BuildDeployment(newGFS("g"), testOptions, "").Spec.Template.Spec
+		pod = resources.BuildDeployment(resourcestest.NewGFS("g"), resourcestest.Options, "").Spec.Template.Spec
 		assert.Equal(t, []corev1.LocalObjectReference{{Name: "clerum"}}, pod.ImagePullSecrets)
 		assert.Equal(t, "platform-critical", pod.PriorityClassName)
 	})
 	t.Run("every container is hardened and non-root, the init container included", func(t *testing.T) {
 		for _, pod := range []corev1.PodSpec{
-			BuildDeployment(newGFS("g"), testOptions, "").Spec.Template.Spec,
-			BuildSeedJob(newGFS("g"), testOptions, "").Spec.Template.Spec,
+			resources.BuildDeployment(resourcestest.NewGFS("g"), resourcestest.Options, "").Spec.Template.Spec,
+			resources.BuildSeedJob(resourcestest.NewGFS("g"), resourcestest.Options, "").Spec.Template.Spec,
 		} {
 			assert.False(t, *pod.AutomountServiceAccountToken)
 			assert.True(t, *pod.SecurityContext.RunAsNonRoot)
-			assert.Equal(t, PodUser, *pod.SecurityContext.RunAsUser)
+			assert.Equal(t, resources.PodUser, *pod.SecurityContext.RunAsUser)
 			assert.Equal(t, corev1.SeccompProfileTypeRuntimeDefault, pod.SecurityContext.SeccompProfile.Type)
 			require.Len(t, pod.InitContainers, 1)
-			assert.Equal(t, testOptions.InitImage, pod.InitContainers[0].Image)
+			assert.Equal(t, resourcestest.Options.InitImage, pod.InitContainers[0].Image)
 			for _, c := range append(pod.InitContainers, pod.Containers...) {
 				sc := c.SecurityContext
 				assert.False(t, *sc.AllowPrivilegeEscalation, c.Name)
@@ -129,38 +105,38 @@ func TestBuildDeployment(t *testing.T) {
 				assert.True(t, *sc.RunAsNonRoot, c.Name)
 				assert.Equal(t, []corev1.Capability{"ALL"}, sc.Capabilities.Drop, c.Name)
 				assert.Empty(t, sc.Capabilities.Add, c.Name)
-				assert.Equal(t, []corev1.VolumeMount{{Name: volumeTmp, MountPath: TmpDir}}, c.VolumeMounts, c.Name)
+				assert.Equal(t, []corev1.VolumeMount{{Name: resources.VolumeTmp, MountPath: resources.TmpDir}}, c.VolumeMounts, c.Name)
 			}
 		}
 	})
 	t.Run("the selector and Service pick the gfsc pods, not the seed's", func(t *testing.T) {
-		g := newGFS("g")
-		sel := BuildDeployment(g, testOptions, "").Spec.Selector.MatchLabels
-		assert.Equal(t, sel, BuildService(g, testOptions).Spec.Selector)
-		assert.Equal(t, ComponentGFSC, sel[LabelComponent])
-		assert.Equal(t, ComponentSeed, BuildSeedJob(g, testOptions, "").Spec.Template.Labels[LabelComponent])
+		g := resourcestest.NewGFS("g")
+		sel := resources.BuildDeployment(g, resourcestest.Options, "").Spec.Selector.MatchLabels
+		assert.Equal(t, sel, resources.BuildService(g, resourcestest.Options).Spec.Selector)
+		assert.Equal(t, resources.ComponentGFSC, sel[resources.LabelComponent])
+		assert.Equal(t, resources.ComponentSeed, resources.BuildSeedJob(g, resourcestest.Options, "").Spec.Template.Labels[resources.LabelComponent])
 	})
 }
 
 func TestBuildSeedJob(t *testing.T) {
-	j := BuildSeedJob(newGFS("g", func(g *clerumv1alpha1.GlobalFileSystem) { g.Spec.DriveName = "archive" }), testOptions, "d1")
+	j := resources.BuildSeedJob(resourcestest.NewGFS("g", func(g *clerumv1alpha1.GlobalFileSystem) { g.Spec.DriveName = "archive" }), resourcestest.Options, "d1")
 	assert.Equal(t, "gfsc-g-seed", j.Name)
 	assert.Equal(t, []string{"seed-root", "--drive", "archive"}, j.Spec.Template.Spec.Containers[0].Args)
-	assert.Equal(t, testOptions.Image, j.Spec.Template.Spec.Containers[0].Image)
+	assert.Equal(t, resourcestest.Options.Image, j.Spec.Template.Spec.Containers[0].Image)
 	assert.Equal(t, corev1.RestartPolicyNever, j.Spec.Template.Spec.RestartPolicy)
-	assert.Equal(t, map[string]string{AnnotationDrive: "archive", AnnotationConfigDigest: "d1"}, j.Annotations)
-	assert.Equal(t, seedBackoffLimit, *j.Spec.BackoffLimit)
-	assert.Equal(t, SeedTTL, *j.Spec.TTLSecondsAfterFinished)
-	assert.LessOrEqual(t, len(SeedJobName(string(make([]byte, 63)))), 63, "a Job name is a label value on its pods")
+	assert.Equal(t, map[string]string{resources.AnnotationDrive: "archive", resources.AnnotationConfigDigest: "d1"}, j.Annotations)
+	assert.Equal(t, resources.SeedBackoffLimit, *j.Spec.BackoffLimit)
+	assert.Equal(t, resources.SeedTTL, *j.Spec.TTLSecondsAfterFinished)
+	assert.LessOrEqual(t, len(resources.SeedJobName(string(make([]byte, 63)))), 63, "a Job name is a label value on its pods")
 }
 
 func TestBuildEgressPolicy(t *testing.T) {
 	t.Run("egress only to Postgres and kube-dns, of policy type filesystem", func(t *testing.T) {
-		p := BuildEgressPolicy(newGFS("g"), testOptions)
+		p := resources.BuildEgressPolicy(resourcestest.NewGFS("g"), resourcestest.Options)
 		assert.Equal(t, "gfsc-g-egress", p.Name)
 		assert.Equal(t, names.PolicyTypeFileSystem, p.Labels[names.LabelPolicyType])
 		assert.Equal(t, []networkingv1.PolicyType{networkingv1.PolicyTypeEgress}, p.Spec.PolicyTypes)
-		assert.Equal(t, labels(newGFS("g")), p.Spec.PodSelector.MatchLabels, "gfsc and the seed")
+		assert.Equal(t, resources.Labels(resourcestest.NewGFS("g")), p.Spec.PodSelector.MatchLabels, "gfsc and the seed")
 		require.Len(t, p.Spec.Egress, 2)
 		pg := p.Spec.Egress[0]
 		assert.Equal(t, map[string]string{names.LabelApp: "control-postgres"}, pg.To[0].PodSelector.MatchLabels)
@@ -170,9 +146,9 @@ func TestBuildEgressPolicy(t *testing.T) {
 		assert.Len(t, p.Spec.Egress[1].Ports, 2, "DNS on UDP and TCP")
 	})
 	t.Run("NodeLocal DNSCache when configured", func(t *testing.T) {
-		opts := testOptions
+		opts := resourcestest.Options
 		opts.NodeLocalDNSCIDR = netip.MustParsePrefix("169.254.20.10/32")
-		p := BuildEgressPolicy(newGFS("g"), opts)
+		p := resources.BuildEgressPolicy(resourcestest.NewGFS("g"), opts)
 		require.Len(t, p.Spec.Egress, 3)
 		assert.Equal(t, "169.254.20.10/32", p.Spec.Egress[2].To[0].IPBlock.CIDR)
 	})
@@ -180,32 +156,32 @@ func TestBuildEgressPolicy(t *testing.T) {
 
 func TestAdmit(t *testing.T) {
 	t.Run("a valid configuration admits with a digest that hides the values", func(t *testing.T) {
-		a := Admit(digested(pgSecret()), jwtConfigMap(publicKeyPEM), testOptions)
+		a := resources.Admit(resourcestest.Digested(resourcestest.PGSecret()), resourcestest.JWTConfigMap(resourcestest.PublicKeyPEM), resourcestest.Options)
 		assert.Empty(t, a.Block)
 		assert.NotEmpty(t, a.Digest)
 		assert.NotContains(t, a.Digest+a.Message, "hunter2")
 	})
 	t.Run("a PKCS #1 RSA key parses; trailing data does not", func(t *testing.T) {
-		assert.ErrorIs(t, ParsePublicKey(publicKeyPEM+"garbage"), ErrNotPublicKey)
-		assert.NoError(t, ParsePublicKey("\n"+publicKeyPEM+"\n\n"))
-		assert.ErrorIs(t, ParsePublicKey(""), ErrNotPublicKey)
+		assert.ErrorIs(t, resources.ParsePublicKey(resourcestest.PublicKeyPEM+"garbage"), resources.ErrNotPublicKey)
+		assert.NoError(t, resources.ParsePublicKey("\n"+resourcestest.PublicKeyPEM+"\n\n"))
+		assert.ErrorIs(t, resources.ParsePublicKey(""), resources.ErrNotPublicKey)
 	})
 }
 
 func TestPlan(t *testing.T) {
-	g := newGFS("g")
-	a := Admit(digested(pgSecret()), jwtConfigMap(publicKeyPEM), testOptions)
-	assert.Len(t, Plan(g, a, testOptions), 4)
+	g := resourcestest.NewGFS("g")
+	a := resources.Admit(resourcestest.Digested(resourcestest.PGSecret()), resourcestest.JWTConfigMap(resourcestest.PublicKeyPEM), resourcestest.Options)
+	assert.Len(t, resources.Plan(g, a, resourcestest.Options), 4)
 	g.Status.RootSeeded = true
-	assert.Len(t, Plan(g, a, testOptions), 3, "no seed Job once seeded")
-	assert.Empty(t, Plan(g, Admission{Block: "ConfigMissing"}, testOptions))
+	assert.Len(t, resources.Plan(g, a, resourcestest.Options), 3, "no seed Job once seeded")
+	assert.Empty(t, resources.Plan(g, resources.Admission{Block: "ConfigMissing"}, resourcestest.Options))
 }
 
 func TestOptionsFrom(t *testing.T) {
 	cfg := &config.Config{}
 	cfg.Namespaces.ControlPlane = "cp"
 	cfg.GFS.Image, cfg.GFS.PostgresSecret, cfg.GFS.DriveName = "img", "db", "main"
-	opts := OptionsFrom(cfg)
+	opts := resources.OptionsFrom(cfg)
 	assert.Equal(t, "cp", opts.ControlPlaneNamespace)
 	assert.Equal(t, "img", opts.Image)
 	assert.Equal(t, "db", opts.PostgresSecret)

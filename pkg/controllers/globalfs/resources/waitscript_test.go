@@ -1,4 +1,4 @@
-package resources
+package resources_test
 
 import (
 	"os"
@@ -10,6 +10,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/clerum/hcc/pkg/controllers/globalfs/resources"
+	"github.com/clerum/hcc/pkg/controllers/globalfs/resources/resourcestest"
 )
 
 // The wait target is read from the connection string by HCC, so the init
@@ -33,7 +36,7 @@ func TestPostgresWaitTarget(t *testing.T) {
 	}
 	for url, want := range cases {
 		t.Run(url, func(t *testing.T) {
-			host, port := PostgresWaitTarget(url)
+			host, port := resources.PostgresWaitTarget(url)
 			assert.Equal(t, want, strings.TrimSpace(host+" "+port))
 		})
 	}
@@ -62,8 +65,8 @@ func TestTheWaitForPostgresScript(t *testing.T) {
 			dir := t.TempDir()
 			record := filepath.Join(dir, "nc.args")
 			require.NoError(t, os.WriteFile(filepath.Join(dir, "nc"), []byte("#!/bin/sh\necho \"$@\" >> "+record+"\n"), 0o755))
-			cmd := exec.Command(sh, "-c", waitForPostgresSh)
-			cmd.Env = []string{"PATH=" + dir + ":/usr/bin:/bin", EnvPostgresHost + "=" + target[0], EnvPostgresPort + "=" + target[1]}
+			cmd := exec.Command(sh, "-c", resources.WaitForPostgresSh)
+			cmd.Env = []string{"PATH=" + dir + ":/usr/bin:/bin", resources.EnvPostgresHost + "=" + target[0], resources.EnvPostgresPort + "=" + target[1]}
 			out, err := cmd.CombinedOutput()
 			require.NoError(t, err, "%s", out)
 			got, _ := os.ReadFile(record)
@@ -74,15 +77,15 @@ func TestTheWaitForPostgresScript(t *testing.T) {
 
 // No container but gfsc and the seed sees the connection string.
 func TestTheInitContainerNeverSeesTheConnectionString(t *testing.T) {
-	opts := testOptions
+	opts := resourcestest.Options
 	opts.WaitHost, opts.WaitPort = "db.example", "5432"
 	for _, pod := range [][]string{
-		envNames(BuildDeployment(newGFS("g"), opts, "").Spec.Template.Spec.InitContainers[0].Env),
-		envNames(BuildSeedJob(newGFS("g"), opts, "").Spec.Template.Spec.InitContainers[0].Env),
+		envNames(resources.BuildDeployment(resourcestest.NewGFS("g"), opts, "").Spec.Template.Spec.InitContainers[0].Env),
+		envNames(resources.BuildSeedJob(resourcestest.NewGFS("g"), opts, "").Spec.Template.Spec.InitContainers[0].Env),
 	} {
-		assert.Equal(t, []string{EnvPostgresHost, EnvPostgresPort}, pod)
+		assert.Equal(t, []string{resources.EnvPostgresHost, resources.EnvPostgresPort}, pod)
 	}
-	init := BuildDeployment(newGFS("g"), opts, "").Spec.Template.Spec.InitContainers[0]
+	init := resources.BuildDeployment(resourcestest.NewGFS("g"), opts, "").Spec.Template.Spec.InitContainers[0]
 	assert.Equal(t, "db.example", init.Env[0].Value)
 	for _, e := range init.Env {
 		assert.Nil(t, e.ValueFrom, "no Secret reference in the init container")

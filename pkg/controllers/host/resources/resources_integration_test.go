@@ -1,6 +1,6 @@
 //go:build integration
 
-package resources
+package resources_test
 
 import (
 	"context"
@@ -22,6 +22,8 @@ import (
 
 	"github.com/clerum/hcc/internal/testing/controlplane"
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
+	"github.com/clerum/hcc/pkg/controllers/host/resources"
+	"github.com/clerum/hcc/pkg/controllers/host/resources/resourcestest"
 	"github.com/clerum/hcc/pkg/controllers/kit"
 	"github.com/clerum/hcc/pkg/controllers/kit/kittest"
 	clientset "github.com/clerum/hcc/pkg/generated/clientset/versioned"
@@ -41,12 +43,12 @@ var hostGVK = schema.GroupVersion(clerumv1alpha1.GroupVersion).WithKind("Host")
 type world struct {
 	kube kubernetes.Interface
 	hcc  clientset.Interface
-	opts Options
+	opts resources.Options
 }
 
 func newWorld(t *testing.T, suffix string) world {
 	t.Helper()
-	w := world{kube: kubernetes.NewForConfigOrDie(cp.Config()), hcc: clientset.NewForConfigOrDie(cp.Config()), opts: testOptions}
+	w := world{kube: kubernetes.NewForConfigOrDie(cp.Config()), hcc: clientset.NewForConfigOrDie(cp.Config()), opts: resourcestest.Options}
 	w.opts.HostNamespace, w.opts.ChannelsNamespace = "mcp-host-"+suffix, "channels-"+suffix
 	for _, ns := range []string{w.opts.HostNamespace, w.opts.ChannelsNamespace} {
 		_, err := w.kube.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
@@ -73,15 +75,15 @@ func (w world) createHost(t *testing.T, h *clerumv1alpha1.Host) (*clerumv1alpha1
 func TestBuildersEmitWhatTheAPIServerKeeps(t *testing.T) {
 	cases := map[string]struct {
 		host *clerumv1alpha1.Host
-		opts func(*Options)
+		opts func(*resources.Options)
 	}{
-		"plain": {host: newHost("plain", withSecretRef("plain-env")), opts: func(o *Options) {
+		"plain": {host: resourcestest.NewHost("plain", resourcestest.WithSecretRef("plain-env")), opts: func(o *resources.Options) {
 			o.NodeLocalDNSCIDR = netip.MustParsePrefix("169.254.20.10/32")
 		}},
-		"desktop": {host: newHost("desk", withDesktop), opts: func(o *Options) {
+		"desktop": {host: resourcestest.NewHost("desk", resourcestest.WithDesktop), opts: func(o *resources.Options) {
 			o.ImagePullSecret, o.ConfigMapName, o.WorkspaceStorageClass = "", "", ""
 		}},
-		"long name": {host: newHost(strings.Repeat("l", 63), withDesktop)},
+		"long name": {host: resourcestest.NewHost(strings.Repeat("l", 63), resourcestest.WithDesktop)},
 	}
 	i := 0
 	for name, tc := range cases {
@@ -94,26 +96,26 @@ func TestBuildersEmitWhatTheAPIServerKeeps(t *testing.T) {
 			live, owner := w.createHost(t, tc.host)
 			opts := w.opts
 
-			d, err := BuildDeployment(live, "context1", opts)
+			d, err := resources.BuildDeployment(live, "context1", opts)
 			require.NoError(t, err)
 			kittest.RoundTrip(t, cp.Config(), kit.Deployments, owner, d)
-			kittest.RoundTrip(t, cp.Config(), kit.Services, owner, BuildService(live, opts))
-			kittest.RoundTrip(t, cp.Config(), kit.PersistentVolumeClaims, owner, BuildWorkspaceClaim(live, opts))
+			kittest.RoundTrip(t, cp.Config(), kit.Services, owner, resources.BuildService(live, opts))
+			kittest.RoundTrip(t, cp.Config(), kit.PersistentVolumeClaims, owner, resources.BuildWorkspaceClaim(live, opts))
 			if live.Spec.DesktopEnabled() {
-				kittest.RoundTrip(t, cp.Config(), kit.Secrets, owner, BuildEmptyRuntimeTokenSecret(live, opts))
-				kittest.RoundTrip(t, cp.Config(), kit.NetworkPolicies, owner, BuildDesktopPolicy(live, opts))
+				kittest.RoundTrip(t, cp.Config(), kit.Secrets, owner, resources.BuildEmptyRuntimeTokenSecret(live, opts))
+				kittest.RoundTrip(t, cp.Config(), kit.NetworkPolicies, owner, resources.BuildDesktopPolicy(live, opts))
 			} else {
 				kittest.RoundTrip(t, cp.Config(), kit.Secrets, owner,
-					BuildRuntimeTokenSecret(live, opts, "bootstrap", time.Now().Add(time.Hour)))
+					resources.BuildRuntimeTokenSecret(live, opts, "bootstrap", time.Now().Add(time.Hour)))
 			}
-			kittest.RoundTrip(t, cp.Config(), kit.ServiceAccounts, owner, BuildServiceAccount(live, opts))
-			kittest.RoundTrip(t, cp.Config(), kit.Roles, owner, BuildRole(live, opts))
-			kittest.RoundTrip(t, cp.Config(), kit.RoleBindings, owner, BuildRoleBinding(live, opts))
+			kittest.RoundTrip(t, cp.Config(), kit.ServiceAccounts, owner, resources.BuildServiceAccount(live, opts))
+			kittest.RoundTrip(t, cp.Config(), kit.Roles, owner, resources.BuildRole(live, opts))
+			kittest.RoundTrip(t, cp.Config(), kit.RoleBindings, owner, resources.BuildRoleBinding(live, opts))
 
-			reader := kittest.RoundTrip(t, cp.Config(), kit.Deployments, owner, BuildChannelReaderDeployment(live, opts))
+			reader := kittest.RoundTrip(t, cp.Config(), kit.Deployments, owner, resources.BuildChannelReaderDeployment(live, opts))
 			assert.Empty(t, reader.OwnerReferences, "no owner reference crosses namespaces")
-			kittest.RoundTrip(t, cp.Config(), kit.Services, owner, BuildChannelReaderService(live, opts))
-			kittest.RoundTrip(t, cp.Config(), kit.NetworkPolicies, owner, BuildChannelReaderPolicy(live, opts))
+			kittest.RoundTrip(t, cp.Config(), kit.Services, owner, resources.BuildChannelReaderService(live, opts))
+			kittest.RoundTrip(t, cp.Config(), kit.NetworkPolicies, owner, resources.BuildChannelReaderPolicy(live, opts))
 		})
 	}
 }
@@ -125,17 +127,17 @@ func TestBuildersEmitWhatTheAPIServerKeeps(t *testing.T) {
 func TestRoleGrantsOnlyTheHostsOwnObjects(t *testing.T) {
 	ctx := context.Background()
 	w := newWorld(t, "rbac")
-	live, owner := w.createHost(t, newHost("alice", withSecretRef("alice-env")))
-	w.createHost(t, newHost("bob"))
+	live, owner := w.createHost(t, resourcestest.NewHost("alice", resourcestest.WithSecretRef("alice-env")))
+	w.createHost(t, resourcestest.NewHost("bob"))
 	ns := w.opts.HostNamespace
 	for _, name := range []string{names.HostRuntimeTokens("alice"), "alice-env", names.HostRuntimeTokens("bob"), "other"} {
 		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, StringData: map[string]string{"k": "v"}}
 		_, err := w.kube.CoreV1().Secrets(ns).Create(ctx, s, metav1.CreateOptions{})
 		require.NoError(t, err)
 	}
-	kittest.RoundTrip(t, cp.Config(), kit.ServiceAccounts, owner, BuildServiceAccount(live, w.opts))
-	kittest.RoundTrip(t, cp.Config(), kit.Roles, owner, BuildRole(live, w.opts))
-	kittest.RoundTrip(t, cp.Config(), kit.RoleBindings, owner, BuildRoleBinding(live, w.opts))
+	kittest.RoundTrip(t, cp.Config(), kit.ServiceAccounts, owner, resources.BuildServiceAccount(live, w.opts))
+	kittest.RoundTrip(t, cp.Config(), kit.Roles, owner, resources.BuildRole(live, w.opts))
+	kittest.RoundTrip(t, cp.Config(), kit.RoleBindings, owner, resources.BuildRoleBinding(live, w.opts))
 
 	as := cp.ImpersonatingConfig("system:serviceaccount:"+ns+":"+names.HostIdentity("alice"),
 		"system:serviceaccounts", "system:serviceaccounts:"+ns, "system:authenticated")

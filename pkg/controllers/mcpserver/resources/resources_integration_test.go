@@ -1,6 +1,6 @@
 //go:build integration
 
-package resources
+package resources_test
 
 import (
 	"context"
@@ -18,6 +18,8 @@ import (
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/controllers/kit"
 	"github.com/clerum/hcc/pkg/controllers/kit/kittest"
+	"github.com/clerum/hcc/pkg/controllers/mcpserver/resources"
+	"github.com/clerum/hcc/pkg/controllers/mcpserver/resources/resourcestest"
 	clientset "github.com/clerum/hcc/pkg/generated/clientset/versioned"
 	"github.com/clerum/hcc/pkg/names"
 )
@@ -37,17 +39,17 @@ func TestBuildersEmitWhatTheAPIServerKeeps(t *testing.T) {
 	kube := kubernetes.NewForConfigOrDie(cp.Config())
 	hcc := clientset.NewForConfigOrDie(cp.Config())
 	cases := map[string]*clerumv1alpha1.McpServer{
-		"sse": newServer("sse", clerumv1alpha1.TransportSSE, func(s *clerumv1alpha1.McpServer) {
+		"sse": resourcestest.NewServer("sse", clerumv1alpha1.TransportSSE, func(s *clerumv1alpha1.McpServer) {
 			s.Spec.EnvSecret = &clerumv1alpha1.EnvSecret{Name: "creds", Keys: []clerumv1alpha1.EnvSecretKey{{SecretKey: "uri", EnvName: "URI"}}}
 			s.Spec.Env = []corev1.EnvVar{{Name: "LOG_LEVEL", Value: "info"},
 				{Name: "POD", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}}
-			s.Spec.Resources = &corev1.ResourceRequirements{Limits: testOptions.StdioBridgeResources.Limits}
+			s.Spec.Resources = &corev1.ResourceRequirements{Limits: resourcestest.Options.StdioBridgeResources.Limits}
 		}),
-		"streamable-http": newServer("http", clerumv1alpha1.TransportStreamableHTTP),
-		"stdio": newServer("stdio", clerumv1alpha1.TransportStdio, func(s *clerumv1alpha1.McpServer) {
+		"streamable-http": resourcestest.NewServer("http", clerumv1alpha1.TransportStreamableHTTP),
+		"stdio": resourcestest.NewServer("stdio", clerumv1alpha1.TransportStdio, func(s *clerumv1alpha1.McpServer) {
 			s.Spec.Command = []string{"npx", "server"}
 		}),
-		"remote": newServer("remote", clerumv1alpha1.TransportStreamableHTTP, func(s *clerumv1alpha1.McpServer) {
+		"remote": resourcestest.NewServer("remote", clerumv1alpha1.TransportStreamableHTTP, func(s *clerumv1alpha1.McpServer) {
 			s.Spec.Image = ""
 			s.Spec.Remote = &clerumv1alpha1.Remote{URL: "https://mcp.example.com/mcp"}
 		}),
@@ -66,11 +68,11 @@ func TestBuildersEmitWhatTheAPIServerKeeps(t *testing.T) {
 			owner := kit.Owner{Object: live, GVK: schema.GroupVersion(clerumv1alpha1.GroupVersion).WithKind("McpServer"),
 				IdentityLabel: names.LabelMcpServer}
 
-			d, err := BuildDeployment(live, ns, testOptions, "sha256:digest")
+			d, err := resources.BuildDeployment(live, ns, resourcestest.Options, "sha256:digest")
 			require.NoError(t, err)
 			kittest.RoundTrip(t, cp.Config(), kit.Deployments, owner, d)
-			kittest.RoundTrip(t, cp.Config(), kit.Services, owner, BuildService(live, ns))
-			if cm, err := BuildProxyConfig(live, ns); cm != nil {
+			kittest.RoundTrip(t, cp.Config(), kit.Services, owner, resources.BuildService(live, ns))
+			if cm, err := resources.BuildProxyConfig(live, ns); cm != nil {
 				require.NoError(t, err)
 				kittest.RoundTrip(t, cp.Config(), kit.ConfigMaps, owner, cm)
 			}

@@ -1,4 +1,4 @@
-package resources
+package resources_test
 
 import (
 	"testing"
@@ -6,39 +6,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/controllers/kit/kittest/golden"
+	"github.com/clerum/hcc/pkg/controllers/mcpserver/resources"
+	"github.com/clerum/hcc/pkg/controllers/mcpserver/resources/resourcestest"
 )
-
-var testOptions = Options{
-	PullPolicy:       corev1.PullIfNotPresent,
-	StdioBridgeImage: "docker.io/clerum/stdio-bridge:0.9.5",
-	StdioBridgeResources: corev1.ResourceRequirements{
-		Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("32Mi"), corev1.ResourceCPU: resource.MustParse("50m")},
-		Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Mi"), corev1.ResourceCPU: resource.MustParse("200m")},
-	},
-	EgressProxyImage: "clerum/nginx-egress-proxy:0.1.0",
-	DigestKey:        DigestKey("test-hmac-secret"),
-}
-
-func newServer(name string, typ clerumv1alpha1.TransportType, opts ...func(*clerumv1alpha1.McpServer)) *clerumv1alpha1.McpServer {
-	s := &clerumv1alpha1.McpServer{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "mcp-server", Name: name, UID: types.UID("uid-" + name), Generation: 1},
-		Spec: clerumv1alpha1.McpServerSpec{
-			Image:     "ghcr.io/evenfire-ai/" + name + ":1.0",
-			Transport: clerumv1alpha1.Transport{Type: typ, Port: ptr.To[int32](3000)},
-		},
-	}
-	for _, o := range opts {
-		o(s)
-	}
-	return s
-}
 
 // pinned is what the golden files pin.
 const pinned = "the container interface is pinned (docs/containers.md)"
@@ -57,21 +31,21 @@ func TestBuildersGolden(t *testing.T) {
 		server *clerumv1alpha1.McpServer
 		digest string
 	}{
-		{"sse", newServer("mongodb", clerumv1alpha1.TransportSSE, withSecrets), "sha256:0123"},
-		{"streamable-http", newServer("search", clerumv1alpha1.TransportStreamableHTTP), ""},
-		{"stdio", newServer("files", clerumv1alpha1.TransportStdio, withSecrets), "sha256:4567"},
-		{"remote", newServer("atlassian", clerumv1alpha1.TransportSSE, func(s *clerumv1alpha1.McpServer) {
+		{"sse", resourcestest.NewServer("mongodb", clerumv1alpha1.TransportSSE, withSecrets), "sha256:0123"},
+		{"streamable-http", resourcestest.NewServer("search", clerumv1alpha1.TransportStreamableHTTP), ""},
+		{"stdio", resourcestest.NewServer("files", clerumv1alpha1.TransportStdio, withSecrets), "sha256:4567"},
+		{"remote", resourcestest.NewServer("atlassian", clerumv1alpha1.TransportSSE, func(s *clerumv1alpha1.McpServer) {
 			s.Spec.Image = ""
 			s.Spec.Remote = &clerumv1alpha1.Remote{URL: "https://mcp.atlassian.com/v1/sse"}
 		}), ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			d, err := BuildDeployment(tc.server, "mcp-server", testOptions, tc.digest)
+			d, err := resources.BuildDeployment(tc.server, "mcp-server", resourcestest.Options, tc.digest)
 			require.NoError(t, err)
 			golden.YAML(t, "testdata/"+tc.name+".deployment.yaml", d, pinned)
-			golden.YAML(t, "testdata/"+tc.name+".service.yaml", BuildService(tc.server, "mcp-server"), pinned)
-			cm, err := BuildProxyConfig(tc.server, "mcp-server")
+			golden.YAML(t, "testdata/"+tc.name+".service.yaml", resources.BuildService(tc.server, "mcp-server"), pinned)
+			cm, err := resources.BuildProxyConfig(tc.server, "mcp-server")
 			require.NoError(t, err)
 			if tc.server.Spec.Remote != nil {
 				golden.YAML(t, "testdata/"+tc.name+".configmap.yaml", cm, pinned)
@@ -85,39 +59,39 @@ func TestBuildersGolden(t *testing.T) {
 func TestBuildDeployment(t *testing.T) {
 	t.Run("the server's own container comes first", func(t *testing.T) {
 		for _, typ := range []clerumv1alpha1.TransportType{clerumv1alpha1.TransportSSE, clerumv1alpha1.TransportStdio} {
-			s := newServer("s", typ, func(s *clerumv1alpha1.McpServer) { s.Spec.Command = []string{"run"} })
-			d, err := BuildDeployment(s, "mcp-server", testOptions, "")
+			s := resourcestest.NewServer("s", typ, func(s *clerumv1alpha1.McpServer) { s.Spec.Command = []string{"run"} })
+			d, err := resources.BuildDeployment(s, "mcp-server", resourcestest.Options, "")
 			require.NoError(t, err)
-			assert.Equal(t, ContainerServer, d.Spec.Template.Spec.Containers[0].Name)
+			assert.Equal(t, resources.ContainerServer, d.Spec.Template.Spec.Containers[0].Name)
 			assert.Equal(t, s.Spec.Image, d.Spec.Template.Spec.Containers[0].Image, "the allowlist judges spec.image, which is what runs")
 		}
 	})
 	t.Run("a stdio server gets the bridge as the second container on the transport port", func(t *testing.T) {
-		s := newServer("s", clerumv1alpha1.TransportStdio, func(s *clerumv1alpha1.McpServer) { s.Spec.Command = []string{"npx", "server"} })
-		d, err := BuildDeployment(s, "mcp-server", testOptions, "")
+		s := resourcestest.NewServer("s", clerumv1alpha1.TransportStdio, func(s *clerumv1alpha1.McpServer) { s.Spec.Command = []string{"npx", "server"} })
+		d, err := resources.BuildDeployment(s, "mcp-server", resourcestest.Options, "")
 		require.NoError(t, err)
 		c := d.Spec.Template.Spec.Containers
 		require.Len(t, c, 2)
-		assert.Equal(t, ContainerStdioBridge, c[1].Name)
+		assert.Equal(t, resources.ContainerStdioBridge, c[1].Name)
 		assert.Equal(t, int32(3000), c[1].Ports[0].ContainerPort)
 		assert.Empty(t, c[0].Ports, "the server itself listens on nothing")
-		assert.Equal(t, []string{StdioShim, "--socket", StdioSocket, "--", "npx", "server"}, c[0].Command)
+		assert.Equal(t, []string{resources.StdioShim, "--socket", resources.StdioSocket, "--", "npx", "server"}, c[0].Command)
 	})
 	t.Run("a stdio server without a command is refused", func(t *testing.T) {
-		_, err := BuildDeployment(newServer("s", clerumv1alpha1.TransportStdio), "mcp-server", testOptions, "")
-		assert.ErrorIs(t, err, ErrStdioCommand)
+		_, err := resources.BuildDeployment(resourcestest.NewServer("s", clerumv1alpha1.TransportStdio), "mcp-server", resourcestest.Options, "")
+		assert.ErrorIs(t, err, resources.ErrStdioCommand)
 	})
 	t.Run("stdio replicas are capped at one", func(t *testing.T) {
-		s := newServer("s", clerumv1alpha1.TransportStdio, func(s *clerumv1alpha1.McpServer) { s.Spec.Replicas = ptr.To[int32](3) })
-		r, capped := Replicas(s)
+		s := resourcestest.NewServer("s", clerumv1alpha1.TransportStdio, func(s *clerumv1alpha1.McpServer) { s.Spec.Replicas = ptr.To[int32](3) })
+		r, capped := resources.Replicas(s)
 		assert.Equal(t, int32(1), r)
 		assert.True(t, capped)
-		r, capped = Replicas(newServer("s", clerumv1alpha1.TransportSSE, func(s *clerumv1alpha1.McpServer) { s.Spec.Replicas = ptr.To[int32](3) }))
+		r, capped = resources.Replicas(resourcestest.NewServer("s", clerumv1alpha1.TransportSSE, func(s *clerumv1alpha1.McpServer) { s.Spec.Replicas = ptr.To[int32](3) }))
 		assert.Equal(t, int32(3), r)
 		assert.False(t, capped)
 	})
 	t.Run("a disabled server runs no replicas", func(t *testing.T) {
-		r, _ := Replicas(newServer("s", clerumv1alpha1.TransportSSE, func(s *clerumv1alpha1.McpServer) { s.Spec.Enabled = ptr.To(false) }))
+		r, _ := resources.Replicas(resourcestest.NewServer("s", clerumv1alpha1.TransportSSE, func(s *clerumv1alpha1.McpServer) { s.Spec.Enabled = ptr.To(false) }))
 		assert.Zero(t, r)
 	})
 	t.Run("spec.env may not read Secrets or ConfigMaps", func(t *testing.T) {
@@ -125,32 +99,32 @@ func TestBuildDeployment(t *testing.T) {
 			{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "other-servers-auth"}, Key: "token"}},
 			{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "x"}, Key: "k"}},
 		} {
-			s := newServer("s", clerumv1alpha1.TransportSSE, func(s *clerumv1alpha1.McpServer) {
+			s := resourcestest.NewServer("s", clerumv1alpha1.TransportSSE, func(s *clerumv1alpha1.McpServer) {
 				s.Spec.Env = []corev1.EnvVar{{Name: "T", ValueFrom: src}}
 			})
-			_, err := BuildDeployment(s, "mcp-server", testOptions, "")
-			assert.ErrorIs(t, err, ErrEnvSecretRef)
+			_, err := resources.BuildDeployment(s, "mcp-server", resourcestest.Options, "")
+			assert.ErrorIs(t, err, resources.ErrEnvSecretRef)
 		}
 	})
 	t.Run("a Secret value is never inlined", func(t *testing.T) {
-		s := newServer("s", clerumv1alpha1.TransportSSE, func(s *clerumv1alpha1.McpServer) {
+		s := resourcestest.NewServer("s", clerumv1alpha1.TransportSSE, func(s *clerumv1alpha1.McpServer) {
 			s.Spec.EnvSecret = &clerumv1alpha1.EnvSecret{Name: "creds", Keys: []clerumv1alpha1.EnvSecretKey{{SecretKey: "k", EnvName: "E"}}}
 		})
-		d, err := BuildDeployment(s, "mcp-server", testOptions, "sha256:x")
+		d, err := resources.BuildDeployment(s, "mcp-server", resourcestest.Options, "sha256:x")
 		require.NoError(t, err)
 		e := d.Spec.Template.Spec.Containers[0].Env[0]
 		assert.Empty(t, e.Value)
 		assert.Equal(t, "creds", e.ValueFrom.SecretKeyRef.Name)
-		assert.Equal(t, "sha256:x", d.Spec.Template.Annotations[AnnotationSecretDigest])
+		assert.Equal(t, "sha256:x", d.Spec.Template.Annotations[resources.AnnotationSecretDigest])
 	})
 	t.Run("the pod is hardened", func(t *testing.T) {
-		s := newServer("s", clerumv1alpha1.TransportStdio, func(s *clerumv1alpha1.McpServer) { s.Spec.Command = []string{"run"} })
-		d, err := BuildDeployment(s, "mcp-server", testOptions, "")
+		s := resourcestest.NewServer("s", clerumv1alpha1.TransportStdio, func(s *clerumv1alpha1.McpServer) { s.Spec.Command = []string{"run"} })
+		d, err := resources.BuildDeployment(s, "mcp-server", resourcestest.Options, "")
 		require.NoError(t, err)
 		pod := d.Spec.Template.Spec
 		assert.False(t, *pod.AutomountServiceAccountToken)
 		assert.True(t, *pod.SecurityContext.RunAsNonRoot)
-		assert.Equal(t, PodUser, *pod.SecurityContext.RunAsUser)
+		assert.Equal(t, resources.PodUser, *pod.SecurityContext.RunAsUser)
 		assert.Equal(t, corev1.SeccompProfileTypeRuntimeDefault, pod.SecurityContext.SeccompProfile.Type)
 		for _, c := range append(pod.InitContainers, pod.Containers...) {
 			assert.False(t, *c.SecurityContext.AllowPrivilegeEscalation, c.Name)
@@ -162,23 +136,23 @@ func TestBuildDeployment(t *testing.T) {
 
 func TestRemoteServers(t *testing.T) {
 	remote := func(url string) *clerumv1alpha1.McpServer {
-		return newServer("r", clerumv1alpha1.TransportStreamableHTTP, func(s *clerumv1alpha1.McpServer) {
+		return resourcestest.NewServer("r", clerumv1alpha1.TransportStreamableHTTP, func(s *clerumv1alpha1.McpServer) {
 			s.Spec.Image = ""
 			s.Spec.Remote = &clerumv1alpha1.Remote{URL: url}
 		})
 	}
 	t.Run("the proxy, not spec.image, runs", func(t *testing.T) {
-		d, err := BuildDeployment(remote("https://mcp.example.com/mcp"), "mcp-server", testOptions, "")
+		d, err := resources.BuildDeployment(remote("https://mcp.example.com/mcp"), "mcp-server", resourcestest.Options, "")
 		require.NoError(t, err)
 		require.Len(t, d.Spec.Template.Spec.Containers, 1)
-		assert.Equal(t, testOptions.EgressProxyImage, d.Spec.Template.Spec.Containers[0].Image)
+		assert.Equal(t, resourcestest.Options.EgressProxyImage, d.Spec.Template.Spec.Containers[0].Image)
 	})
 	t.Run("the host the proxy must reach", func(t *testing.T) {
-		host, port, err := RemoteHost(remote("https://mcp.example.com/mcp"))
+		host, port, err := resources.RemoteHost(remote("https://mcp.example.com/mcp"))
 		require.NoError(t, err)
 		assert.Equal(t, "mcp.example.com", host)
 		assert.Equal(t, int32(443), port)
-		host, port, err = RemoteHost(remote("http://mcp.example.com:8080/"))
+		host, port, err = resources.RemoteHost(remote("http://mcp.example.com:8080/"))
 		require.NoError(t, err)
 		assert.Equal(t, "mcp.example.com", host)
 		assert.Equal(t, int32(8080), port)
@@ -189,17 +163,17 @@ func TestRemoteServers(t *testing.T) {
 		"https://mcp.example.com/$host",
 	} {
 		t.Run("a URL nginx could misread is refused: "+bad, func(t *testing.T) {
-			_, err := BuildProxyConfig(remote(bad), "mcp-server")
-			assert.ErrorIs(t, err, ErrRemoteURL)
-			_, err = BuildDeployment(remote(bad), "mcp-server", testOptions, "")
-			assert.ErrorIs(t, err, ErrRemoteURL)
+			_, err := resources.BuildProxyConfig(remote(bad), "mcp-server")
+			assert.ErrorIs(t, err, resources.ErrRemoteURL)
+			_, err = resources.BuildDeployment(remote(bad), "mcp-server", resourcestest.Options, "")
+			assert.ErrorIs(t, err, resources.ErrRemoteURL)
 		})
 	}
 	t.Run("characters nginx reads are escaped in the path", func(t *testing.T) {
-		cm, err := BuildProxyConfig(remote("https://mcp.example.com/{x}"), "mcp-server")
+		cm, err := resources.BuildProxyConfig(remote("https://mcp.example.com/{x}"), "mcp-server")
 		require.NoError(t, err)
-		assert.Contains(t, cm.Data[ProxyConfigKey], "proxy_pass https://mcp.example.com:443/%7Bx%7D;")
-		assert.Contains(t, cm.Data[ProxyConfigKey], "location = /mcp {", "the served path maps to the remote URL")
+		assert.Contains(t, cm.Data[resources.ProxyConfigKey], "proxy_pass https://mcp.example.com:443/%7Bx%7D;")
+		assert.Contains(t, cm.Data[resources.ProxyConfigKey], "location = /mcp {", "the served path maps to the remote URL")
 	})
 	t.Run("the Host header names a port that is not the scheme's default", func(t *testing.T) {
 		for url, header := range map[string]string{
@@ -210,16 +184,16 @@ func TestRemoteServers(t *testing.T) {
 			"http://mcp.example.com:443/":      "proxy_set_header Host mcp.example.com:443;",
 			"https://[2001:db8::1]/mcp":        "proxy_set_header Host [2001:db8::1];",
 		} {
-			cm, err := BuildProxyConfig(remote(url), "mcp-server")
+			cm, err := resources.BuildProxyConfig(remote(url), "mcp-server")
 			require.NoError(t, err, url)
-			assert.Contains(t, cm.Data[ProxyConfigKey], header, url)
+			assert.Contains(t, cm.Data[resources.ProxyConfigKey], header, url)
 		}
 	})
 	t.Run("a remote server with an image of its own is refused", func(t *testing.T) {
 		s := remote("https://mcp.example.com/mcp")
 		s.Spec.Image = "evil/image"
-		_, err := BuildDeployment(s, "mcp-server", testOptions, "")
-		assert.ErrorIs(t, err, ErrRemoteWithSpec)
+		_, err := resources.BuildDeployment(s, "mcp-server", resourcestest.Options, "")
+		assert.ErrorIs(t, err, resources.ErrRemoteWithSpec)
 	})
 }
 
@@ -235,8 +209,8 @@ func TestServedTransport(t *testing.T) {
 		{clerumv1alpha1.TransportStdio, "", clerumv1alpha1.TransportStreamableHTTP, "/mcp"},
 		{clerumv1alpha1.TransportStdio, "/rpc", clerumv1alpha1.TransportStreamableHTTP, "/rpc"},
 	} {
-		s := newServer("s", tc.typ, func(s *clerumv1alpha1.McpServer) { s.Spec.Transport.Path = tc.path })
-		typ, path := ServedTransport(s)
+		s := resourcestest.NewServer("s", tc.typ, func(s *clerumv1alpha1.McpServer) { s.Spec.Transport.Path = tc.path })
+		typ, path := resources.ServedTransport(s)
 		assert.Equal(t, tc.wantType, typ)
 		assert.Equal(t, tc.wantPath, path)
 	}

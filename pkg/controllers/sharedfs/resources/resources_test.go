@@ -1,13 +1,8 @@
-package resources
+package resources_test
 
 import (
-	"crypto/ecdsa"
 	"crypto/ed25519"
-	"crypto/elliptic"
 	"crypto/rand"
-	"crypto/rsa"
-	"crypto/x509"
-	"encoding/pem"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -17,100 +12,47 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/config"
 	"github.com/clerum/hcc/pkg/controllers/kit/kittest/golden"
-	"github.com/clerum/hcc/pkg/mark"
+	"github.com/clerum/hcc/pkg/controllers/sharedfs/resources"
+	"github.com/clerum/hcc/pkg/controllers/sharedfs/resources/resourcestest"
 	"github.com/clerum/hcc/pkg/names"
 )
-
-var testOptions = Options{
-	HostNamespace:   "mcp-host",
-	ClusterDomain:   "cluster.local",
-	Image:           "clerum/workspace-files-controller:0.9.5",
-	ImagePullPolicy: corev1.PullIfNotPresent,
-	ImagePullSecret: "clerum",
-	Port:            8086,
-	InitImage:       "busybox:1.36",
-	Resources: corev1.ResourceRequirements{
-		Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi"), corev1.ResourceCPU: resource.MustParse("50m")},
-		Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Mi"), corev1.ResourceCPU: resource.MustParse("200m")},
-	},
-	JWTConfigMap:        "mcp-host-config",
-	JWTConfigMapKey:     "CLERUM_AUTH_JWT_PUBLIC_KEY",
-	MaxUploadBytes:      104857600,
-	MaxListEntries:      5000,
-	MaxPathDepth:        32,
-	DefaultSize:         resource.MustParse("10Gi"),
-	DefaultStorageClass: "do-block-storage-retain",
-	MaxSize:             resource.MustParse("100Gi"),
-	ClaimMark:           mark.NewKey("a-test-hmac-secret", mark.PurposeClaim),
-}
-
-func newFS(name string, opts ...func(*clerumv1alpha1.SharedFileSystem)) *clerumv1alpha1.SharedFileSystem {
-	fs := &clerumv1alpha1.SharedFileSystem{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "mcp-host", Name: name, UID: types.UID("uid-" + name), Generation: 1},
-	}
-	for _, o := range opts {
-		o(fs)
-	}
-	return fs
-}
-
-func withHosts(hosts ...string) func(*clerumv1alpha1.SharedFileSystem) {
-	return func(fs *clerumv1alpha1.SharedFileSystem) { fs.Spec.HostRefs = hosts }
-}
-
-func withDirs(dirs ...string) func(*clerumv1alpha1.SharedFileSystem) {
-	return func(fs *clerumv1alpha1.SharedFileSystem) { fs.Spec.Directories = dirs }
-}
-
-func withSize(size string) func(*clerumv1alpha1.SharedFileSystem) {
-	return func(fs *clerumv1alpha1.SharedFileSystem) { fs.Spec.Size = ptr.To(resource.MustParse(size)) }
-}
 
 // The golden files pin the pod and policy HCC runs for a SharedFileSystem:
 // the interface of an image HCC does not build changes only on purpose.
 func TestBuildersGolden(t *testing.T) {
-	fs := newFS("team", withHosts("bob", "alice"), withDirs("shared/docs", "inbox"), withSize("20Gi"))
+	fs := resourcestest.NewFS("team", resourcestest.WithHosts("bob", "alice"), resourcestest.WithDirs("shared/docs", "inbox"), resourcestest.WithSize("20Gi"))
 	const pinned = "the WFC interface is pinned (docs/sharedfilesystem.md)"
-	golden.YAML(t, "testdata/wfc.deployment.yaml", BuildDeployment(fs, KeyDigest("key"), testOptions), pinned)
-	golden.YAML(t, "testdata/wfc.service.yaml", BuildService(fs, testOptions), pinned)
-	golden.YAML(t, "testdata/wfc.persistentvolumeclaim.yaml", BuildClaim(fs, testOptions), pinned)
-	golden.YAML(t, "testdata/wfc.networkpolicy.yaml", BuildIngressPolicy(fs, testOptions), pinned)
-	golden.YAML(t, "testdata/wfc-closed.networkpolicy.yaml", BuildIngressPolicy(newFS("closed"), testOptions), pinned)
-	golden.YAML(t, "testdata/wfc-egress.networkpolicy.yaml", BuildEgressPolicy(fs, testOptions), pinned)
-}
-
-func envMap(c corev1.Container) map[string]string {
-	out := map[string]string{}
-	for _, e := range c.Env {
-		out[e.Name] = e.Value
-	}
-	return out
+	golden.YAML(t, "testdata/wfc.deployment.yaml", resources.BuildDeployment(fs, resources.KeyDigest("key"), resourcestest.Options), pinned)
+	golden.YAML(t, "testdata/wfc.service.yaml", resources.BuildService(fs, resourcestest.Options), pinned)
+	golden.YAML(t, "testdata/wfc.persistentvolumeclaim.yaml", resources.BuildClaim(fs, resourcestest.Options), pinned)
+	golden.YAML(t, "testdata/wfc.networkpolicy.yaml", resources.BuildIngressPolicy(fs, resourcestest.Options), pinned)
+	golden.YAML(t, "testdata/wfc-closed.networkpolicy.yaml", resources.BuildIngressPolicy(resourcestest.NewFS("closed"), resourcestest.Options), pinned)
+	golden.YAML(t, "testdata/wfc-egress.networkpolicy.yaml", resources.BuildEgressPolicy(fs, resourcestest.Options), pinned)
 }
 
 func TestBuildDeployment(t *testing.T) {
 	t.Run("the WFC container comes first and gets every limit, the key file and the sorted Hosts", func(t *testing.T) {
-		d := BuildDeployment(newFS("team", withHosts("carol", "alice", "carol")), "sha256:x", testOptions)
+		d := resources.BuildDeployment(resourcestest.NewFS("team", resourcestest.WithHosts("carol", "alice", "carol")), "sha256:x", resourcestest.Options)
 		pod := d.Spec.Template.Spec
 		require.NotEmpty(t, pod.Containers)
 		wfc := pod.Containers[0]
-		assert.Equal(t, ContainerWFC, wfc.Name)
-		assert.Equal(t, testOptions.Image, wfc.Image)
+		assert.Equal(t, resources.ContainerWFC, wfc.Name)
+		assert.Equal(t, resourcestest.Options.Image, wfc.Image)
 		assert.Equal(t, map[string]string{
-			EnvName: "team", EnvNamespace: "mcp-host", EnvPort: "8086", EnvDataDir: DataDir,
-			EnvMaxUploadBytes: "104857600", EnvMaxListEntries: "5000", EnvMaxPathDepth: "32",
-			EnvJWTKeyFile: JWTKeyFile, EnvAllowedHosts: "alice,carol", EnvTmpDir: TmpDir,
-		}, envMap(wfc))
-		assert.Equal(t, "sha256:x", d.Spec.Template.Annotations[AnnotationJWTKeyDigest])
+			resources.EnvName: "team", resources.EnvNamespace: "mcp-host", resources.EnvPort: "8086", resources.EnvDataDir: resources.DataDir,
+			resources.EnvMaxUploadBytes: "104857600", resources.EnvMaxListEntries: "5000", resources.EnvMaxPathDepth: "32",
+			resources.EnvJWTKeyFile: resources.JWTKeyFile, resources.EnvAllowedHosts: "alice,carol", resources.EnvTmpDir: resources.TmpDir,
+		}, resourcestest.EnvMap(wfc))
+		assert.Equal(t, "sha256:x", d.Spec.Template.Annotations[resources.AnnotationJWTKeyDigest])
 		assert.Equal(t, int32(8086), wfc.Ports[0].ContainerPort)
 	})
 	t.Run("the JWT key is one item of the named ConfigMap, mounted read-only", func(t *testing.T) {
-		pod := BuildDeployment(newFS("team"), "d", testOptions).Spec.Template.Spec
+		pod := resources.BuildDeployment(resourcestest.NewFS("team"), "d", resourcestest.Options).Spec.Template.Spec
 		var found bool
 		for _, v := range pod.Volumes {
 			if v.ConfigMap != nil {
@@ -121,14 +63,14 @@ func TestBuildDeployment(t *testing.T) {
 			}
 		}
 		assert.True(t, found)
-		assert.Equal(t, filepath.Join(JWTKeyDir, "jwt-public-key.pem"), JWTKeyFile)
+		assert.Equal(t, filepath.Join(resources.JWTKeyDir, "jwt-public-key.pem"), resources.JWTKeyFile)
 	})
 	t.Run("the pod is hardened and no container runs as root", func(t *testing.T) {
-		pod := BuildDeployment(newFS("team", withDirs("a")), "d", testOptions).Spec.Template.Spec
+		pod := resources.BuildDeployment(resourcestest.NewFS("team", resourcestest.WithDirs("a")), "d", resourcestest.Options).Spec.Template.Spec
 		sc := pod.SecurityContext
 		assert.True(t, *sc.RunAsNonRoot)
-		assert.Equal(t, PodUser, *sc.RunAsUser)
-		assert.Equal(t, PodGroup, *sc.FSGroup)
+		assert.Equal(t, resources.PodUser, *sc.RunAsUser)
+		assert.Equal(t, resources.PodGroup, *sc.FSGroup)
 		assert.Equal(t, corev1.FSGroupChangeOnRootMismatch, *sc.FSGroupChangePolicy)
 		assert.Equal(t, corev1.SeccompProfileTypeRuntimeDefault, sc.SeccompProfile.Type)
 		assert.False(t, *pod.AutomountServiceAccountToken)
@@ -141,72 +83,72 @@ func TestBuildDeployment(t *testing.T) {
 		}
 	})
 	t.Run("the init container gets the directories as arguments, sorted, never in the script", func(t *testing.T) {
-		pod := BuildDeployment(newFS("team", withDirs("z/y", "a", "a")), "d", testOptions).Spec.Template.Spec
+		pod := resources.BuildDeployment(resourcestest.NewFS("team", resourcestest.WithDirs("z/y", "a", "a")), "d", resourcestest.Options).Spec.Template.Spec
 		require.Len(t, pod.InitContainers, 1)
 		init := pod.InitContainers[0]
-		assert.Equal(t, testOptions.InitImage, init.Image)
-		assert.Equal(t, []string{"/bin/sh", "-c", initScript, "init-directories", "a", "z/y"}, init.Command)
-		assert.NotContains(t, initScript, "z/y")
+		assert.Equal(t, resourcestest.Options.InitImage, init.Image)
+		assert.Equal(t, []string{"/bin/sh", "-c", resources.InitScript, "init-directories", "a", "z/y"}, init.Command)
+		assert.NotContains(t, resources.InitScript, "z/y")
 	})
 	t.Run("no directories, no init container", func(t *testing.T) {
-		assert.Empty(t, BuildDeployment(newFS("team"), "d", testOptions).Spec.Template.Spec.InitContainers)
+		assert.Empty(t, resources.BuildDeployment(resourcestest.NewFS("team"), "d", resourcestest.Options).Spec.Template.Spec.InitContainers)
 	})
 	t.Run("an empty pull secret means none", func(t *testing.T) {
-		opts := testOptions
+		opts := resourcestest.Options
 		opts.ImagePullSecret = ""
-		assert.Empty(t, BuildDeployment(newFS("team"), "d", opts).Spec.Template.Spec.ImagePullSecrets)
+		assert.Empty(t, resources.BuildDeployment(resourcestest.NewFS("team"), "d", opts).Spec.Template.Spec.ImagePullSecrets)
 		assert.Equal(t, []corev1.LocalObjectReference{{Name: "clerum"}},
-			BuildDeployment(newFS("team"), "d", testOptions).Spec.Template.Spec.ImagePullSecrets)
+			resources.BuildDeployment(resourcestest.NewFS("team"), "d", resourcestest.Options).Spec.Template.Spec.ImagePullSecrets)
 	})
 	t.Run("Recreate and one replica: the data volume is ReadWriteOnce", func(t *testing.T) {
-		d := BuildDeployment(newFS("team"), "d", testOptions)
+		d := resources.BuildDeployment(resourcestest.NewFS("team"), "d", resourcestest.Options)
 		assert.Equal(t, "Recreate", string(d.Spec.Strategy.Type))
 		assert.Equal(t, int32(1), *d.Spec.Replicas)
 	})
 }
 
 func TestLabelsAndNames(t *testing.T) {
-	fs := newFS("team", withHosts("alice"))
+	fs := resourcestest.NewFS("team", resourcestest.WithHosts("alice"))
 	want := map[string]string{names.LabelManagedBy: names.ManagedByValue, names.LabelSharedFileSystem: "team"}
-	d := BuildDeployment(fs, "d", testOptions)
+	d := resources.BuildDeployment(fs, "d", resourcestest.Options)
 	assert.Equal(t, want, d.Labels)
 	assert.Equal(t, want, d.Spec.Template.Labels)
 	assert.Equal(t, want, d.Spec.Selector.MatchLabels)
 	assert.Equal(t, "wfc-team", d.Name)
-	s := BuildService(fs, testOptions)
+	s := resources.BuildService(fs, resourcestest.Options)
 	assert.Equal(t, want, s.Labels)
 	assert.Equal(t, want, s.Spec.Selector)
 	assert.Equal(t, "wfc-team", s.Name)
-	c := BuildClaim(fs, testOptions)
+	c := resources.BuildClaim(fs, resourcestest.Options)
 	assert.Equal(t, want, c.Labels)
 	assert.Equal(t, "wfc-team-data", c.Name)
-	p := BuildIngressPolicy(fs, testOptions)
+	p := resources.BuildIngressPolicy(fs, resourcestest.Options)
 	assert.Equal(t, names.PolicyTypeFileSystem, p.Labels[names.LabelPolicyType])
 	assert.Equal(t, "wfc-team-ingress", p.Name)
-	assert.Equal(t, "http://wfc-team.mcp-host.svc.cluster.local:8086", Endpoint(fs, testOptions))
+	assert.Equal(t, "http://wfc-team.mcp-host.svc.cluster.local:8086", resources.Endpoint(fs, resourcestest.Options))
 }
 
 func TestBuildClaim(t *testing.T) {
 	cases := []struct {
 		name      string
 		fs        *clerumv1alpha1.SharedFileSystem
-		opts      func(*Options)
+		opts      func(*resources.Options)
 		wantSize  string
 		wantClass *string
 	}{
-		{name: "the defaults are the host workspace's", fs: newFS("a"), wantSize: "10Gi", wantClass: ptr.To("do-block-storage-retain")},
-		{name: "spec.size and spec.storageClassName win", fs: newFS("a", withSize("50Gi"), func(fs *clerumv1alpha1.SharedFileSystem) {
+		{name: "the defaults are the host workspace's", fs: resourcestest.NewFS("a"), wantSize: "10Gi", wantClass: ptr.To("do-block-storage-retain")},
+		{name: "spec.size and spec.storageClassName win", fs: resourcestest.NewFS("a", resourcestest.WithSize("50Gi"), func(fs *clerumv1alpha1.SharedFileSystem) {
 			fs.Spec.StorageClassName = ptr.To("fast")
 		}), wantSize: "50Gi", wantClass: ptr.To("fast")},
-		{name: "no class anywhere means the cluster's default", fs: newFS("a"), opts: func(o *Options) { o.DefaultStorageClass = "" }, wantSize: "10Gi"},
+		{name: "no class anywhere means the cluster's default", fs: resourcestest.NewFS("a"), opts: func(o *resources.Options) { o.DefaultStorageClass = "" }, wantSize: "10Gi"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			opts := testOptions
+			opts := resourcestest.Options
 			if tc.opts != nil {
 				tc.opts(&opts)
 			}
-			c := BuildClaim(tc.fs, opts)
+			c := resources.BuildClaim(tc.fs, opts)
 			got := c.Spec.Resources.Requests[corev1.ResourceStorage]
 			assert.Equal(t, tc.wantSize, got.String())
 			assert.Equal(t, tc.wantClass, c.Spec.StorageClassName)
@@ -217,7 +159,7 @@ func TestBuildClaim(t *testing.T) {
 
 func TestBuildIngressPolicy(t *testing.T) {
 	t.Run("admits only the named Hosts' pods, on the WFC port", func(t *testing.T) {
-		p := BuildIngressPolicy(newFS("team", withHosts("bob", "alice")), testOptions)
+		p := resources.BuildIngressPolicy(resourcestest.NewFS("team", resourcestest.WithHosts("bob", "alice")), resourcestest.Options)
 		require.Len(t, p.Spec.Ingress, 1)
 		rule := p.Spec.Ingress[0]
 		require.Len(t, rule.From, 1)
@@ -229,7 +171,7 @@ func TestBuildIngressPolicy(t *testing.T) {
 		assert.Equal(t, []string{"Ingress"}, []string{string(p.Spec.PolicyTypes[0])})
 	})
 	t.Run("no hostRefs admits nobody", func(t *testing.T) {
-		p := BuildIngressPolicy(newFS("team"), testOptions)
+		p := resources.BuildIngressPolicy(resourcestest.NewFS("team"), resourcestest.Options)
 		assert.Empty(t, p.Spec.Ingress)
 		assert.Len(t, p.Spec.PolicyTypes, 1)
 	})
@@ -237,7 +179,7 @@ func TestBuildIngressPolicy(t *testing.T) {
 
 func TestBuildEgressPolicy(t *testing.T) {
 	t.Run("the named Hosts' pods may reach the WFC pods, on the WFC port", func(t *testing.T) {
-		p := BuildEgressPolicy(newFS("team", withHosts("bob", "alice")), testOptions)
+		p := resources.BuildEgressPolicy(resourcestest.NewFS("team", resourcestest.WithHosts("bob", "alice")), resourcestest.Options)
 		require.NotNil(t, p)
 		assert.Equal(t, "wfc-team-egress", p.Name)
 		assert.Equal(t, names.PolicyTypeFileSystem, p.Labels[names.LabelPolicyType])
@@ -253,14 +195,14 @@ func TestBuildEgressPolicy(t *testing.T) {
 		assert.Equal(t, []string{"Egress"}, []string{string(p.Spec.PolicyTypes[0])})
 	})
 	t.Run("no hostRefs, no egress policy", func(t *testing.T) {
-		assert.Nil(t, BuildEgressPolicy(newFS("team"), testOptions))
+		assert.Nil(t, resources.BuildEgressPolicy(resourcestest.NewFS("team"), resourcestest.Options))
 	})
 }
 
 func TestLongNames(t *testing.T) {
-	fs := newFS(strings.Repeat("f", 63))
-	assert.LessOrEqual(t, len(BuildService(fs, testOptions).Name), 63)
-	assert.LessOrEqual(t, len(BuildDeployment(fs, "d", testOptions).Spec.Template.Labels[names.LabelSharedFileSystem]), 63)
+	fs := resourcestest.NewFS(strings.Repeat("f", 63))
+	assert.LessOrEqual(t, len(resources.BuildService(fs, resourcestest.Options).Name), 63)
+	assert.LessOrEqual(t, len(resources.BuildDeployment(fs, "d", resourcestest.Options).Spec.Template.Labels[names.LabelSharedFileSystem]), 63)
 }
 
 func TestOptionsFrom(t *testing.T) {
@@ -271,7 +213,7 @@ func TestOptionsFrom(t *testing.T) {
 		JWTPublicKeyConfigMap: "cm", JWTPublicKeyConfigMapKey: "k", MaxUploadBytes: 1, MaxListEntries: 2, MaxPathDepth: 3}
 	cfg.Host.WorkspaceSize = resource.MustParse("3Gi")
 	cfg.Host.WorkspaceStorageClass = "slow"
-	o := OptionsFrom(cfg)
+	o := resources.OptionsFrom(cfg)
 	assert.Equal(t, "hosts", o.HostNamespace)
 	assert.Equal(t, "example.internal", o.ClusterDomain)
 	assert.Equal(t, "wfc:1", o.Image)
@@ -282,39 +224,19 @@ func TestOptionsFrom(t *testing.T) {
 	assert.Equal(t, "slow", o.DefaultStorageClass)
 }
 
-// pemKey returns a PEM "PUBLIC KEY" of a fresh key.
-func pemKey(t *testing.T, key any) string {
-	t.Helper()
-	der, err := x509.MarshalPKIXPublicKey(key)
-	require.NoError(t, err)
-	return string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}))
-}
-
-func rsaKey(t *testing.T) string {
-	k, err := rsa.GenerateKey(rand.Reader, 2048)
-	require.NoError(t, err)
-	return pemKey(t, &k.PublicKey)
-}
-
-func ecKey(t *testing.T) string {
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	return pemKey(t, &k.PublicKey)
-}
-
 func TestValidatePublicKey(t *testing.T) {
 	edPub, _, err := ed25519.GenerateKey(rand.Reader)
 	require.NoError(t, err)
-	rsaPEM := rsaKey(t)
+	rsaPEM := resourcestest.RSAKey(t)
 	cases := []struct {
 		name  string
 		value string
 		ok    bool
 	}{
 		{"an RSA key", rsaPEM, true},
-		{"an EC key", ecKey(t), true},
+		{"an EC key", resourcestest.ECKey(t), true},
 		{"surrounding whitespace", "\n" + rsaPEM + "\n\n", true},
-		{"an Ed25519 key", pemKey(t, edPub), false},
+		{"an Ed25519 key", resourcestest.PEMKey(t, edPub), false},
 		{"not PEM", "hello", false},
 		{"empty", "", false},
 		{"a private-key block type", strings.ReplaceAll(rsaPEM, "PUBLIC KEY", "PRIVATE KEY"), false},
@@ -323,7 +245,7 @@ func TestValidatePublicKey(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			err := ValidatePublicKey(tc.value)
+			err := resources.ValidatePublicKey(tc.value)
 			if tc.ok {
 				assert.NoError(t, err)
 			} else {

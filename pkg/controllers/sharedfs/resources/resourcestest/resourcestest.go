@@ -1,4 +1,8 @@
-package sharedfs
+// Package resourcestest holds the fixtures of the SharedFileSystem
+// builders' tests and the reconciler's tests, which cannot share a _test
+// file: the options, the file systems and the JWT public keys both use. It
+// is test helpers, imported only by tests.
+package resourcestest
 
 import (
 	"crypto/ecdsa"
@@ -21,11 +25,8 @@ import (
 	"github.com/clerum/hcc/pkg/mark"
 )
 
-// The fixtures of the controller's tests: the same options and file
-// systems as the builders' tests in package resources, which a test here
-// cannot import (they are its _test files).
-
-var testOptions = resources.Options{
+// Options are the builders' options of the tests.
+var Options = resources.Options{
 	HostNamespace:   "mcp-host",
 	ClusterDomain:   "cluster.local",
 	Image:           "clerum/workspace-files-controller:0.9.5",
@@ -48,7 +49,9 @@ var testOptions = resources.Options{
 	ClaimMark:           mark.NewKey("a-test-hmac-secret", mark.PurposeClaim),
 }
 
-func newFS(name string, opts ...func(*clerumv1alpha1.SharedFileSystem)) *clerumv1alpha1.SharedFileSystem {
+// NewFS is SharedFileSystem name in mcp-host, generation 1, with opts
+// applied.
+func NewFS(name string, opts ...func(*clerumv1alpha1.SharedFileSystem)) *clerumv1alpha1.SharedFileSystem {
 	fs := &clerumv1alpha1.SharedFileSystem{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "mcp-host", Name: name, UID: types.UID("uid-" + name), Generation: 1},
 	}
@@ -58,19 +61,23 @@ func newFS(name string, opts ...func(*clerumv1alpha1.SharedFileSystem)) *clerumv
 	return fs
 }
 
-func withHosts(hosts ...string) func(*clerumv1alpha1.SharedFileSystem) {
+// WithHosts sets the Hosts that may use the file system.
+func WithHosts(hosts ...string) func(*clerumv1alpha1.SharedFileSystem) {
 	return func(fs *clerumv1alpha1.SharedFileSystem) { fs.Spec.HostRefs = hosts }
 }
 
-func withDirs(dirs ...string) func(*clerumv1alpha1.SharedFileSystem) {
+// WithDirs sets the directories the file system starts with.
+func WithDirs(dirs ...string) func(*clerumv1alpha1.SharedFileSystem) {
 	return func(fs *clerumv1alpha1.SharedFileSystem) { fs.Spec.Directories = dirs }
 }
 
-func withSize(size string) func(*clerumv1alpha1.SharedFileSystem) {
+// WithSize sets the size of the file system's claim.
+func WithSize(size string) func(*clerumv1alpha1.SharedFileSystem) {
 	return func(fs *clerumv1alpha1.SharedFileSystem) { fs.Spec.Size = ptr.To(resource.MustParse(size)) }
 }
 
-func envMap(c corev1.Container) map[string]string {
+// EnvMap is c's environment as name to value.
+func EnvMap(c corev1.Container) map[string]string {
 	out := map[string]string{}
 	for _, e := range c.Env {
 		out[e.Name] = e.Value
@@ -78,22 +85,24 @@ func envMap(c corev1.Container) map[string]string {
 	return out
 }
 
-// pemKey returns a PEM "PUBLIC KEY" of a fresh key.
-func pemKey(t *testing.T, key any) string {
+// PEMKey returns key as a PEM "PUBLIC KEY".
+func PEMKey(t *testing.T, key any) string {
 	t.Helper()
 	der, err := x509.MarshalPKIXPublicKey(key)
 	require.NoError(t, err)
 	return string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}))
 }
 
-func rsaKey(t *testing.T) string {
+// RSAKey returns the PEM public key of a fresh RSA key.
+func RSAKey(t *testing.T) string {
 	k, err := rsa.GenerateKey(rand.Reader, 2048)
 	require.NoError(t, err)
-	return pemKey(t, &k.PublicKey)
+	return PEMKey(t, &k.PublicKey)
 }
 
-func ecKey(t *testing.T) string {
+// ECKey returns the PEM public key of a fresh P-256 key.
+func ECKey(t *testing.T) string {
 	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	require.NoError(t, err)
-	return pemKey(t, &k.PublicKey)
+	return PEMKey(t, &k.PublicKey)
 }

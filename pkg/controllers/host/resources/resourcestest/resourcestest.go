@@ -1,4 +1,7 @@
-package host
+// Package resourcestest holds the fixtures of the Host builders' tests and
+// the Host reconciler's tests, which cannot share a _test file: the options
+// and the Hosts both build from. It is test helpers, imported only by tests.
+package resourcestest
 
 import (
 	corev1 "k8s.io/api/core/v1"
@@ -11,10 +14,11 @@ import (
 	"github.com/clerum/hcc/pkg/mark"
 )
 
-// testOptions are the builders' options of the controller's tests: the
-// same as the builders' own tests use (pkg/controllers/host/resources),
-// which this package's tests cannot import.
-var testOptions = resources.Options{
+// HMACSecret stands for INTERNAL_CONTROL_JWT_HCC_HMAC_SECRET.
+const HMACSecret = "a-test-hmac-secret"
+
+// Options are the builders' options of the tests.
+var Options = resources.Options{
 	HostNamespace:     "mcp-host",
 	ChannelsNamespace: "channels",
 	RPCProxyNamespace: "rpc-proxy",
@@ -47,14 +51,13 @@ var testOptions = resources.Options{
 	GatewayURL: "http://nginx-workflow-approval-gateway.control-plane.svc:8092",
 	HCCAPIURL:  "http://host-context-controller-api-gateway.control-plane.svc.cluster.local:8081",
 
-	RuntimeTokenMark: mark.NewKey(testHMACSecret, mark.PurposeRuntimeToken),
-	ClaimMark:        mark.NewKey(testHMACSecret, mark.PurposeClaim),
+	RuntimeTokenMark: mark.NewKey(HMACSecret, mark.PurposeRuntimeToken),
+	ClaimMark:        mark.NewKey(HMACSecret, mark.PurposeClaim),
 }
 
-// testHMACSecret stands for INTERNAL_CONTROL_JWT_HCC_HMAC_SECRET.
-const testHMACSecret = "a-test-hmac-secret"
-
-func newHost(name string, opts ...func(*clerumv1alpha1.Host)) *clerumv1alpha1.Host {
+// NewHost is Host name in mcp-host on context1, generation 1, with opts
+// applied.
+func NewHost(name string, opts ...func(*clerumv1alpha1.Host)) *clerumv1alpha1.Host {
 	h := &clerumv1alpha1.Host{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "mcp-host", Name: name, UID: types.UID("uid-" + name), Generation: 1},
 		Spec:       clerumv1alpha1.HostSpec{ContextRef: "context1"},
@@ -65,8 +68,10 @@ func newHost(name string, opts ...func(*clerumv1alpha1.Host)) *clerumv1alpha1.Ho
 	return h
 }
 
-func withDesktop(h *clerumv1alpha1.Host) { h.Spec.Desktop = &clerumv1alpha1.DesktopSpec{Enabled: true} }
+// WithDesktop enables h's desktop.
+func WithDesktop(h *clerumv1alpha1.Host) { h.Spec.Desktop = &clerumv1alpha1.DesktopSpec{Enabled: true} }
 
-func withSecretRef(name string) func(*clerumv1alpha1.Host) {
+// WithSecretRef sets h's secretRef to name.
+func WithSecretRef(name string) func(*clerumv1alpha1.Host) {
 	return func(h *clerumv1alpha1.Host) { h.Spec.SecretRef = &clerumv1alpha1.LocalObjectReference{Name: name} }
 }

@@ -1,0 +1,5 @@
+package resources
+
+// Names the external tests (package resources_test) check but the builders
+// do not export.
+const InitScript = initScript
