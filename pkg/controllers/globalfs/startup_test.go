@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/clerum/hcc/pkg/controllers/globalfs/resources/resourcestest"
+
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
@@ -21,8 +23,8 @@ const startupResync = time.Minute
 func startupFixture(t *testing.T, objs ...runtime.Object) (f *kittest.Fixture, start func()) {
 	t.Helper()
 	f = kittest.NewFixture(t, objs...)
-	c := New(f.Deps(), Config{Namespace: gfsNS, Build: testOptions, Resync: startupResync, Workers: 1, SeedKey: testSeedKey})
-	inf := f.Deps().Informers.HCC(gfsNS).Clerum().V1alpha1().GlobalFileSystems().Informer()
+	c := New(f.Deps(), Config{Namespace: resourcestest.Namespace, Build: resourcestest.Options, Resync: startupResync, Workers: 1, SeedKey: testSeedKey})
+	inf := f.Deps().Informers.HCC(resourcestest.Namespace).Clerum().V1alpha1().GlobalFileSystems().Informer()
 	ctx, cancel := context.WithCancel(context.Background())
 	f.Deps().Informers.Start(ctx.Done())
 	var done chan error // Run's return, once started
@@ -56,7 +58,7 @@ func writesOf(f *kittest.Fixture, name string) []string {
 // (put in the cache only, as a missed event leaves it).
 func TestStartupQueuesEveryGlobalFileSystem(t *testing.T) {
 	f, start := startupFixture(t)
-	f.Index(newGFS("unseen"))
+	f.Index(resourcestest.NewGFS("unseen"))
 	start()
 	require.Eventually(t, func() bool { return len(writesOf(f, "unseen")) > 0 }, time.Second, 5*time.Millisecond,
 		"the first full pass syncs a GlobalFileSystem no event named")
@@ -65,12 +67,12 @@ func TestStartupQueuesEveryGlobalFileSystem(t *testing.T) {
 // TestStartupResyncQueuesEveryGlobalFileSystem: every Resync, Run queues
 // every GlobalFileSystem the cache holds, one no event named among them.
 func TestStartupResyncQueuesEveryGlobalFileSystem(t *testing.T) {
-	f, start := startupFixture(t, newGFS("watched"))
+	f, start := startupFixture(t, resourcestest.NewGFS("watched"))
 	start()
 	// watched's writes: the workers run, the first full pass is over.
 	require.Eventually(t, func() bool { return len(writesOf(f, "watched")) > 0 }, time.Second, 5*time.Millisecond)
 
-	f.Index(newGFS("unseen"))
+	f.Index(resourcestest.NewGFS("unseen"))
 	time.Sleep(200 * time.Millisecond)
 	require.Empty(t, writesOf(f, "unseen"), "no event named it: nothing syncs it before the resync")
 

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/clerum/hcc/pkg/controllers/host/resources/resourcestest"
+
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,7 +27,7 @@ func TestStartupSweepsOrphans(t *testing.T) {
 	f := kittest.NewFixture(t, hostConfigMap(), orphan)
 	issuer := &fakeIssuer{clock: f.Clock, value: credentialValue, lifetime: lifetime}
 	c := New(f.Deps(), issuer, Config{
-		ContextNamespace: contextNS, TargetNamespace: targetNS, Build: testOptions,
+		ContextNamespace: contextNS, TargetNamespace: targetNS, Build: resourcestest.Options,
 		RefreshBefore: refreshBefore, Resync: 10 * time.Minute, Caps: kit.Caps{Absolute: 10, Percent: 100}, Workers: 1,
 	})
 

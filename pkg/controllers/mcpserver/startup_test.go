@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/clerum/hcc/pkg/controllers/mcpserver/resources/resourcestest"
+
 	"github.com/stretchr/testify/require"
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
@@ -24,11 +26,11 @@ func (g *unsettledGate) Settled() <-chan struct{}             { return g.settled
 // informers started: no server is synced (nothing is written) before the
 // egress gates have settled, and the server is synced once they have.
 func TestStartupWaitsForTheGatesToSettle(t *testing.T) {
-	f := kittest.NewFixture(t, newServer("github", clerumv1alpha1.TransportStdio))
+	f := kittest.NewFixture(t, resourcestest.NewServer("github", clerumv1alpha1.TransportStdio))
 	policy, err := imagepolicy.Parse(testPrefixes)
 	require.NoError(t, err)
 	gate := &unsettledGate{settled: make(chan struct{})}
-	c := New(f.Deps(), gate, Config{Namespace: "mcp-server", Build: testOptions, Images: policy, Workers: 1})
+	c := New(f.Deps(), gate, Config{Namespace: "mcp-server", Build: resourcestest.Options, Images: policy, Workers: 1})
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer f.Deps().Informers.Shutdown()

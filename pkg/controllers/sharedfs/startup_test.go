@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/clerum/hcc/pkg/controllers/sharedfs/resources/resourcestest"
+
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
@@ -58,7 +60,7 @@ func writesOf(f *kittest.Fixture, name string) []string {
 // (put in the cache only, as a missed event leaves it).
 func TestStartupQueuesEverySharedFileSystem(t *testing.T) {
 	f, start := startupFixture(t)
-	f.Index(newFS("unseen"))
+	f.Index(resourcestest.NewFS("unseen"))
 	start()
 	require.Eventually(t, func() bool { return len(writesOf(f, "unseen")) > 0 }, time.Second, 5*time.Millisecond,
 		"the first full pass syncs a SharedFileSystem no event named")
@@ -67,12 +69,12 @@ func TestStartupQueuesEverySharedFileSystem(t *testing.T) {
 // TestStartupResyncQueuesEverySharedFileSystem: every Resync, Run queues
 // every SharedFileSystem the cache holds, one no event named among them.
 func TestStartupResyncQueuesEverySharedFileSystem(t *testing.T) {
-	f, start := startupFixture(t, newFS("watched"))
+	f, start := startupFixture(t, resourcestest.NewFS("watched"))
 	start()
 	// watched's writes: the workers run, the first full pass is over.
 	require.Eventually(t, func() bool { return len(writesOf(f, "watched")) > 0 }, time.Second, 5*time.Millisecond)
 
-	f.Index(newFS("unseen"))
+	f.Index(resourcestest.NewFS("unseen"))
 	time.Sleep(200 * time.Millisecond)
 	require.Empty(t, writesOf(f, "unseen"), "no event named it: nothing syncs it before the resync")
 
