@@ -5,6 +5,9 @@ package workload
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 )
 
@@ -39,4 +42,25 @@ func PodSecurity(user, group int64) *corev1.PodSecurityContext {
 		FSGroup:        ptr.To(group),
 		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 	}
+}
+
+// Object is a Kubernetes object as the builders return it.
+type Object interface {
+	runtime.Object
+	metav1.Object
+}
+
+// ControlledBy sets on each of objs a controller reference to the owner
+// name of kind gvk, with an empty uid, and returns them as render prints
+// them: in render's offline plan the owner has no uid, which only the
+// cluster assigns (the controller's kit.Ensure fills it in).
+func ControlledBy(gvk schema.GroupVersionKind, name string, objs ...Object) []runtime.Object {
+	ref := []metav1.OwnerReference{{APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind, Name: name,
+		Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}
+	out := make([]runtime.Object, 0, len(objs))
+	for _, o := range objs {
+		o.SetOwnerReferences(ref)
+		out = append(out, o)
+	}
+	return out
 }

@@ -11,13 +11,12 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/utils/ptr"
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/reasons"
+	"github.com/clerum/hcc/pkg/workload"
 )
 
 // GVK is the kind of the children's owner, for controller references.
@@ -140,19 +139,9 @@ func Plan(g *clerumv1alpha1.GlobalFileSystem, a Admission, opts Options) []runti
 		return nil
 	}
 	c := MakeChildren(g, a, opts)
-	ref := []metav1.OwnerReference{{APIVersion: GVK.GroupVersion().String(), Kind: GVK.Kind, Name: g.Name,
-		Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}
-	own := []interface {
-		runtime.Object
-		metav1.Object
-	}{c.Deployment, c.Service, c.EgressPolicy}
+	own := []workload.Object{c.Deployment, c.Service, c.EgressPolicy}
 	if c.SeedJob != nil {
 		own = append(own, c.SeedJob)
 	}
-	var children []runtime.Object
-	for _, o := range own {
-		o.SetOwnerReferences(ref)
-		children = append(children, o)
-	}
-	return children
+	return workload.ControlledBy(GVK, g.Name, own...)
 }

@@ -5,12 +5,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/utils/ptr"
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
+	"github.com/clerum/hcc/pkg/workload"
 )
 
 // GVK is the kind of the children's owner, for controller references.
@@ -78,19 +77,11 @@ func Plan(h *clerumv1alpha1.Host, a Admission, opts Options) (children []runtime
 	if err != nil {
 		return nil, err
 	}
-	ref := []metav1.OwnerReference{{APIVersion: GVK.GroupVersion().String(), Kind: GVK.Kind, Name: h.Name,
-		Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}
-	own := []interface {
-		runtime.Object
-		metav1.Object
-	}{c.ServiceAccount, c.Role, c.RoleBinding, c.WorkspaceClaim, c.RuntimeTokenSecret, c.Deployment, c.Service}
+	own := []workload.Object{c.ServiceAccount, c.Role, c.RoleBinding, c.WorkspaceClaim, c.RuntimeTokenSecret, c.Deployment, c.Service}
 	if c.DesktopPolicy != nil {
 		own = append(own, c.DesktopPolicy)
 	}
-	for _, o := range own {
-		o.SetOwnerReferences(ref)
-		children = append(children, o)
-	}
+	children = workload.ControlledBy(GVK, h.Name, own...)
 	// No owner reference reaches the channels namespace.
 	children = append(children, c.ChannelReaderDeployment, c.ChannelReaderService, c.ChannelReaderPolicy)
 	return children, nil

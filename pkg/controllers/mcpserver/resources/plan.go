@@ -5,15 +5,14 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/utils/ptr"
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/imagepolicy"
 	"github.com/clerum/hcc/pkg/names"
 	"github.com/clerum/hcc/pkg/reasons"
+	"github.com/clerum/hcc/pkg/workload"
 )
 
 // GVK is the owners' kind, for controller references.
@@ -44,19 +43,11 @@ func Plan(s *clerumv1alpha1.McpServer, opts Options, images *imagepolicy.Policy,
 	default:
 		return nil, block, "its egress bindings are not all allowed", nil
 	}
-	for _, obj := range []interface {
-		runtime.Object
-		metav1.Object
-	}{b.Deployment, b.Service} {
-		obj.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: GVK.GroupVersion().String(), Kind: GVK.Kind,
-			Name: s.Name, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}})
-		children = append(children, obj)
-	}
+	own := []workload.Object{b.Deployment, b.Service}
 	if b.ConfigMap != nil {
-		b.ConfigMap.SetOwnerReferences(b.Deployment.OwnerReferences)
-		children = append(children, b.ConfigMap)
+		own = append(own, b.ConfigMap)
 	}
-	return children, "", "", nil
+	return workload.ControlledBy(GVK, s.Name, own...), "", "", nil
 }
 
 // Children holds the children the builders produce for one server: the

@@ -11,13 +11,12 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/utils/ptr"
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/reasons"
+	"github.com/clerum/hcc/pkg/workload"
 )
 
 // Admission is whether a SharedFileSystem may be deployed, decided from the
@@ -128,19 +127,9 @@ func Plan(fs *clerumv1alpha1.SharedFileSystem, a Admission, opts Options) []runt
 		return nil
 	}
 	ch := MakeChildren(fs, a, opts)
-	ref := []metav1.OwnerReference{{APIVersion: GVK.GroupVersion().String(), Kind: GVK.Kind, Name: fs.Name,
-		Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}
-	own := []interface {
-		runtime.Object
-		metav1.Object
-	}{ch.Claim, ch.IngressPolicy, ch.Service, ch.Deployment}
+	own := []workload.Object{ch.Claim, ch.IngressPolicy, ch.Service, ch.Deployment}
 	if ch.EgressPolicy != nil {
 		own = append(own, ch.EgressPolicy)
 	}
-	children := make([]runtime.Object, 0, len(own))
-	for _, o := range own {
-		o.SetOwnerReferences(ref)
-		children = append(children, o)
-	}
-	return children
+	return workload.ControlledBy(GVK, fs.Name, own...)
 }
