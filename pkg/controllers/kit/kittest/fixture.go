@@ -2,25 +2,18 @@ package kittest
 
 import (
 	"bytes"
-	"encoding/json"
-	"fmt"
 	"reflect"
 	"sort"
-	"strconv"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
-	appsv1 "k8s.io/api/apps/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	kubescheme "k8s.io/client-go/kubernetes/scheme"
 	core "k8s.io/client-go/testing"
@@ -29,6 +22,7 @@ import (
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/controllers/kit"
+	"github.com/clerum/hcc/pkg/controllers/kit/fakeapi"
 	hccfake "github.com/clerum/hcc/pkg/generated/clientset/versioned/fake"
 	hccscheme "github.com/clerum/hcc/pkg/generated/clientset/versioned/scheme"
 )
@@ -57,9 +51,8 @@ type Fixture struct {
 
 	deps kit.Deps
 	log  syncBuffer
-	// rv is the resourceVersion counter of both fakes, as of one etcd.
-	rv   atomic.Int64
-	uids atomic.Int64
+	// api numbers the writes of both fakes, as of one etcd.
+	api *fakeapi.Server
 
 	mu      sync.Mutex
 	applied map[appliedKey][]runtime.Object
@@ -95,10 +88,10 @@ func NewFixture(t testing.TB, objs ...runtime.Object) *Fixture {
 		applied: map[appliedKey][]runtime.Object{},
 	}
 	// Above any resourceVersion a test gives a seeded object.
-	f.rv.Store(1000)
-	f.Kube.PrependReactor("*", "*", f.serve(f.Kube.Tracker()))
-	f.HCC.PrependReactor("*", "*", f.serve(f.HCC.Tracker()))
-	f.HCC.PrependReactor("patch", "*", f.applyStatus)
+	f.api = fakeapi.New(1000, "uid-created-")
+	f.Kube.PrependReactor("*", "*", f.api.Serve(f.Kube.Tracker()))
+	f.HCC.PrependReactor("*", "*", f.api.Serve(f.HCC.Tracker()))
+	f.HCC.PrependReactor("patch", "*", f.api.ApplyStatus(f.HCC.Tracker(), f.recordApplied))
 	f.deps = kit.Deps{
 		Kube: f.Kube, HCC: f.HCC, Informers: kit.NewInformers(f.Kube, f.HCC), Recorder: f.Recorder,
 		Registry: f.Registry, Queues: kit.NewQueues(f.Registry, clk), Clock: clk, Log: zerolog.New(&f.log),
@@ -268,119 +261,12 @@ func Applied[T runtime.Object](f *Fixture, namespace, name string) []T {
 	return out
 }
 
-// serve is the API server's part of a create or update that the fakes
-// lack: every object written gets a new, larger resourceVersion, and a
-// created one a UID; an update of the main resource keeps the status, an
-// update of the status subresource keeps all else; a Deployment's pod
-// template gets the serviceAccount default (the kit expects it). The fake
-// hands reactors a copy of the action, so the caller's object is never
-// changed. Any other action falls through to the fake's tracker.
-func (f *Fixture) serve(tracker core.ObjectTracker) core.ReactionFunc {
-	return func(action core.Action) (bool, runtime.Object, error) {
-		switch a := action.(type) {
-		case core.CreateActionImpl:
-			if a.Subresource != "" {
-				return false, nil, nil
-			}
-			obj := a.Object
-			m, err := meta.Accessor(obj)
-			if err != nil {
-				return false, nil, nil
-			}
-			if m.GetUID() == "" {
-				m.SetUID(types.UID(fmt.Sprintf("uid-created-%d", f.uids.Add(1))))
-			}
-			m.SetResourceVersion(strconv.FormatInt(f.rv.Add(1), 10))
-			defaults(obj)
-			return core.ObjectReaction(tracker)(a)
-		case core.UpdateActionImpl:
-			obj := a.Object
-			m, err := meta.Accessor(obj)
-			if err != nil {
-				return false, nil, nil
-			}
-			old, err := tracker.Get(a.Resource, a.Namespace, m.GetName())
-			if err != nil {
-				return false, nil, nil // the tracker answers: NotFound
-			}
-			switch a.Subresource {
-			case "":
-				copyStatus(obj, old)
-			case "status":
-				obj = withStatus(old.DeepCopyObject(), obj)
-				if m, err = meta.Accessor(obj); err != nil {
-					return false, nil, nil
-				}
-			default:
-				return false, nil, nil
-			}
-			m.SetResourceVersion(strconv.FormatInt(f.rv.Add(1), 10))
-			defaults(obj)
-			a.Object = obj
-			return core.ObjectReaction(tracker)(a)
-		}
-		return false, nil, nil
-	}
-}
-
-// applyStatus stores a server-side apply of a clerum.io object's status,
-// which the fake cannot apply (it has no schema for the kinds), as the API
-// server does for HCC, the status's only writer: the status becomes the
-// one applied. It records the apply for Applied. Any other patch falls
-// through to the fake.
-func (f *Fixture) applyStatus(action core.Action) (bool, runtime.Object, error) {
-	p, ok := action.(core.PatchActionImpl)
-	if !ok || p.Subresource != "status" || p.PatchType != types.ApplyPatchType {
-		return false, nil, nil
-	}
-	tracker := f.HCC.Tracker()
-	old, err := tracker.Get(p.Resource, p.Namespace, p.Name)
-	if err != nil {
-		return true, nil, err
-	}
-	applied := reflect.New(reflect.TypeOf(old).Elem()).Interface().(runtime.Object)
-	if err := json.Unmarshal(p.Patch, applied); err != nil {
-		return true, nil, apierrors.NewBadRequest(err.Error())
-	}
-	obj := withStatus(old.DeepCopyObject(), applied)
-	m, err := meta.Accessor(obj)
-	if err != nil {
-		return true, nil, err
-	}
-	m.SetResourceVersion(strconv.FormatInt(f.rv.Add(1), 10))
-	if err := tracker.Update(p.Resource, obj, p.Namespace); err != nil {
-		return true, nil, err
-	}
+// recordApplied records a status apply for Applied.
+func (f *Fixture) recordApplied(p core.PatchActionImpl, applied runtime.Object) {
 	f.mu.Lock()
+	defer f.mu.Unlock()
 	k := appliedKey{p.Resource, p.Namespace, p.Name}
 	f.applied[k] = append(f.applied[k], applied)
-	f.mu.Unlock()
-	return true, obj.DeepCopyObject(), nil
-}
-
-// copyStatus sets obj's Status to old's, for kinds that have one.
-func copyStatus(obj, old runtime.Object) {
-	dst := reflect.ValueOf(obj).Elem().FieldByName("Status")
-	src := reflect.ValueOf(old).Elem().FieldByName("Status")
-	if dst.IsValid() && src.IsValid() && dst.CanSet() {
-		dst.Set(src)
-	}
-}
-
-// withStatus returns base with status's Status.
-func withStatus(base, status runtime.Object) runtime.Object {
-	copyStatus(base, status)
-	return base
-}
-
-// defaults are the API server's defaults the kit relies on.
-func defaults(obj runtime.Object) {
-	if d, ok := obj.(*appsv1.Deployment); ok {
-		pod := &d.Spec.Template.Spec
-		if pod.DeprecatedServiceAccount == "" {
-			pod.DeprecatedServiceAccount = pod.ServiceAccountName
-		}
-	}
 }
 
 // transform is what an informer with transform stores of obj: never obj
