@@ -141,7 +141,11 @@ func reconcile(ctx context.Context, log zerolog.Logger, cfg *config.Config, clie
 		Config:    cfg,
 		Readiness: readiness,
 	}
-	reconcilers, err := newReconcilers(deps, net.DefaultResolver)
+	issuer, err := newIssuer(deps)
+	if err != nil {
+		return err
+	}
+	reconcilers, err := newReconcilers(deps, net.DefaultResolver, issuer)
 	if err != nil {
 		return err
 	}
@@ -159,9 +163,32 @@ func reconcile(ctx context.Context, log zerolog.Logger, cfg *config.Config, clie
 	return kit.RunAll(ctx, reconcilers)
 }
 
+// newIssuer is the Control API client that issues the Hosts' credentials.
+func newIssuer(deps kit.Deps) (controlapi.CredentialIssuer, error) {
+	cfg := deps.Config
+	issuer, err := controlapi.New(controlapi.Options{
+		BaseURL:    cfg.ControlAPI.BaseURL,
+		HMACSecret: []byte(cfg.ControlAPI.HMACSecret),
+		Clock:      deps.Clock,
+		// A credential must outlive its refresh window by a margin, or
+		// every Host would refresh again seconds after the last.
+		MinLifetime: cfg.Host.BootstrapRefreshBefore + host.MinCredentialMargin,
+		MaxLifetime: cfg.Host.CredentialMaxLifetime,
+		// A Host is asked for again within its refresh window, whatever
+		// Retry-After the Control API sends.
+		RetryAfterCap: cfg.Host.BootstrapRefreshBefore,
+		Observe:       controlapi.NewMetrics(deps.Registry).Observe,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("the Control API client: %w", err)
+	}
+	return issuer, nil
+}
+
 // newReconcilers builds every reconciler hcc-controller runs, wired to each
-// other, from deps.
-func newReconcilers(deps kit.Deps, resolver resolve.Resolver) ([]kit.Reconciler, error) {
+// other, from deps; issuer issues the Hosts' credentials (diff's never
+// calls the Control API).
+func newReconcilers(deps kit.Deps, resolver resolve.Resolver, issuer controlapi.CredentialIssuer) ([]kit.Reconciler, error) {
 	cfg := deps.Config
 	images, err := imagepolicy.Parse(cfg.ImagePolicy.AllowedPrefixes)
 	if err != nil {
@@ -195,22 +222,6 @@ func newReconcilers(deps kit.Deps, resolver resolve.Resolver) ([]kit.Reconciler,
 		Enforce: cfg.ImagePolicy.Enforce,
 		Workers: cfg.Core.McpServerWorkers,
 	})
-	issuer, err := controlapi.New(controlapi.Options{
-		BaseURL:    cfg.ControlAPI.BaseURL,
-		HMACSecret: []byte(cfg.ControlAPI.HMACSecret),
-		Clock:      deps.Clock,
-		// A credential must outlive its refresh window by a margin, or
-		// every Host would refresh again seconds after the last.
-		MinLifetime: cfg.Host.BootstrapRefreshBefore + host.MinCredentialMargin,
-		MaxLifetime: cfg.Host.CredentialMaxLifetime,
-		// A Host is asked for again within its refresh window, whatever
-		// Retry-After the Control API sends.
-		RetryAfterCap: cfg.Host.BootstrapRefreshBefore,
-		Observe:       controlapi.NewMetrics(deps.Registry).Observe,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("the Control API client: %w", err)
-	}
 	hosts := host.New(deps, issuer, host.Config{
 		ContextNamespace: cfg.Namespaces.McpServer,
 		TargetNamespace:  cfg.Namespaces.Target,

@@ -34,10 +34,16 @@ type cluster struct {
 
 func startCluster(t *testing.T) *cluster {
 	t.Helper()
+	return startClusterWith(t, controlplane.Options{})
+}
+
+// startClusterWith is startCluster with opts (an audit policy).
+func startClusterWith(t *testing.T, opts controlplane.Options) *cluster {
+	t.Helper()
 	// klog's logger is process-wide: route it before any client runs, as
 	// the binary does, so run's own Setup call does not swap it under them.
 	logging.Setup(binary, "info")
-	cp := controlplane.Start(t, controlplane.Options{})
+	cp := controlplane.Start(t, opts)
 	kube := kubernetes.NewForConfigOrDie(cp.Config())
 	ctx := context.Background()
 	for _, ns := range []string{"control-plane", "mcp-server", "mcp-host", "rpc-proxy", "sandbox-recipes", "sandbox-ui", "channels", "gfs"} {

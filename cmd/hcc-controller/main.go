@@ -37,6 +37,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		switch args[0] {
 		case "render":
 			return runRender(ctx, args[1:], stdout, stderr)
+		case "diff":
+			return runDiff(ctx, args[1:], stdout, stderr)
 		case "census":
 			return runCensus(ctx, args[1:], stdout, stderr)
 		}

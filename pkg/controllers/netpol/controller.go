@@ -146,6 +146,8 @@ type Controller struct {
 	observed *observations
 	// created remembers this process's creates the cache has not shown.
 	created *createdPolicies
+	// capped is what the orphan caps held back in the last full pass.
+	capped atomic.Pointer[cappedOrphans]
 	// lastStart is when the last full pass started, in Unix nanoseconds.
 	lastStart atomic.Int64
 
@@ -264,6 +266,22 @@ func New(d kit.Deps, egress EgressSource, opts Options) *Controller {
 
 // Name implements kit.Reconciler.
 func (c *Controller) Name() string { return "netpol" }
+
+// cappedOrphans is the rule of a tripped cap and the orphans it held back.
+type cappedOrphans struct {
+	rule     string
+	policies []types.NamespacedName
+}
+
+// HeldBack reports the orphan cap rule that tripped in the last full pass,
+// if any, and the unexplained orphans it held back (`hcc-controller
+// diff`).
+func (c *Controller) HeldBack() (rule string, policies []types.NamespacedName) {
+	if p := c.capped.Load(); p != nil {
+		return p.rule, p.policies
+	}
+	return "", nil
+}
 
 // Signal asks for a full pass. Signals arriving while one is queued or
 // running coalesce into at most one more pass, and passes start at least

@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
@@ -365,6 +366,13 @@ func (c *Controller) observePlan(plan *netpol.Plan, ch changes) {
 	c.metrics.KeptDefaults.Set(float64(len(ch.kept)))
 	c.metrics.Rejections.Set(float64(len(plan.Rejections)))
 	c.metrics.ContextIgnore.Set(float64(len(plan.Conflicts)))
+	held := &cappedOrphans{rule: ch.capped}
+	if ch.capped != "" {
+		for _, p := range ch.orphans {
+			held.policies = append(held.policies, types.NamespacedName{Namespace: p.Namespace, Name: p.Name})
+		}
+	}
+	c.capped.Store(held)
 	if ch.capped != "" {
 		c.metrics.OrphanCapped.WithLabelValues(ch.capped).Inc()
 		c.log.Warn().Int("orphans", len(ch.orphans)).Str("rule", ch.capped).

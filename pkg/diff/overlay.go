@@ -1,0 +1,389 @@
+package diff
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"sync"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	core "k8s.io/client-go/testing"
+
+	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
+	"github.com/clerum/hcc/pkg/controllers/kit/fakeapi"
+	hccfake "github.com/clerum/hcc/pkg/generated/clientset/versioned/fake"
+)
+
+// overlay is the cluster the reconcilers of a diff run against: the live
+// cluster, read lazily and never written, under the reconcilers' own
+// writes, which stay in the overlay. A list, get or create first reads the
+// live cluster for what it asks (the same selectors, the same name), once;
+// from then on the object is the overlay's, and an object the overlay
+// deleted is never read from the live cluster again. Writes are served as
+// the API server serves them (fakeapi) and recorded.
+type overlay struct {
+	live dynamic.Interface
+	api  *fakeapi.Server
+	kube *kubefake.Clientset
+	hcc  *hccfake.Clientset
+
+	mu     sync.Mutex
+	listed map[listKey]bool
+	gone   map[objectKey]bool
+	writes []write
+	// primaries are the clerum.io objects as first read from the live
+	// cluster: their status says what is already reported.
+	primaries map[objectKey]runtime.Object
+	// err is the first failure to read the live cluster: the run is void,
+	// since a reconciler that could not read would decide from less than a
+	// leader sees.
+	err error
+}
+
+type listKey struct {
+	resource       schema.GroupVersionResource
+	namespace      string
+	labels, fields string
+}
+
+type objectKey struct {
+	resource        schema.GroupVersionResource
+	namespace, name string
+}
+
+// write is one write a reconciler sent, with the object before it (nil
+// for a create) and after it (nil for a delete or a refused write).
+type write struct {
+	verb, subresource string
+	resource          schema.GroupVersionResource
+	namespace, name   string
+	before, after     runtime.Object
+	err               error
+}
+
+// overlayResourceVersion is where the overlay's resourceVersions start:
+// above any etcd revision a live cluster serves, so a watch from a list's
+// resourceVersion sees exactly the overlay's later writes.
+const overlayResourceVersion = 1 << 52
+
+func newOverlay(live dynamic.Interface) *overlay {
+	o := &overlay{
+		live:      live,
+		api:       fakeapi.New(overlayResourceVersion, "diff-created-"),
+		kube:      kubefake.NewClientset(),
+		hcc:       hccfake.NewSimpleClientset(),
+		listed:    map[listKey]bool{},
+		gone:      map[objectKey]bool{},
+		primaries: map[objectKey]runtime.Object{},
+	}
+	o.serve(&o.kube.Fake, o.kube.Tracker())
+	o.serve(&o.hcc.Fake, o.hcc.Tracker())
+	return o
+}
+
+// serve puts the overlay in front of fake's own reactors.
+func (o *overlay) serve(fake *core.Fake, tracker core.ObjectTracker) {
+	serveWrite := o.api.Serve(tracker)
+	applyStatus := o.api.ApplyStatus(tracker, nil)
+	fallback := core.ObjectReaction(tracker)
+	fake.PrependReactor("*", "*", func(action core.Action) (bool, runtime.Object, error) {
+		switch a := action.(type) {
+		case core.ListActionImpl:
+			return o.list(tracker, a)
+		case core.GetActionImpl:
+			o.readThrough(tracker, key(a.Resource, a.Namespace, a.Name))
+			return false, nil, nil
+		}
+		k, ok := writeKey(action)
+		if !ok {
+			return false, nil, nil
+		}
+		o.readThrough(tracker, k)
+		before, _ := tracker.Get(k.resource, k.namespace, k.name)
+		handled, obj, err := serveWrite(action)
+		if !handled {
+			handled, obj, err = applyStatus(action)
+		}
+		if !handled {
+			handled, obj, err = fallback(action)
+		}
+		w := write{verb: action.GetVerb(), subresource: action.GetSubresource(), resource: k.resource,
+			namespace: k.namespace, name: k.name, before: before, err: err}
+		if err == nil && action.GetVerb() != "delete" {
+			w.after, _ = tracker.Get(k.resource, k.namespace, k.name)
+		}
+		o.mu.Lock()
+		if action.GetVerb() == "delete" && err == nil {
+			o.gone[k] = true
+		}
+		o.writes = append(o.writes, w)
+		o.mu.Unlock()
+		return handled, obj, err
+	})
+	fake.PrependWatchReactor("*", func(action core.Action) (bool, watch.Interface, error) {
+		a, ok := action.(core.WatchActionImpl)
+		if !ok {
+			return false, nil, nil
+		}
+		w, err := tracker.Watch(a.Resource, a.Namespace, a.ListOptions)
+		if err != nil {
+			return true, nil, err
+		}
+		sel, err := selectorsOf(a.ListOptions)
+		if err != nil {
+			return true, nil, err
+		}
+		// The tracker tells every watcher of the resource; the API server
+		// tells only those whose selectors match, and an object that stops
+		// matching leaves the watch as a deletion.
+		return true, watch.Filter(w, func(e watch.Event) (watch.Event, bool) {
+			if m, err := meta.Accessor(e.Object); err == nil && !sel.matches(m) {
+				if e.Type != watch.Modified {
+					return e, false
+				}
+				e.Type = watch.Deleted
+			}
+			return e, true
+		}), nil
+	})
+}
+
+// list answers a list from the overlay, filling it from the live cluster
+// first for the selectors asked, as the API server filters it.
+func (o *overlay) list(tracker core.ObjectTracker, a core.ListActionImpl) (bool, runtime.Object, error) {
+	sel, err := selectorsOf(a.ListOptions)
+	if err != nil {
+		return true, nil, err
+	}
+	o.fill(tracker, a.Resource, a.Namespace, a.ListOptions)
+	obj, err := tracker.List(a.Resource, a.Kind, a.Namespace)
+	if err != nil {
+		return true, nil, err
+	}
+	items, err := meta.ExtractList(obj)
+	if err != nil {
+		return true, nil, err
+	}
+	kept := items[:0]
+	for _, item := range items {
+		if m, err := meta.Accessor(item); err == nil && sel.matches(m) {
+			kept = append(kept, item)
+		}
+	}
+	if err := meta.SetList(obj, kept); err != nil {
+		return true, nil, err
+	}
+	if l, err := meta.ListAccessor(obj); err == nil {
+		l.SetResourceVersion(o.api.ResourceVersion())
+	}
+	return true, obj, nil
+}
+
+// fill copies into the overlay, once per resource, namespace and
+// selectors, the live objects a list with opts returns that the overlay
+// does not hold or has not deleted.
+func (o *overlay) fill(tracker core.ObjectTracker, gvr schema.GroupVersionResource, namespace string, opts metav1.ListOptions) {
+	k := listKey{gvr, namespace, opts.LabelSelector, opts.FieldSelector}
+	o.mu.Lock()
+	done := o.listed[k]
+	o.listed[k] = true
+	o.mu.Unlock()
+	if done {
+		return
+	}
+	live := metav1.ListOptions{LabelSelector: opts.LabelSelector, FieldSelector: opts.FieldSelector, Limit: 500}
+	for {
+		list, err := o.live.Resource(gvr).Namespace(namespace).List(context.Background(), live)
+		if err != nil {
+			o.fail(fmt.Errorf("listing %s in %q: %w", gvr.GroupResource(), namespace, err))
+			return
+		}
+		for i := range list.Items {
+			o.adopt(tracker, gvr, &list.Items[i])
+		}
+		if live.Continue = list.GetContinue(); live.Continue == "" {
+			return
+		}
+	}
+}
+
+// readThrough copies k from the live cluster into the overlay when the
+// overlay neither holds it nor deleted it.
+func (o *overlay) readThrough(tracker core.ObjectTracker, k objectKey) {
+	if k.name == "" {
+		return
+	}
+	if _, err := tracker.Get(k.resource, k.namespace, k.name); err == nil {
+		return
+	}
+	o.mu.Lock()
+	gone := o.gone[k]
+	o.mu.Unlock()
+	if gone {
+		return
+	}
+	u, err := o.live.Resource(k.resource).Namespace(k.namespace).Get(context.Background(), k.name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return
+	}
+	if err != nil {
+		o.fail(fmt.Errorf("reading %s %s/%s: %w", k.resource.GroupResource(), k.namespace, k.name, err))
+		return
+	}
+	o.adopt(tracker, k.resource, u)
+}
+
+// adopt adds the live object u to the overlay, unless the overlay already
+// holds or deleted it: the overlay's version wins.
+func (o *overlay) adopt(tracker core.ObjectTracker, gvr schema.GroupVersionResource, u *unstructured.Unstructured) {
+	k := key(gvr, u.GetNamespace(), u.GetName())
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.gone[k] {
+		return
+	}
+	if _, err := tracker.Get(gvr, k.namespace, k.name); err == nil {
+		return
+	}
+	obj, err := scheme.New(u.GroupVersionKind())
+	if err != nil {
+		o.failLocked(fmt.Errorf("%s %s/%s: %w", u.GetKind(), k.namespace, k.name, err))
+		return
+	}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, obj); err != nil {
+		o.failLocked(fmt.Errorf("%s %s/%s: %w", u.GetKind(), k.namespace, k.name, err))
+		return
+	}
+	if err := tracker.Add(obj); err != nil && !apierrors.IsAlreadyExists(err) {
+		o.failLocked(fmt.Errorf("%s %s/%s: %w", u.GetKind(), k.namespace, k.name, err))
+	}
+	if gvr.Group == clerumv1alpha1.GroupName {
+		o.primaries[key(schema.GroupVersionResource{Group: gvr.Group, Resource: u.GetKind()}, k.namespace, k.name)] = obj
+	}
+}
+
+// liveConditions are the status conditions the clerum.io object of kind
+// had in the live cluster, if it was read.
+func (o *overlay) liveConditions(kind, namespace, name string) []metav1.Condition {
+	o.mu.Lock()
+	obj := o.primaries[key(schema.GroupVersionResource{Group: clerumv1alpha1.GroupName, Resource: kind}, namespace, name)]
+	o.mu.Unlock()
+	if obj == nil {
+		return nil
+	}
+	status := reflect.ValueOf(obj).Elem().FieldByName("Status")
+	if !status.IsValid() {
+		return nil
+	}
+	conditions, _ := status.FieldByName("Conditions").Interface().([]metav1.Condition)
+	return conditions
+}
+
+func (o *overlay) fail(err error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.failLocked(err)
+}
+
+func (o *overlay) failLocked(err error) {
+	if o.err == nil {
+		o.err = err
+	}
+}
+
+// failure is the first failure to read the live cluster.
+func (o *overlay) failure() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.err
+}
+
+// recorded returns the writes so far, in the order they were sent.
+func (o *overlay) recorded() []write {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return append([]write(nil), o.writes...)
+}
+
+func key(gvr schema.GroupVersionResource, namespace, name string) objectKey {
+	return objectKey{resource: gvr, namespace: namespace, name: name}
+}
+
+// writeKey is the object a create, update, patch or delete names.
+func writeKey(action core.Action) (objectKey, bool) {
+	switch a := action.(type) {
+	case core.CreateActionImpl:
+		m, err := meta.Accessor(a.Object)
+		if err != nil {
+			return objectKey{}, false
+		}
+		return key(a.Resource, a.Namespace, m.GetName()), true
+	case core.UpdateActionImpl:
+		m, err := meta.Accessor(a.Object)
+		if err != nil {
+			return objectKey{}, false
+		}
+		return key(a.Resource, a.Namespace, m.GetName()), true
+	case core.PatchActionImpl:
+		return key(a.Resource, a.Namespace, a.Name), true
+	case core.DeleteActionImpl:
+		return key(a.Resource, a.Namespace, a.Name), true
+	}
+	return objectKey{}, false
+}
+
+// selectors are a list's or watch's label and field selectors. Of the
+// field selectors only metadata.name and metadata.namespace are
+// evaluated, the only ones HCC's informers use.
+type selectors struct {
+	labels labels.Selector
+	fields fields.Selector
+}
+
+func selectorsOf(opts metav1.ListOptions) (selectors, error) {
+	s := selectors{labels: labels.Everything(), fields: fields.Everything()}
+	var err error
+	if opts.LabelSelector != "" {
+		if s.labels, err = labels.Parse(opts.LabelSelector); err != nil {
+			return s, apierrors.NewBadRequest(err.Error())
+		}
+	}
+	if opts.FieldSelector != "" {
+		if s.fields, err = fields.ParseSelector(opts.FieldSelector); err != nil {
+			return s, apierrors.NewBadRequest(err.Error())
+		}
+	}
+	return s, nil
+}
+
+func (s selectors) matches(m metav1.Object) bool {
+	if !s.labels.Matches(labels.Set(m.GetLabels())) {
+		return false
+	}
+	for _, r := range s.fields.Requirements() {
+		var have string
+		switch r.Field {
+		case "metadata.name":
+			have = m.GetName()
+		case "metadata.namespace":
+			have = m.GetNamespace()
+		default:
+			continue
+		}
+		if (r.Operator == selection.NotEquals) == (have == r.Value) {
+			return false
+		}
+	}
+	return true
+}
