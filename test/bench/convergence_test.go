@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/clerum/hcc/hack/devcontrolapi"
 	"github.com/clerum/hcc/internal/testing/testenv"
@@ -115,16 +116,10 @@ func BenchmarkFleetConvergence(b *testing.B) {
 	}
 }
 
-func runFleetConvergence(b *testing.B, bin string, f fleet, budget clientBudget) {
+// createFleet creates f as admin, with the Host pods' configuration.
+func createFleet(b *testing.B, admin *rest.Config, f fleet) {
 	ctx := context.Background()
-	cp := startControlPlane(b, auditPolicy, "controller")
-	defer cp.Stop() // before the next budget's control plane starts
-	admin := cp.Config()
-	admin.QPS, admin.Burst = 2000, 4000
 	hcc := clientset.NewForConfigOrDie(admin)
-
-	// The fleet, as the admin, before the controller starts.
-	var templates []runtime.Object
 	kittest.Parallel(b, f.servers(), func(i int) error {
 		_, err := hcc.ClerumV1alpha1().McpServers("mcp-server").Create(ctx, newServer(i), metav1.CreateOptions{})
 		return err
@@ -142,7 +137,18 @@ func runFleetConvergence(b *testing.B, bin string, f fleet, budget clientBudget)
 		_, err := hcc.ClerumV1alpha1().Hosts("mcp-host").Create(ctx, newHost(i, f.contexts), metav1.CreateOptions{})
 		return err
 	})
-	templates = append(templates, newServer(0), newContext(0, f.serversPerContext), newHost(0, f.contexts))
+}
+
+func runFleetConvergence(b *testing.B, bin string, f fleet, budget clientBudget) {
+	cp := startControlPlane(b, auditPolicy, "controller")
+	defer cp.Stop() // before the next budget's control plane starts
+	admin := cp.Config()
+	admin.QPS, admin.Burst = 2000, 4000
+	hcc := clientset.NewForConfigOrDie(admin)
+
+	// The fleet, as the admin, before the controller starts.
+	createFleet(b, admin, f)
+	templates := []runtime.Object{newServer(0), newContext(0, f.serversPerContext), newHost(0, f.contexts)}
 
 	// The development Control API issues the Hosts' credentials.
 	devAPI, err := devcontrolapi.New(devcontrolapi.Options{HMACSecret: []byte(hmacSecret), MigrationAudience: devcontrolapi.DefaultMigrationAudience})
