@@ -119,6 +119,21 @@ func TestTheFieldsIgnoredCondition(t *testing.T) {
 		f.sync()
 		assert.Nil(t, f.condition(clerumv1alpha1.ConditionFieldsIgnored))
 	})
+	t.Run("one a server should not have is removed, though nothing else changed", func(t *testing.T) {
+		f := newFixture(t, false, mongodb(), secret("atlas", map[string]string{"uri": "x"}))
+		f.sync()
+		f.SyncCaches()
+		f.showStatus()
+		f.ClearWrites()
+		stale := f.server.DeepCopy()
+		stale.Status.Conditions = append(stale.Status.Conditions, metav1.Condition{Type: clerumv1alpha1.ConditionFieldsIgnored,
+			Status: metav1.ConditionTrue, Reason: reasons.RemoteFieldsIgnored, Message: "remote server: spec.image is ignored", ObservedGeneration: 1})
+		f.server = stale
+		f.Index(stale)
+		f.sync()
+		assert.Equal(t, []string{"patch mcpservers/mongodb/status"}, f.Writes(), "the apply that drops it is made")
+		assert.Nil(t, f.condition(clerumv1alpha1.ConditionFieldsIgnored))
+	})
 }
 
 // The FieldsIgnored event is given once per generation: not again on a
@@ -190,4 +205,15 @@ func TestARemoteServersEnvSecretIsNotChecked(t *testing.T) {
 	assert.Equal(t, []string{"patch mcpservers/atlassian/status"}, f.Writes(), "its auth Secret is still waited for")
 	assert.Equal(t, "Secret jira does not exist", f.condition(clerumv1alpha1.ConditionSecretsResolved).Message)
 	assert.Equal(t, reasons.SecretsMissing, f.condition(clerumv1alpha1.ConditionReady).Reason)
+}
+
+// The FieldsIgnored event is remembered apart from the remote warnings: a
+// server warned about in the same sync is told both.
+func TestTheFieldsIgnoredEventComesWithTheRemoteWarnings(t *testing.T) {
+	f := newFixture(t, false, atlassian(ignoredFields[0].set, func(s *clerumv1alpha1.McpServer) { s.Spec.EgressBindings = nil }))
+	f.sync()
+	assert.Equal(t, []string{
+		"Warning RemoteUnreachable no egress binding of this server covers mcp.atlassian.com:443: its proxy cannot reach the upstream",
+		"Normal FieldsIgnored remote server: spec.image is ignored",
+	}, f.Events())
 }
