@@ -67,6 +67,9 @@ const (
 	ReplicasAsked    = "AsRequested"       // ReplicasCapped False
 	RemoteCovered    = "BindingCoversHost" // RemoteReachable True
 	RemoteNotCovered = "NoBindingForHost"  // RemoteReachable False
+	// FieldsIgnored (remote servers only).
+	RemoteFieldsIgnored = "RemoteFieldsIgnored" // True: the spec sets fields the egress proxy does not use
+	NoFieldsIgnored     = "NoFieldsIgnored"     // False: it sets none
 )
 
 // McpServer events.
@@ -80,6 +83,9 @@ const (
 	EventRemoteUnreachable = "RemoteUnreachable"
 	// EventRemoteInsecure: a remote server's URL is plain http.
 	EventRemoteInsecure = "RemoteInsecure"
+	// EventFieldsIgnored (Normal): a remote server sets fields its pods do
+	// not use; once per generation.
+	EventFieldsIgnored = "FieldsIgnored"
 )
 
 // Host status (field manager hcc-host). Ready also uses Available,

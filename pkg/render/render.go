@@ -319,6 +319,9 @@ func planServers(servers []*clerumv1alpha1.McpServer, secrets []*corev1.Secret, 
 		if err != nil {
 			return nil, err
 		}
+		if msg := mcpserverresources.IgnoredMessage(s); msg != "" {
+			warn("McpServer %s: %s", s.Name, msg)
+		}
 		if block != "" {
 			warn("McpServer %s gets no Deployment (%s): %s", s.Name, block, why)
 			continue

@@ -233,13 +233,20 @@ func TestRenderPlansMcpServersAsTheControllerDecides(t *testing.T) {
 	}
 	secret := "apiVersion: v1\nkind: Secret\nmetadata: {name: atlas}\nstringData: {uri: mongodb+srv://secret}\n"
 	envSecret := "  envSecret: {name: atlas, keys: [{secretKey: uri, envName: URI}]}\n"
+	// A remote server that also sets every container field, its envSecret's
+	// Secret missing: the fields are ignored, as the controller ignores them.
+	remote := plain("  remote: {url: \"https://mcp.atlassian.com/v1/sse\"}\n  command: [node]\n  args: [--readonly]\n" +
+		"  env: [{name: LOG_LEVEL, value: info}]\n" + envSecret)
 	tests := []struct {
 		name       string
 		files      string
 		deployment bool
 		replicas   string
 		warning    string
+		absent     string
 	}{
+		{name: "a remote server that sets container fields gets its proxy's Deployment", files: remote, deployment: true, replicas: "replicas: 1",
+			warning: "McpServer s2: remote server: spec.image, spec.command, spec.args, spec.env, spec.envSecret are ignored", absent: "mongodb/x:1"},
 		{name: "a server with its Secret gets a Deployment", files: plain(envSecret) + "---\n" + secret, deployment: true, replicas: "replicas: 1"},
 		{name: "a missing Secret gets none", files: plain(envSecret), warning: "McpServer s2 gets no Deployment (SecretsMissing): Secret atlas does not exist"},
 		{name: "a disabled server runs no replica", files: plain("  enabled: false\n"), deployment: true, replicas: "replicas: 0"},
@@ -254,6 +261,9 @@ func TestRenderPlansMcpServersAsTheControllerDecides(t *testing.T) {
 			assert.NotContains(t, r.out, "mongodb+srv://secret", "a Secret value is never printed")
 			if tc.replicas != "" {
 				assert.Contains(t, r.out, tc.replicas)
+			}
+			if tc.absent != "" {
+				assert.NotContains(t, r.out, tc.absent)
 			}
 			if tc.warning != "" {
 				require.NotEmpty(t, r.warnings)

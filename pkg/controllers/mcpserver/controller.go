@@ -85,12 +85,14 @@ type Controller struct {
 	// (docs/reconcilers.md#memory): blocked, why it was last blocked, so
 	// a block and its release are each one event, not one per sync;
 	// states, its state; warned, the generation a remote warning was last
+	// given for; noted, the generation its FieldsIgnored event was last
 	// given for. Reasons and states are counted as they are set, so the
 	// gauges cost no walk over every server; gauges orders their
 	// refreshes.
 	blocked *kit.Reasons
 	states  *kit.Reasons
 	warned  *remoteWarnings
+	noted   *remoteWarnings
 	gauges  sync.Mutex
 }
 
@@ -127,6 +129,7 @@ func New(d kit.Deps, gate Gate, cfg Config) *Controller {
 		blocked:      kit.NewReasons(),
 		states:       kit.NewReasons(),
 		warned:       newRemoteWarnings(),
+		noted:        newRemoteWarnings(),
 	}
 	c.children = kit.NewChildren(d.Kube, clerumv1alpha1.FieldManagerMcpServer, d.Recorder, func(kind string, cause kit.Cause) {
 		c.metrics.Refused.WithLabelValues(kind, string(cause)).Inc()

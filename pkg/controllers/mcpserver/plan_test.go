@@ -46,6 +46,11 @@ func TestSyncAndRenderProduceTheSameChildren(t *testing.T) {
 			s.Spec.Image, s.Spec.Remote = "", &clerumv1alpha1.Remote{URL: "https://mcp.atlassian.com/v1/sse"}
 			s.Spec.EgressBindings = []clerumv1alpha1.EgressBinding{{Name: "api", Host: "mcp.atlassian.com", Port: ptr.To[int32](443)}}
 		}), want: 3},
+		{name: "remote, its container fields ignored and its envSecret's Secret missing", server: atlassian(func(s *clerumv1alpha1.McpServer) {
+			for _, f := range ignoredFields {
+				f.set(s)
+			}
+		}), want: 3},
 		{name: "disabled", server: resourcestest.NewServer("off", clerumv1alpha1.TransportSSE, func(s *clerumv1alpha1.McpServer) {
 			s.Spec.Enabled = ptr.To(false)
 		}), want: 2},

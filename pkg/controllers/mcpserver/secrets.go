@@ -8,7 +8,8 @@ import (
 )
 
 // secretIndex indexes McpServers by the names of the Secrets they read
-// (envSecret and auth), so a Secret event re-queues exactly its dependents.
+// (envSecret, unless it is ignored, and auth), so a Secret event re-queues
+// exactly its dependents.
 const secretIndex = "secret"
 
 func referencedSecrets(obj any) ([]string, error) {
@@ -17,8 +18,8 @@ func referencedSecrets(obj any) ([]string, error) {
 		return nil, nil
 	}
 	var out []string
-	if s.Spec.EnvSecret != nil {
-		out = append(out, s.Spec.EnvSecret.Name)
+	if es := resources.EnvSecretOf(s); es != nil {
+		out = append(out, es.Name)
 	}
 	if s.Spec.Auth != nil && s.Spec.Auth.SecretRef.Name != "" {
 		out = append(out, s.Spec.Auth.SecretRef.Name)

@@ -19,8 +19,9 @@ import (
 // status collects, during one sync, every status field the field manager
 // hcc-mcpserver owns: deployed, ready, observedGeneration and the
 // conditions Ready, SecretsResolved, ImageAllowed, ReplicasCapped and (for
-// remote servers) RemoteReachable. Under server-side apply a field the
-// manager stops sending is removed, so all of them are sent on every write.
+// remote servers) RemoteReachable and FieldsIgnored. Under server-side apply
+// a field the manager stops sending is removed, so all of them are sent on
+// every write.
 type status struct {
 	server          *clerumv1alpha1.McpServer
 	deployedNow     bool
@@ -30,6 +31,7 @@ type status struct {
 	imageAllowed    kit.Condition
 	replicasCapped  kit.Condition
 	remoteReachable *kit.Condition
+	fieldsIgnored   *kit.Condition
 	secretsMessage  string
 	imageMessage    string
 	invalidMessage  string
@@ -44,7 +46,23 @@ func newStatus(s *clerumv1alpha1.McpServer) *status {
 		st.replicasCapped = kit.Condition{Type: clerumv1alpha1.ConditionReplicasCapped, Status: metav1.ConditionTrue,
 			Reason: reasons.StdioSingleton, Message: fmt.Sprintf("a stdio server runs %d replica, not %d", resources.MaxStdioReplicas, ptr.Deref(s.Spec.Replicas, 1))}
 	}
+	if s.Spec.Remote != nil {
+		st.fieldsIgnored = fieldsIgnored(s)
+	}
 	return st
+}
+
+// fieldsIgnored is a remote server's FieldsIgnored condition: True, naming
+// the fields its egress proxy does not use (resources.IgnoredFields), or
+// False when it sets none. A server that is not remote has none: all of
+// its fields are used.
+func fieldsIgnored(s *clerumv1alpha1.McpServer) *kit.Condition {
+	if msg := resources.IgnoredMessage(s); msg != "" {
+		return &kit.Condition{Type: clerumv1alpha1.ConditionFieldsIgnored, Status: metav1.ConditionTrue,
+			Reason: reasons.RemoteFieldsIgnored, Message: msg}
+	}
+	return &kit.Condition{Type: clerumv1alpha1.ConditionFieldsIgnored, Status: metav1.ConditionFalse, Reason: reasons.NoFieldsIgnored,
+		Message: "remote server: it sets none of spec.image, command, args, env and envSecret, which its egress proxy would ignore"}
 }
 
 func (st *status) secrets(sc resources.SecretCheck) {
@@ -140,8 +158,10 @@ func (st *status) deployed(s *clerumv1alpha1.McpServer, live *appsv1.Deployment)
 func (st *status) build(now time.Time) (*applyv1alpha1.McpServerApplyConfiguration, bool) {
 	s := st.server
 	want := []kit.Condition{st.ready, st.secretsResolved, st.imageAllowed, st.replicasCapped}
-	if st.remoteReachable != nil {
-		want = append(want, *st.remoteReachable)
+	for _, c := range []*kit.Condition{st.remoteReachable, st.fieldsIgnored} {
+		if c != nil {
+			want = append(want, *c)
+		}
 	}
 	conds := kit.BuildOwnedConditions(s.Status.Conditions, ownedConditions, s.Generation, now, want...)
 	changed := conds.Changed || s.Status.Deployed != st.deployedNow || s.Status.Ready != st.readyNow ||
@@ -156,7 +176,8 @@ func (st *status) build(now time.Time) (*applyv1alpha1.McpServerApplyConfigurati
 
 // ownedConditions are every condition type hcc-mcpserver writes.
 var ownedConditions = []string{clerumv1alpha1.ConditionReady, clerumv1alpha1.ConditionSecretsResolved,
-	clerumv1alpha1.ConditionImageAllowed, clerumv1alpha1.ConditionReplicasCapped, clerumv1alpha1.ConditionRemoteReachable}
+	clerumv1alpha1.ConditionImageAllowed, clerumv1alpha1.ConditionReplicasCapped, clerumv1alpha1.ConditionRemoteReachable,
+	clerumv1alpha1.ConditionFieldsIgnored}
 
 // Server states, the values of clerum_hcc_mcpserver_servers{state}.
 var serverStates = []string{"ready", "deployed", "blocked", "disabled", "not-owned"}
@@ -165,8 +186,9 @@ var serverStates = []string{"ready", "deployed", "blocked", "disabled", "not-own
 // gauge series exists (at zero) from the start.
 var blockReasons = []string{reasons.EgressPending, reasons.ImageNotAllowed, reasons.InvalidSpec, reasons.SecretsMissing}
 
-// remoteWarnings remembers, per server, the generation a remote warning was
-// last given for.
+// remoteWarnings remembers, per server, the generation a remote server's
+// warning (or, in another instance, its FieldsIgnored event) was last given
+// for.
 type remoteWarnings struct {
 	mu         sync.Mutex
 	generation map[string]int64
@@ -199,6 +221,7 @@ func (c *Controller) forget(server string) {
 	c.blocked.Forget(server)
 	c.states.Forget(server)
 	c.warned.forget(server)
+	c.noted.forget(server)
 }
 
 // refreshGauges sets the gauges from the counts. Refreshes are one at a

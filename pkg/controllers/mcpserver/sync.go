@@ -11,6 +11,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
@@ -44,7 +45,9 @@ const refusedRetry = 5 * time.Minute
 //     children (the name cannot change);
 //  4. otherwise the ConfigMap (remote servers), Deployment and Service are
 //     written where they differ from the builders;
-//  5. status is applied by server-side apply when it changed.
+//  5. a remote server is checked against its egress bindings, and the
+//     fields of its spec its proxy ignores are reported (FieldsIgnored);
+//  6. status is applied by server-side apply when it changed.
 func (c *Controller) syncMcpServer(ctx context.Context, key cache.ObjectName) (kit.Result, error) {
 	s, err := c.servers.McpServers(key.Namespace).Get(key.Name)
 	if apierrors.IsNotFound(err) || (err == nil && s.DeletionTimestamp != nil) {
@@ -115,6 +118,7 @@ func (c *Controller) syncMcpServer(ctx context.Context, key cache.ObjectName) (k
 	}
 	if s.Spec.Remote != nil {
 		c.checkRemote(s, st)
+		c.reportIgnoredFields(s)
 	}
 	c.states.Set(s.Name, st.stateOf())
 	c.refreshGauges()
@@ -243,6 +247,26 @@ func (c *Controller) checkRemote(s *clerumv1alpha1.McpServer, st *status) {
 		c.recorder.Eventf(s, corev1.EventTypeWarning, reasons.EventRemoteInsecure,
 			"spec.remote.url is plain http: traffic to %s:%d, credentials included, is not encrypted", host, port)
 	}
+}
+
+// reportIgnoredFields gives one Normal event per generation of a remote
+// server that sets fields its egress proxy does not use (they are reported
+// in FieldsIgnored, not refused). A server whose status already says so for
+// this generation gets none, so a restarted controller does not repeat it;
+// the memory covers the syncs before that status reaches the cache.
+func (c *Controller) reportIgnoredFields(s *clerumv1alpha1.McpServer) {
+	msg := resources.IgnoredMessage(s)
+	if msg == "" {
+		return
+	}
+	if cur := meta.FindStatusCondition(s.Status.Conditions, clerumv1alpha1.ConditionFieldsIgnored); cur != nil &&
+		cur.Status == metav1.ConditionTrue && cur.ObservedGeneration == s.Generation {
+		return
+	}
+	if !c.noted.due(s.Name, s.Generation) {
+		return
+	}
+	c.recorder.Event(s, corev1.EventTypeNormal, reasons.EventFieldsIgnored, msg)
 }
 
 // bindingCovers reports whether b lets the proxy reach host:port.

@@ -38,6 +38,10 @@ const (
 	// ConditionRemoteReachable reports whether a remote McpServer's own
 	// egress bindings cover the host of spec.remote.url.
 	ConditionRemoteReachable = "RemoteReachable"
+	// ConditionFieldsIgnored is True when a remote McpServer sets fields its
+	// pods do not use (image, command, args, env, envSecret: they run the
+	// platform's egress proxy); written for remote servers only.
+	ConditionFieldsIgnored = "FieldsIgnored"
 	// ConditionAuthReady reports whether a Host's runtime-token Secret holds
 	// a bootstrap credential issued by the Control API for this Host.
 	ConditionAuthReady = "AuthReady"
@@ -163,7 +167,9 @@ type McpServerSpec struct {
 	// Transport says how mcp-host reaches the server.
 	Transport Transport `json:"transport"`
 
-	// Remote makes this a proxy to an MCP server outside the cluster.
+	// Remote makes this a proxy to an MCP server outside the cluster: its
+	// pods run the platform's egress proxy, and image, command, args, env
+	// and envSecret are ignored (condition FieldsIgnored).
 	// +optional
 	Remote *Remote `json:"remote,omitempty"`
 

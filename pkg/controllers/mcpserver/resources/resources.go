@@ -93,11 +93,10 @@ type Options struct {
 // Errors that keep a server from being built; the sync reports them as a
 // condition and builds nothing.
 var (
-	ErrNoImage        = errors.New("spec.image is required for a server that is not remote")
-	ErrStdioCommand   = errors.New("a stdio server needs spec.command: the stdio shim starts it, so the image's entrypoint cannot be used")
-	ErrEnvSecretRef   = errors.New("spec.env may not read Secrets or ConfigMaps through valueFrom; name Secret keys in spec.envSecret, which is validated")
-	ErrRemoteURL      = errors.New("spec.remote.url must be an absolute http or https URL without user information, query or fragment")
-	ErrRemoteWithSpec = errors.New("a remote server runs the platform's egress proxy: spec.image, command, args, env and envSecret are not used")
+	ErrNoImage      = errors.New("spec.image is required for a server that is not remote")
+	ErrStdioCommand = errors.New("a stdio server needs spec.command: the stdio shim starts it, so the image's entrypoint cannot be used")
+	ErrEnvSecretRef = errors.New("spec.env may not read Secrets or ConfigMaps through valueFrom; name Secret keys in spec.envSecret, which is validated")
+	ErrRemoteURL    = errors.New("spec.remote.url must be an absolute http or https URL without user information, query or fragment")
 	// ErrImageReference: spec.image does not normalize, so there is no
 	// fully qualified reference to run (the allowlist refuses it too).
 	ErrImageReference = errors.New("spec.image is not a valid image reference")
@@ -326,9 +325,7 @@ func buildPodSpec(s *clerumv1alpha1.McpServer, opts Options) (corev1.PodSpec, er
 	port := s.Spec.Transport.EffectivePort()
 	switch {
 	case s.Spec.Remote != nil:
-		if s.Spec.Image != "" || len(s.Spec.Command) > 0 || len(s.Spec.Args) > 0 || len(s.Spec.Env) > 0 || s.Spec.EnvSecret != nil {
-			return pod, ErrRemoteWithSpec
-		}
+		// The container fields, if set, are ignored (IgnoredFields).
 		if _, err := remoteURL(s); err != nil {
 			return pod, err
 		}
@@ -408,6 +405,60 @@ func buildPodSpec(s *clerumv1alpha1.McpServer, opts Options) (corev1.PodSpec, er
 	return pod, nil
 }
 
+// IgnoredFields returns the fields of s's spec that its pods do not use, in
+// spec order: for a remote server, whichever of spec.image, command, args,
+// env and envSecret it sets, as its pod runs only the platform's egress
+// proxy; nil for any other server. The CRD accepts them, and servers
+// written for earlier controllers set them, so they are reported
+// (condition FieldsIgnored), not refused (docs/mcpserver.md).
+func IgnoredFields(s *clerumv1alpha1.McpServer) []string {
+	if s.Spec.Remote == nil {
+		return nil
+	}
+	var out []string
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{
+		{"spec.image", s.Spec.Image != ""},
+		{"spec.command", len(s.Spec.Command) > 0},
+		{"spec.args", len(s.Spec.Args) > 0},
+		{"spec.env", len(s.Spec.Env) > 0},
+		{"spec.envSecret", s.Spec.EnvSecret != nil},
+	} {
+		if f.set {
+			out = append(out, f.name)
+		}
+	}
+	return out
+}
+
+// IgnoredMessage says which fields of s are ignored (IgnoredFields), or ""
+// when none is: the message of the FieldsIgnored condition and event, and
+// of render's note.
+func IgnoredMessage(s *clerumv1alpha1.McpServer) string {
+	fields := IgnoredFields(s)
+	switch len(fields) {
+	case 0:
+		return ""
+	case 1:
+		return "remote server: " + fields[0] + " is ignored"
+	}
+	return "remote server: " + strings.Join(fields, ", ") + " are ignored"
+}
+
+// EnvSecretOf returns the envSecret s's pods read: spec.envSecret, or nil
+// for a remote server, whose proxy reads none (IgnoredFields). The Secret
+// check, the pods' environment and the controller's Secret index all read
+// it through here, so an ignored envSecret neither gates the server nor
+// rolls its pods.
+func EnvSecretOf(s *clerumv1alpha1.McpServer) *clerumv1alpha1.EnvSecret {
+	if s.Spec.Remote != nil {
+		return nil
+	}
+	return s.Spec.EnvSecret
+}
+
 // serverEnv is spec.env followed by one secretKeyRef per envSecret key: a
 // Secret value is never inlined. spec.env may not read Secrets or
 // ConfigMaps itself — only envSecret's Secret is validated before deploy,
@@ -424,7 +475,7 @@ func serverEnv(s *clerumv1alpha1.McpServer) ([]corev1.EnvVar, error) {
 		}
 		env = append(env, *e)
 	}
-	if es := s.Spec.EnvSecret; es != nil {
+	if es := EnvSecretOf(s); es != nil {
 		for _, k := range es.Keys {
 			env = append(env, corev1.EnvVar{Name: k.EnvName, ValueFrom: &corev1.EnvVarSource{
 				SecretKeyRef: &corev1.SecretKeySelector{

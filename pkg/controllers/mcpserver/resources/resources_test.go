@@ -189,12 +189,49 @@ func TestRemoteServers(t *testing.T) {
 			assert.Contains(t, cm.Data[resources.ProxyConfigKey], header, url)
 		}
 	})
-	t.Run("a remote server with an image of its own is refused", func(t *testing.T) {
-		s := remote("https://mcp.example.com/mcp")
-		s.Spec.Image = "evil/image"
-		_, err := resources.BuildDeployment(s, "mcp-server", resourcestest.Options, "")
-		assert.ErrorIs(t, err, resources.ErrRemoteWithSpec)
+	t.Run("a remote server's container fields are ignored, not run", func(t *testing.T) {
+		plain, err := resources.BuildDeployment(remote("https://mcp.example.com/mcp"), "mcp-server", resourcestest.Options, "")
+		require.NoError(t, err)
+		s := withContainerFields(remote("https://mcp.example.com/mcp"))
+		d, err := resources.BuildDeployment(s, "mcp-server", resourcestest.Options, "")
+		require.NoError(t, err)
+		assert.Equal(t, plain, d, "the pod is the proxy's alone")
+		assert.Equal(t, []string{"spec.image", "spec.command", "spec.args", "spec.env", "spec.envSecret"}, resources.IgnoredFields(s), "in spec order")
 	})
+}
+
+// withContainerFields sets every field a remote server ignores.
+func withContainerFields(s *clerumv1alpha1.McpServer) *clerumv1alpha1.McpServer {
+	s.Spec.Image = "evil/image:1"
+	s.Spec.Command, s.Spec.Args = []string{"node"}, []string{"--readonly"}
+	s.Spec.Env = []corev1.EnvVar{{Name: "TOKEN", ValueFrom: &corev1.EnvVarSource{
+		SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "other"}, Key: "token"}}}}
+	s.Spec.EnvSecret = &clerumv1alpha1.EnvSecret{Name: "atlas", Keys: []clerumv1alpha1.EnvSecretKey{{SecretKey: "uri", EnvName: "URI"}}}
+	return s
+}
+
+func TestIgnoredFields(t *testing.T) {
+	remote := func(opts ...func(*clerumv1alpha1.McpServer)) *clerumv1alpha1.McpServer {
+		return resourcestest.NewServer("r", clerumv1alpha1.TransportSSE, append([]func(*clerumv1alpha1.McpServer){func(s *clerumv1alpha1.McpServer) {
+			s.Spec.Image, s.Spec.Remote = "", &clerumv1alpha1.Remote{URL: "https://mcp.example.com/sse"}
+		}}, opts...)...)
+	}
+	for _, tc := range []struct {
+		name   string
+		server *clerumv1alpha1.McpServer
+		want   string
+	}{
+		{"a remote server that sets none", remote(), ""},
+		{"one field", remote(func(s *clerumv1alpha1.McpServer) { s.Spec.Args = []string{"-v"} }), "remote server: spec.args is ignored"},
+		{"two, in spec order", remote(func(s *clerumv1alpha1.McpServer) { s.Spec.Command, s.Spec.Image = []string{"run"}, "x/y:1" }),
+			"remote server: spec.image, spec.command are ignored"},
+		{"all five", withContainerFields(remote()), "remote server: spec.image, spec.command, spec.args, spec.env, spec.envSecret are ignored"},
+		{"a server that is not remote uses them all", withContainerFields(resourcestest.NewServer("l", clerumv1alpha1.TransportSSE)), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, resources.IgnoredMessage(tc.server))
+		})
+	}
 }
 
 func TestServedTransport(t *testing.T) {

@@ -41,13 +41,14 @@ func DigestKey(secret string) []byte {
 	return m.Sum(nil)
 }
 
-// CheckSecrets validates s's envSecret and auth references with lookup,
-// which returns a Secret whose values are digests (secretdigest.Digest), or
-// a NotFound; the pod-template digest is keyed with key (DigestKey). A
-// service-account token, a registry credential or one of HCC's own Secrets
-// counts as missing, with the reason (names.ForbiddenSecret): a server
-// could otherwise read the namespace's tokens, or a Host's credential,
-// into its environment. The controller and render share it.
+// CheckSecrets validates s's envSecret (EnvSecretOf: none for a remote
+// server, which ignores it) and auth references with lookup, which returns
+// a Secret whose values are digests (secretdigest.Digest), or a NotFound;
+// the pod-template digest is keyed with key (DigestKey). A service-account
+// token, a registry credential or one of HCC's own Secrets counts as
+// missing, with the reason (names.ForbiddenSecret): a server could
+// otherwise read the namespace's tokens, or a Host's credential, into its
+// environment. The controller and render share it.
 func CheckSecrets(s *clerumv1alpha1.McpServer, key []byte, lookup func(name string) (*corev1.Secret, error)) (SecretCheck, error) {
 	var check SecretCheck
 	get := func(name string) (*corev1.Secret, error) {
@@ -65,7 +66,7 @@ func CheckSecrets(s *clerumv1alpha1.McpServer, key []byte, lookup func(name stri
 		}
 		return secret, err
 	}
-	if es := s.Spec.EnvSecret; es != nil {
+	if es := EnvSecretOf(s); es != nil {
 		secret, err := get(es.Name)
 		if err != nil {
 			return check, err

@@ -45,7 +45,9 @@ type McpServerSpecApplyConfiguration struct {
 	EnvSecret *EnvSecretApplyConfiguration `json:"envSecret,omitempty"`
 	// Transport says how mcp-host reaches the server.
 	Transport *TransportApplyConfiguration `json:"transport,omitempty"`
-	// Remote makes this a proxy to an MCP server outside the cluster.
+	// Remote makes this a proxy to an MCP server outside the cluster: its
+	// pods run the platform's egress proxy, and image, command, args, env
+	// and envSecret are ignored (condition FieldsIgnored).
 	Remote *RemoteApplyConfiguration `json:"remote,omitempty"`
 	// Auth names the Secret key holding the credential mcp-host presents to
 	// the server. Servers without auth need none.
