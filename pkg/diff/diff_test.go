@@ -143,6 +143,11 @@ func TestABlockTheStatusShowsIsNoChange(t *testing.T) {
 	r.Eventf(other, corev1.EventTypeWarning, reasons.EventBlocked, "%s: %s", reasons.InvalidSpec, "needs spec.command")
 	r.Eventf(other, corev1.EventTypeWarning, reasons.EventBlocked, "%s: %s", reasons.InvalidSpec, "needs spec.command")
 	r.Event(other, corev1.EventTypeNormal, reasons.EventReleased, "no longer blocked")
+	r.Eventf(other, corev1.EventTypeWarning, reasons.EventBlocked, "%s: %s", reasons.InvalidSpec, "needs spec.command")
+	// Blocked until the first pass opened its gate, then released.
+	waiting := &clerumv1alpha1.McpServer{ObjectMeta: metav1.ObjectMeta{Namespace: "mcp-server", Name: "u"}}
+	r.Eventf(waiting, corev1.EventTypeWarning, reasons.EventBlocked, "%s: %s", reasons.EgressPending, "the gate is closed")
+	r.Event(waiting, corev1.EventTypeNormal, reasons.EventReleased, "no longer blocked")
 	shown := func(kind, namespace, name string) []metav1.Condition {
 		if kind == "McpServer" && name == "s" {
 			return []metav1.Condition{{Type: "Ready", Status: metav1.ConditionFalse, Reason: reasons.InvalidSpec}}
@@ -151,5 +156,5 @@ func TestABlockTheStatusShowsIsNoChange(t *testing.T) {
 	}
 	assert.Equal(t, []Refusal{{Controller: "mcpserver", Type: "block", Kind: "McpServer", Namespace: "mcp-server", Name: "t",
 		Reason: reasons.InvalidSpec, Message: "needs spec.command"}}, r.refusals(shown),
-		"once each, Normal events left out, and s's block is already in its status")
+		"once each, Normal events and a block released later left out, and s's block is already in its status")
 }

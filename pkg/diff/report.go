@@ -203,8 +203,19 @@ func (r *recorder) refusals(shown func(kind, namespace, name string) []metav1.Co
 	defer r.mu.Unlock()
 	out := []Refusal{}
 	seen := map[Refusal]bool{}
-	for _, e := range r.events {
+	// A block released later in the run (a server waiting for the first
+	// pass's egress gate) was no block of the leader's settled state.
+	released := map[string]int{} // object → index of its last Released event
+	for i, e := range r.events {
+		if e.reason == reasons.EventReleased {
+			released[e.kind+"/"+e.namespace+"/"+e.name] = i
+		}
+	}
+	for i, e := range r.events {
 		if e.eventType != corev1.EventTypeWarning {
+			continue
+		}
+		if last, ok := released[e.kind+"/"+e.namespace+"/"+e.name]; ok && e.reason == reasons.EventBlocked && last > i {
 			continue
 		}
 		ref := Refusal{Type: "refuse", Kind: e.kind, Namespace: e.namespace, Name: e.name, Reason: e.reason, Message: e.msg}
