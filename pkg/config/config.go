@@ -128,6 +128,10 @@ type Host struct {
 	// CredentialMaxLifetime is the longest credential lifetime accepted
 	// from the Control API (HCC_HOST_CREDENTIAL_MAX_LIFETIME_SEC).
 	CredentialMaxLifetime time.Duration
+	// SecretRequireLabel (HCC_HOST_SECRET_REQUIRE_LABEL): spec.secretRef
+	// must name a Secret labelled clerum.io/secret-for-host=<host>; false
+	// admits any Secret but the kinds no Host may read (docs/host.md).
+	SecretRequireLabel bool
 }
 
 // HostAuth configures verification of the RS256 tokens mcp-host presents to

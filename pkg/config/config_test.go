@@ -345,7 +345,7 @@ func TestEveryVariableIsDeclaredOnce(t *testing.T) {
 		"CONTEXT_MAPPER_NODELOCAL_DNS_CIDR", "CONTEXT_MAPPER_NETPOL_RESYNC_SEC", "CONTEXT_MAPPER_NETPOL_DEFAULTS_RESYNC_SEC",
 		"CONTEXT_MAPPER_NETPOL_ORPHAN_DELETE_CAP", "CONTEXT_MAPPER_NETPOL_ORPHAN_DELETE_CAP_PERCENT", "KUBERNETES_SERVICE_HOST",
 		"HCC_EGRESS_DENY_CIDRS", "HCC_HOST_ORPHAN_DELETE_CAP", "HCC_HOST_ORPHAN_DELETE_CAP_PERCENT",
-		"HCC_HOST_CREDENTIAL_MAX_LIFETIME_SEC",
+		"HCC_HOST_CREDENTIAL_MAX_LIFETIME_SEC", "HCC_HOST_SECRET_REQUIRE_LABEL",
 		// Plugin image allowlist.
 		"CONTEXT_MAPPER_ALLOWED_IMAGE_PREFIXES", "CONTEXT_MAPPER_ENFORCE_IMAGE_ALLOWLIST",
 		// Control-API integration.
@@ -563,7 +563,7 @@ func TestEmptyStringWinsForPlainStrings(t *testing.T) {
 }
 
 // boolVars is every boolean variable.
-var boolVars = []string{"CLERUM_DEV_MODE", "HCC_LEADER_ELECT", "CONTEXT_MAPPER_ENFORCE_IMAGE_ALLOWLIST"}
+var boolVars = []string{"CLERUM_DEV_MODE", "HCC_LEADER_ELECT", "CONTEXT_MAPPER_ENFORCE_IMAGE_ALLOWLIST", "HCC_HOST_SECRET_REQUIRE_LABEL"}
 
 func TestBooleans(t *testing.T) {
 	tests := []struct {
@@ -588,6 +588,15 @@ func TestBooleans(t *testing.T) {
 			assert.Equal(t, tt.enforceImage, cfg.ImagePolicy.Enforce)
 		})
 	}
+	t.Run("HCC_HOST_SECRET_REQUIRE_LABEL reads the same spellings, default false", func(t *testing.T) {
+		for _, tt := range tests {
+			for _, c := range []Component{Controller, Render} {
+				cfg := mustLoad(t, c, env{"HCC_HOST_SECRET_REQUIRE_LABEL": tt.value})
+				assert.Equal(t, tt.enforceImage, cfg.Host.SecretRequireLabel, "%s %q", c, tt.value)
+			}
+		}
+		assert.False(t, mustLoad(t, Controller, env{}).Host.SecretRequireLabel, "unset: the seed's rule")
+	})
 	t.Run("dev mode reads the same spellings", func(t *testing.T) {
 		assert.True(t, mustLoad(t, Controller, env{"CLERUM_DEV_MODE": "TRUE"}).Core.DevMode)
 		assert.False(t, mustLoad(t, Controller, env{"CLERUM_DEV_MODE": "0"}).Core.DevMode)

@@ -240,6 +240,11 @@ var groups = []group{{
 			"Must exceed `HCC_MCP_HOST_RUNTIME_BOOTSTRAP_REFRESH_BEFORE_SEC` by more than 300 seconds, the shortest lifetime accepted.",
 		field: seconds(func(c *Config) *time.Duration { return &c.Host.CredentialMaxLifetime }, 1),
 		cross: &crossCheck{needs: []string{"HCC_MCP_HOST_RUNTIME_BOOTSTRAP_REFRESH_BEFORE_SEC"}, check: credentialLifetimes},
+	}, {
+		name: "HCC_HOST_SECRET_REQUIRE_LABEL", def: "false",
+		desc: "Which Secret a Host's `spec.secretRef` may name (docs/host.md, \"Identity and hardening\"). False: any Secret of the host namespace that exists, except a service-account token, a registry credential, a Secret labelled `clerum.io/managed-by=host-context-controller` and one labelled `clerum.io/secret-for-host` for another Host. " +
+			"True: it must also be labelled `clerum.io/secret-for-host=<host name>`. A Host whose Secret is refused is blocked, and its Role does not grant it.",
+		field: boolean(func(c *Config) *bool { return &c.Host.SecretRequireLabel }),
 	}},
 }, {
 	title: "mcp-host API authorization",
