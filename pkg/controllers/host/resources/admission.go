@@ -75,7 +75,7 @@ func Admit(h *clerumv1alpha1.Host, context *clerumv1alpha1.Context, sameID []*cl
 // SecretRefRule judges s, the Secret h's spec.secretRef names (nil when it
 // does not exist), and returns why h may not read it — the block reason and
 // a message naming the rule — or "" and what was found (docs/host.md,
-// "spec.secretRef"). The Host's Role grants its pod read access to that
+// "Identity and hardening"). The Host's Role grants its pod read access to that
 // Secret, so:
 //
 //   - whatever the mode, it must exist (else SecretsMissing), and must not
@@ -101,7 +101,7 @@ func SecretRefRule(h *clerumv1alpha1.Host, s *corev1.Secret, opts Options) (bloc
 	forHost, labelled := s.Labels[LabelSecretForHost]
 	switch {
 	case labelled && forHost != h.Name:
-		return reasons.SecretsMissing, fmt.Sprintf("Secret %s is labelled %s=%q: it was made for another Host, which no Host may read whatever HCC_HOST_SECRET_REQUIRE_LABEL says",
+		return reasons.SecretsMissing, fmt.Sprintf("Secret %s is labelled %s=%q: it was made for another Host, which is refused whatever HCC_HOST_SECRET_REQUIRE_LABEL says",
 			name, LabelSecretForHost, forHost)
 	case labelled:
 		return "", fmt.Sprintf("Secret %s exists and is labelled for this Host", name)
@@ -109,7 +109,7 @@ func SecretRefRule(h *clerumv1alpha1.Host, s *corev1.Secret, opts Options) (bloc
 		return reasons.SecretsMissing, fmt.Sprintf("Secret %s is not labelled %s=%s, which HCC_HOST_SECRET_REQUIRE_LABEL=true requires of a Host's Secret",
 			name, LabelSecretForHost, h.Name)
 	}
-	return "", fmt.Sprintf("Secret %s exists, is no kind a Host may not read and is labelled for no other Host (HCC_HOST_SECRET_REQUIRE_LABEL=false)", name)
+	return "", fmt.Sprintf("Secret %s exists and is labelled for no Host, which HCC_HOST_SECRET_REQUIRE_LABEL=false allows", name)
 }
 
 // forbiddenToHosts says why no Host may read s, or "": it is a
