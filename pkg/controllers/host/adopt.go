@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
@@ -23,8 +24,9 @@ import (
 // believes and is re-issued; with Config.AdoptCreatedBefore set, live — the
 // cached Secret of h, unmarked — is adopted instead when the API server
 // created it before the cutoff, not before h (a Host re-created since gets
-// a new credential), under no controller but h, and it holds a credential
-// not due for refresh and not beyond HCC_HOST_CREDENTIAL_MAX_LIFETIME_SEC.
+// a new credential), under no controller but h, HCC has not judged h's
+// credential before (credentialJudged), and it holds a credential not due
+// for refresh and not beyond HCC_HOST_CREDENTIAL_MAX_LIFETIME_SEC.
 //
 // The cache holds digests, so the values are read from the API server, once
 // per candidate, and the candidate judged again on what it returned.
@@ -86,10 +88,12 @@ func (c *Controller) adoptCredential(ctx context.Context, h *clerumv1alpha1.Host
 // adoptionRefused says why s, h's unmarked runtime-token Secret, is not
 // one adoptCredential may adopt, judged on what the cache holds too (no
 // values), or "" when it may be: what the API server says of its creation,
-// and whom it names.
+// whom it names, and whether HCC has judged h's credential before.
 func adoptionRefused(h *clerumv1alpha1.Host, s *corev1.Secret, cutoff time.Time) string {
 	created := s.CreationTimestamp
 	switch ref := metav1.GetControllerOfNoCopy(s); {
+	case credentialJudged(h):
+		return "HCC has judged this Host's credential before (its AuthReady condition): what the Secret holds now was written since"
 	case created.IsZero() || h.CreationTimestamp.IsZero():
 		return "no creation time to judge it by"
 	case !created.Time.Before(cutoff):
@@ -126,4 +130,15 @@ func adoptableCredential(s *corev1.Secret, now time.Time, refreshBefore, maxLife
 		return "", time.Time{}, "its credential expires beyond HCC_HOST_CREDENTIAL_MAX_LIFETIME_SEC"
 	}
 	return value, expiresAt, ""
+}
+
+// credentialJudged reports whether h's status shows that HCC has judged its
+// credential: an AuthReady condition with a reason other than the pending
+// one a Host gets before any credential is looked at. The seed wrote no
+// Host status, and a Secret writer cannot write a Host's, so a Secret
+// stripped of HCC's mark after HCC's first pass over the Host — adopted or
+// re-issued — is not adopted again by a later process.
+func credentialJudged(h *clerumv1alpha1.Host) bool {
+	c := meta.FindStatusCondition(h.Status.Conditions, clerumv1alpha1.ConditionAuthReady)
+	return c != nil && c.Reason != reasons.CredentialPending
 }

@@ -97,6 +97,18 @@ func TestASeedCredentialIsAdoptedWhenOptedIn(t *testing.T) {
 	assert.Empty(t, f.Events())
 }
 
+// A Host HCC has looked at only while it was blocked (AuthReady pending)
+// has had no credential judged: its first pass that looks adopts.
+func TestASeedCredentialIsAdoptedAfterABlock(t *testing.T) {
+	h := seedHost()
+	h.Status.Conditions = []metav1.Condition{{Type: clerumv1alpha1.ConditionAuthReady, Status: metav1.ConditionUnknown,
+		Reason: reasons.CredentialPending, Message: "no credential is obtained for a blocked Host", LastTransitionTime: metav1.NewTime(t0.Add(-time.Hour))}}
+	f := newFixtureWith(t, adopting, h, context1(), seedSecret(nil))
+	f.mustSync("h1")
+	assert.Zero(t, f.issuer.calls())
+	assert.Equal(t, 1.0, counter(t, f.Registry, "clerum_hcc_host_credentials_adopted_total", nil))
+}
+
 // A pass over a cache that does not show the adoption yet neither reads
 // the Secret again nor re-issues.
 func TestAnAdoptionIsNotRepeatedOverABehindCache(t *testing.T) {
@@ -139,6 +151,12 @@ func TestASeedCredentialIsReissuedUnlessEveryRuleHolds(t *testing.T) {
 		"it says it was issued for another Host UID": {secret: seedSecret(func(s *corev1.Secret) {
 			s.Annotations = map[string]string{resources.AnnotationIssuedForUID: "uid-earlier-h1"}
 		})},
+		"HCC has judged the Host's credential before (a later process, the mark stripped since)": {host: func() *clerumv1alpha1.Host {
+			h := seedHost()
+			h.Status.Conditions = []metav1.Condition{{Type: clerumv1alpha1.ConditionAuthReady, Status: metav1.ConditionTrue,
+				Reason: reasons.CredentialIssued, Message: "bootstrap credential valid until …", LastTransitionTime: metav1.NewTime(t0.Add(-time.Hour))}}
+			return h
+		}()},
 		"its expiry lies inside the refresh window": {secret: seedSecret(func(s *corev1.Secret) {
 			s.Data[resources.KeyExpiresAt] = []byte(t0.Add(refreshBefore).Format(time.RFC3339))
 		})},
