@@ -223,13 +223,15 @@ func newReconcilers(deps kit.Deps, resolver resolve.Resolver, issuer controlapi.
 		Workers: cfg.Core.McpServerWorkers,
 	})
 	hosts := host.New(deps, issuer, host.Config{
-		ContextNamespace: cfg.Namespaces.McpServer,
-		TargetNamespace:  cfg.Namespaces.Target,
-		Build:            hostresources.OptionsFrom(cfg),
-		RefreshBefore:    cfg.Host.BootstrapRefreshBefore,
-		Resync:           cfg.Host.Resync,
-		Caps:             kit.Caps{Absolute: cfg.NetPol.HostOrphanDeleteCap, Percent: cfg.NetPol.HostOrphanDeleteCapPercent},
-		Workers:          cfg.Core.HostWorkers,
+		ContextNamespace:   cfg.Namespaces.McpServer,
+		TargetNamespace:    cfg.Namespaces.Target,
+		Build:              hostresources.OptionsFrom(cfg),
+		RefreshBefore:      cfg.Host.BootstrapRefreshBefore,
+		MaxLifetime:        cfg.Host.CredentialMaxLifetime,
+		AdoptCreatedBefore: cfg.Host.AdoptCredentialsCreatedBefore,
+		Resync:             cfg.Host.Resync,
+		Caps:               kit.Caps{Absolute: cfg.NetPol.HostOrphanDeleteCap, Percent: cfg.NetPol.HostOrphanDeleteCapPercent},
+		Workers:            cfg.Core.HostWorkers,
 	})
 	sharedFileSystems := sharedfs.New(deps, sharedfs.Config{
 		Namespace: cfg.Namespaces.Host,

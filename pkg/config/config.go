@@ -128,6 +128,15 @@ type Host struct {
 	// CredentialMaxLifetime is the longest credential lifetime accepted
 	// from the Control API (HCC_HOST_CREDENTIAL_MAX_LIFETIME_SEC).
 	CredentialMaxLifetime time.Duration
+	// SecretRequireLabel (HCC_HOST_SECRET_REQUIRE_LABEL): spec.secretRef
+	// must name a Secret labelled clerum.io/secret-for-host=<host>; false
+	// admits any Secret but the kinds no Host may read (docs/host.md).
+	SecretRequireLabel bool
+	// AdoptCredentialsCreatedBefore
+	// (HCC_HOST_ADOPT_CREDENTIALS_CREATED_BEFORE): an unmarked
+	// runtime-token Secret the API server created before it may be adopted
+	// instead of re-issued (docs/host.md); zero: never.
+	AdoptCredentialsCreatedBefore time.Time
 }
 
 // HostAuth configures verification of the RS256 tokens mcp-host presents to

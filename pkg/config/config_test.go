@@ -345,7 +345,7 @@ func TestEveryVariableIsDeclaredOnce(t *testing.T) {
 		"CONTEXT_MAPPER_NODELOCAL_DNS_CIDR", "CONTEXT_MAPPER_NETPOL_RESYNC_SEC", "CONTEXT_MAPPER_NETPOL_DEFAULTS_RESYNC_SEC",
 		"CONTEXT_MAPPER_NETPOL_ORPHAN_DELETE_CAP", "CONTEXT_MAPPER_NETPOL_ORPHAN_DELETE_CAP_PERCENT", "KUBERNETES_SERVICE_HOST",
 		"HCC_EGRESS_DENY_CIDRS", "HCC_HOST_ORPHAN_DELETE_CAP", "HCC_HOST_ORPHAN_DELETE_CAP_PERCENT",
-		"HCC_HOST_CREDENTIAL_MAX_LIFETIME_SEC",
+		"HCC_HOST_CREDENTIAL_MAX_LIFETIME_SEC", "HCC_HOST_SECRET_REQUIRE_LABEL", "HCC_HOST_ADOPT_CREDENTIALS_CREATED_BEFORE",
 		// Plugin image allowlist.
 		"CONTEXT_MAPPER_ALLOWED_IMAGE_PREFIXES", "CONTEXT_MAPPER_ENFORCE_IMAGE_ALLOWLIST",
 		// Control-API integration.
@@ -449,6 +449,46 @@ func TestCredentialMaxLifetime(t *testing.T) {
 		assert.Equal(t, []string{name}, failedVars(t, err))
 		assert.Contains(t, err.Error(), "by more than 300 seconds")
 	}
+}
+
+// The adoption cutoff (docs/host.md, "Adopting credentials across an
+// upgrade"): empty is never, an RFC 3339 instant in the past is the cutoff,
+// anything else — malformed, or in the future — fails closed, naming it.
+func TestAdoptCredentialsCreatedBefore(t *testing.T) {
+	const name = "HCC_HOST_ADOPT_CREDENTIALS_CREATED_BEFORE"
+	assert.True(t, mustLoad(t, Controller, env{}).Host.AdoptCredentialsCreatedBefore.IsZero(), "unset: never")
+	empty := mustLoad(t, Controller, env{name: ""})
+	assert.True(t, empty.Host.AdoptCredentialsCreatedBefore.IsZero(), "empty: never")
+	for _, w := range empty.Warnings {
+		assert.NotContains(t, w, name)
+	}
+
+	set := mustLoad(t, Controller, env{name: "2026-01-31T12:00:00+01:00"})
+	assert.True(t, time.Date(2026, 1, 31, 11, 0, 0, 0, time.UTC).Equal(set.Host.AdoptCredentialsCreatedBefore))
+	assert.Contains(t, set.Warnings, name+": unmarked runtime-token Secrets created before 2026-01-31T11:00:00Z are adopted as they are, not re-issued; "+
+		"unset it once every Host's credential is marked")
+
+	for _, bad := range []string{"yesterday", "2026-01-31", "2026-01-31 12:00:00", "2026-01-31T12:00:00", "1769860800", " 2026-01-31T12:00:00Z"} {
+		t.Run("rejects "+strconv.Quote(bad), func(t *testing.T) {
+			_, err := LoadFrom(Controller, required(t, Controller, env{name: bad}).lookup)
+			require.Error(t, err)
+			assert.Equal(t, []string{name}, failedVars(t, err))
+			assert.Contains(t, err.Error(), name+": "+strconv.Quote(bad)+" is not an RFC 3339 timestamp")
+		})
+	}
+	t.Run("rejects a time in the future", func(t *testing.T) {
+		future := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+		_, err := LoadFrom(Controller, required(t, Controller, env{name: future}).lookup)
+		require.Error(t, err)
+		assert.Equal(t, []string{name}, failedVars(t, err))
+		assert.Contains(t, err.Error(), name+": "+strconv.Quote(future)+" lies in the future")
+	})
+	t.Run("read only by the controller", func(t *testing.T) {
+		for _, c := range []Component{API, Render} {
+			_, err := LoadFrom(c, required(t, c, env{name: "garbage"}).lookup)
+			assert.NoError(t, err, c.String())
+		}
+	})
 }
 
 func TestZeroIsAcceptedOnlyWhereItMeansSomething(t *testing.T) {
@@ -563,7 +603,7 @@ func TestEmptyStringWinsForPlainStrings(t *testing.T) {
 }
 
 // boolVars is every boolean variable.
-var boolVars = []string{"CLERUM_DEV_MODE", "HCC_LEADER_ELECT", "CONTEXT_MAPPER_ENFORCE_IMAGE_ALLOWLIST"}
+var boolVars = []string{"CLERUM_DEV_MODE", "HCC_LEADER_ELECT", "CONTEXT_MAPPER_ENFORCE_IMAGE_ALLOWLIST", "HCC_HOST_SECRET_REQUIRE_LABEL"}
 
 func TestBooleans(t *testing.T) {
 	tests := []struct {
@@ -588,6 +628,15 @@ func TestBooleans(t *testing.T) {
 			assert.Equal(t, tt.enforceImage, cfg.ImagePolicy.Enforce)
 		})
 	}
+	t.Run("HCC_HOST_SECRET_REQUIRE_LABEL reads the same spellings, default false", func(t *testing.T) {
+		for _, tt := range tests {
+			for _, c := range []Component{Controller, Render} {
+				cfg := mustLoad(t, c, env{"HCC_HOST_SECRET_REQUIRE_LABEL": tt.value})
+				assert.Equal(t, tt.enforceImage, cfg.Host.SecretRequireLabel, "%s %q", c, tt.value)
+			}
+		}
+		assert.False(t, mustLoad(t, Controller, env{}).Host.SecretRequireLabel, "unset: the seed's rule")
+	})
 	t.Run("dev mode reads the same spellings", func(t *testing.T) {
 		assert.True(t, mustLoad(t, Controller, env{"CLERUM_DEV_MODE": "TRUE"}).Core.DevMode)
 		assert.False(t, mustLoad(t, Controller, env{"CLERUM_DEV_MODE": "0"}).Core.DevMode)

@@ -464,6 +464,33 @@ func httpURL(p func(*Config) *string) field {
 	}
 }
 
+// pastTimestamp is an RFC 3339 instant no later than the moment the
+// configuration is loaded; empty leaves it zero (unset). A cutoff in the
+// future would keep moving past objects written after the binary started,
+// which is what the variables that take one (a migration's "created
+// before") must never cover.
+func pastTimestamp(p func(*Config) *time.Time, now func() time.Time) field {
+	return field{
+		rule:  "empty, or an RFC 3339 timestamp (`2026-01-31T12:00:00Z`) not in the future",
+		blank: isEmpty,
+		set: func(c *Config, s string) error {
+			if s == "" {
+				*p(c) = time.Time{}
+				return nil
+			}
+			t, err := time.Parse(time.RFC3339, s)
+			switch {
+			case err != nil:
+				return fmt.Errorf("%q is not an RFC 3339 timestamp", s)
+			case t.After(now()):
+				return fmt.Errorf("%q lies in the future", s)
+			}
+			*p(c) = t
+			return nil
+		},
+	}
+}
+
 // logLevel is lenient on purpose (docs/configuration.md): an unknown level is
 // not worth refusing to start over, so it means info.
 func logLevel(p func(*Config) *string) field {

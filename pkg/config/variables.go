@@ -240,6 +240,24 @@ var groups = []group{{
 			"Must exceed `HCC_MCP_HOST_RUNTIME_BOOTSTRAP_REFRESH_BEFORE_SEC` by more than 300 seconds, the shortest lifetime accepted.",
 		field: seconds(func(c *Config) *time.Duration { return &c.Host.CredentialMaxLifetime }, 1),
 		cross: &crossCheck{needs: []string{"HCC_MCP_HOST_RUNTIME_BOOTSTRAP_REFRESH_BEFORE_SEC"}, check: credentialLifetimes},
+	}, {
+		name: "HCC_HOST_SECRET_REQUIRE_LABEL", def: "false",
+		desc: "Which Secret a Host's `spec.secretRef` may name (docs/host.md, \"Identity and hardening\"). False: any Secret of the host namespace that exists, except a service-account token, a registry credential, a Secret labelled `clerum.io/managed-by=host-context-controller` and one labelled `clerum.io/secret-for-host` for another Host. " +
+			"True: it must also be labelled `clerum.io/secret-for-host=<host name>`. A Host whose Secret is refused is blocked, and its Role does not grant it.",
+		field: boolean(func(c *Config) *bool { return &c.Host.SecretRequireLabel }),
+	}, {
+		name: "HCC_HOST_ADOPT_CREDENTIALS_CREATED_BEFORE",
+		desc: "The migration from a controller that did not mark runtime-token Secrets (docs/host.md, \"Adopting credentials across an upgrade\"). Empty: an unmarked runtime-token Secret holds nothing HCC believes and its credential is re-issued. " +
+			"Set, to the time the previous controller was stopped: an unmarked one the API server created before this instant, for the Host it names, holding a credential not yet due and not beyond `HCC_HOST_CREDENTIAL_MAX_LIFETIME_SEC`, is marked and kept instead, without calling the Control API. Unset it once the upgrade is done (warned at startup while set).",
+		field:  pastTimestamp(func(c *Config) *time.Time { return &c.Host.AdoptCredentialsCreatedBefore }, time.Now),
+		readBy: only(Controller),
+		warn: &warning{text: func(c *Config) string {
+			if c.Host.AdoptCredentialsCreatedBefore.IsZero() {
+				return ""
+			}
+			return "unmarked runtime-token Secrets created before " + c.Host.AdoptCredentialsCreatedBefore.UTC().Format(time.RFC3339) +
+				" are adopted as they are, not re-issued; unset it once every Host's credential is marked"
+		}},
 	}},
 }, {
 	title: "mcp-host API authorization",

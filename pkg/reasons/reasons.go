@@ -108,6 +108,10 @@ const (
 	// EventCredentialFailed: obtaining or refreshing a Host's bootstrap
 	// credential failed (the message never holds a credential or token).
 	EventCredentialFailed = "CredentialFailed"
+	// EventCredentialAdopted: an unmarked runtime-token Secret from before
+	// HCC_HOST_ADOPT_CREDENTIALS_CREATED_BEFORE was marked and its
+	// credential kept instead of re-issued (Normal).
+	EventCredentialAdopted = "CredentialAdopted"
 )
 
 // SharedFileSystem and GlobalFileSystem status (field managers

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
 	"github.com/clerum/hcc/pkg/config"
@@ -368,6 +369,25 @@ func TestRenderPlansHostsAsTheControllerDecides(t *testing.T) {
 		assert.Empty(t, objects(r.out))
 		assert.Contains(t, r.warnings, "Host h1 gets no objects (InvalidSpec): Secret sa may not be a Host's: it is a service-account token")
 	})
+	// HCC_HOST_SECRET_REQUIRE_LABEL decides an unlabelled Secret as it does
+	// in the controller: admitted, and granted by the Role, by default;
+	// refused when true.
+	unlabelled := map[string]string{"all.yaml": hostDoc("h1", "tenant", "  secretRef: {name: creds}\n") +
+		"---\n" + ctxDoc("tenant", "tenant", "2026-01-01T00:00:00Z") + "---\n" + hostConfig +
+		"---\napiVersion: v1\nkind: Secret\nmetadata: {name: creds, namespace: mcp-host}\nstringData: {token: x}\n"}
+	t.Run("an unlabelled secretRef is admitted and granted by default", func(t *testing.T) {
+		r := run(t, []string{write(t, unlabelled)}, nil)
+		require.NoError(t, r.err)
+		assert.Contains(t, objects(r.out), "Deployment mcp-host/h1")
+		assert.Equal(t, []string{"host-h1-mcp-host-runtime-tokens", "creds"}, roleSecrets(t, r.out, "host-h1"))
+	})
+	t.Run("an unlabelled secretRef gets nothing under HCC_HOST_SECRET_REQUIRE_LABEL=true", func(t *testing.T) {
+		r := runEnv(t, map[string]string{"HCC_HOST_SECRET_REQUIRE_LABEL": "true"}, write(t, unlabelled))
+		require.NoError(t, r.err)
+		assert.Empty(t, objects(r.out))
+		assert.Contains(t, r.warnings, "Host h1 gets no objects (SecretsMissing): Secret creds is not labelled clerum.io/secret-for-host=h1, "+
+			"which HCC_HOST_SECRET_REQUIRE_LABEL=true requires of a Host's Secret")
+	})
 	t.Run("a missing secretRef gets nothing", func(t *testing.T) {
 		r := run(t, []string{write(t, map[string]string{"all.yaml": hostDoc("h1", "tenant", "  secretRef: {name: creds}\n") +
 			"---\n" + ctxDoc("tenant", "tenant", "2026-01-01T00:00:00Z")})}, nil)
@@ -408,6 +428,26 @@ func workloads(t *testing.T, out string) []string {
 
 // objectsOf lists the objects of the given kinds of a rendered stream as
 // "Kind namespace/name", sorted.
+// roleSecrets returns the Secret names the rendered Role mcp-host/name
+// grants.
+func roleSecrets(t *testing.T, out, name string) []string {
+	t.Helper()
+	for _, doc := range strings.Split(out, "---\n")[1:] {
+		var role rbacv1.Role
+		require.NoError(t, utilyaml.Unmarshal([]byte(doc), &role))
+		if role.Kind != "Role" || role.Namespace != "mcp-host" || role.Name != name {
+			continue
+		}
+		for _, r := range role.Rules {
+			if slices.Equal(r.Resources, []string{"secrets"}) {
+				return r.ResourceNames
+			}
+		}
+	}
+	t.Fatalf("no Role mcp-host/%s with a rule on secrets", name)
+	return nil
+}
+
 func objectsOf(t *testing.T, out string, kinds ...string) []string {
 	var keys []string
 	for _, doc := range strings.Split(out, "---\n")[1:] {

@@ -51,6 +51,14 @@ type Config struct {
 	// RefreshBefore is how long before expiry a credential is replaced
 	// (HCC_MCP_HOST_RUNTIME_BOOTSTRAP_REFRESH_BEFORE_SEC).
 	RefreshBefore time.Duration
+	// MaxLifetime is the longest credential lifetime accepted
+	// (HCC_HOST_CREDENTIAL_MAX_LIFETIME_SEC); an adopted credential's
+	// expiry may lie no further out.
+	MaxLifetime time.Duration
+	// AdoptCreatedBefore (HCC_HOST_ADOPT_CREDENTIALS_CREATED_BEFORE): an
+	// unmarked runtime-token Secret the API server created before it may
+	// be adopted instead of re-issued (adoptCredential); zero: never.
+	AdoptCreatedBefore time.Time
 	// Resync is the interval of the full reconcile and orphan sweep
 	// (CONTEXT_MAPPER_HOST_RESYNC_SEC); 0 sweeps once, at startup.
 	Resync time.Duration
@@ -552,6 +560,7 @@ type Metrics struct {
 	CapTrips prometheus.Counter
 	Orphans  *prometheus.CounterVec
 	Forged   *prometheus.CounterVec
+	Adopted  prometheus.Counter
 }
 
 // NewMetrics registers the operator's metrics with reg; soonest reports
@@ -586,8 +595,12 @@ func NewMetrics(reg prometheus.Registerer, soonest func() float64) *Metrics {
 			Name: "clerum_hcc_host_forged_credentials_total",
 			Help: "Runtime-token Secrets found claiming a credential HCC does not believe, by trust: unmarked (no mark), mismatch (a mark that does not verify) or replayed (an older credential of HCC's than the one it wrote last). Each is re-issued.",
 		}, []string{"trust"}),
+		Adopted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "clerum_hcc_host_credentials_adopted_total",
+			Help: "Unmarked runtime-token Secrets created before HCC_HOST_ADOPT_CREDENTIALS_CREATED_BEFORE whose credential was adopted (marked and kept) instead of re-issued.",
+		}),
 	}
-	reg.MustRegister(m.Hosts, m.Blocked, m.Expiry, m.Refused, m.CapTrips, m.Orphans, m.Forged)
+	reg.MustRegister(m.Hosts, m.Blocked, m.Expiry, m.Refused, m.CapTrips, m.Orphans, m.Forged, m.Adopted)
 	return m
 }
 

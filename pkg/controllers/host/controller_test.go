@@ -102,12 +102,23 @@ type fixture struct {
 // the platform's mcp-host-config, its caches showing them.
 func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 	t.Helper()
+	return newFixtureWith(t, nil, objs...)
+}
+
+// newFixtureWith is newFixture with the operator's Config changed by
+// configure first.
+func newFixtureWith(t *testing.T, configure func(*Config), objs ...runtime.Object) *fixture {
+	t.Helper()
 	kf := kittest.NewFixture(t, append([]runtime.Object{hostConfigMap()}, objs...)...)
 	f := &fixture{Fixture: kf, t: t, issuer: &fakeIssuer{clock: kf.Clock, value: credentialValue, lifetime: lifetime}}
-	f.c = New(kf.Deps(), f.issuer, Config{
+	cfg := Config{
 		ContextNamespace: contextNS, TargetNamespace: targetNS, Build: resourcestest.Options,
 		RefreshBefore: refreshBefore, Resync: 10 * time.Minute, Caps: kit.Caps{Absolute: 10, Percent: 20}, Workers: 1,
-	})
+	}
+	if configure != nil {
+		configure(&cfg)
+	}
+	f.c = New(kf.Deps(), f.issuer, cfg)
 	f.SyncCaches()
 	return f
 }
@@ -552,11 +563,12 @@ func TestSecretRef(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, []string{"host-h1-mcp-host-runtime-tokens", "h1-env"}, role.Rules[1].ResourceNames)
 	})
-	// The pod's Role grants the Secret: a Host may name only one made for it.
+	// The pod's Role grants the Secret: no Host may name one of these, in
+	// either mode of HCC_HOST_SECRET_REQUIRE_LABEL.
+	strict := func(c *Config) { c.Build.SecretRequireLabel = true }
 	for name, other := range map[string]*corev1.Secret{
 		"another Host's Secret": {ObjectMeta: metav1.ObjectMeta{Namespace: hostNS, Name: "h2-env", ResourceVersion: "1",
 			Labels: map[string]string{resources.LabelSecretForHost: "h2"}}},
-		"an unlabelled Secret": {ObjectMeta: metav1.ObjectMeta{Namespace: hostNS, Name: "hmac", ResourceVersion: "1"}},
 		"a service-account token, labelled": {ObjectMeta: metav1.ObjectMeta{Namespace: hostNS, Name: "sa-token", ResourceVersion: "1",
 			Labels: map[string]string{resources.LabelSecretForHost: "h1"}}, Type: corev1.SecretTypeServiceAccountToken},
 		"a registry credential, labelled": {ObjectMeta: metav1.ObjectMeta{Namespace: hostNS, Name: "pull", ResourceVersion: "1",
@@ -564,14 +576,51 @@ func TestSecretRef(t *testing.T) {
 		"an HCC-managed Secret, labelled": {ObjectMeta: metav1.ObjectMeta{Namespace: hostNS, Name: "managed", ResourceVersion: "1",
 			Labels: map[string]string{resources.LabelSecretForHost: "h1", names.LabelManagedBy: names.ManagedByValue}}},
 	} {
-		t.Run(name+" is refused", func(t *testing.T) {
-			f := newFixture(t, resourcestest.NewHost("h1", resourcestest.WithSecretRef(other.Name)), context1(), other)
-			f.mustSync("h1")
-			assert.Equal(t, []string{"patch hosts/h1", "patch hosts/h1/status"}, f.Writes(), "nothing is created, no Role grants it")
-			assert.Equal(t, metav1.ConditionFalse, f.condition("h1", clerumv1alpha1.ConditionSecretsResolved).Status)
-			assert.Zero(t, f.issuer.calls())
-		})
+		for mode, configure := range map[string]func(*Config){"by default": nil, "under HCC_HOST_SECRET_REQUIRE_LABEL=true": strict} {
+			t.Run(name+" is refused "+mode, func(t *testing.T) {
+				f := newFixtureWith(t, configure, resourcestest.NewHost("h1", resourcestest.WithSecretRef(other.Name)), context1(), other)
+				f.mustSync("h1")
+				assert.Equal(t, []string{"patch hosts/h1", "patch hosts/h1/status"}, f.Writes(), "nothing is created, no Role grants it")
+				assert.Equal(t, metav1.ConditionFalse, f.condition("h1", clerumv1alpha1.ConditionSecretsResolved).Status)
+				assert.Zero(t, f.issuer.calls())
+				ev := f.Events()
+				require.Len(t, ev, 1)
+				assert.Regexp(t, `^Warning Blocked (InvalidSpec: Secret \S+ may not be a Host's: it is |SecretsMissing: Secret h2-env is labelled clerum.io/secret-for-host="h2": it was made for another Host)`, ev[0],
+					"the message names the rule")
+			})
+		}
 	}
+	// An unlabelled Secret: the seed's rule admits it by default, and the
+	// Role grants it; the strict rule refuses it.
+	unlabelled := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: hostNS, Name: "plain", ResourceVersion: "1"},
+		Data: map[string][]byte{"TOKEN": []byte("x")}}
+	t.Run("an unlabelled Secret is admitted by default", func(t *testing.T) {
+		f := newFixture(t, resourcestest.NewHost("h1", resourcestest.WithSecretRef("plain")), context1(), unlabelled)
+		f.mustSync("h1")
+		assert.Equal(t, created("h1"), f.Writes())
+		sr := f.condition("h1", clerumv1alpha1.ConditionSecretsResolved)
+		assert.Equal(t, metav1.ConditionTrue, sr.Status)
+		assert.Contains(t, sr.Message, "HCC_HOST_SECRET_REQUIRE_LABEL=false")
+		assert.Equal(t, []string{"host-h1-mcp-host-runtime-tokens", "plain"}, f.secretRule())
+	})
+	t.Run("an unlabelled Secret is refused under HCC_HOST_SECRET_REQUIRE_LABEL=true", func(t *testing.T) {
+		f := newFixtureWith(t, strict, resourcestest.NewHost("h1", resourcestest.WithSecretRef("plain")), context1(), unlabelled)
+		f.mustSync("h1")
+		assert.Equal(t, []string{"patch hosts/h1", "patch hosts/h1/status"}, f.Writes(), "nothing is created, no Role grants it")
+		assert.Equal(t, reasons.SecretsMissing, f.condition("h1", clerumv1alpha1.ConditionReady).Reason)
+		assert.Equal(t, []string{"Warning Blocked SecretsMissing: Secret plain is not labelled clerum.io/secret-for-host=h1, " +
+			"which HCC_HOST_SECRET_REQUIRE_LABEL=true requires of a Host's Secret; the Host is not deployed or rolled"}, f.Events())
+		assert.Zero(t, f.issuer.calls())
+	})
+	t.Run("a Secret labelled for the Host is admitted under HCC_HOST_SECRET_REQUIRE_LABEL=true", func(t *testing.T) {
+		mine := unlabelled.DeepCopy()
+		mine.Labels = map[string]string{resources.LabelSecretForHost: "h1"}
+		f := newFixtureWith(t, strict, resourcestest.NewHost("h1", resourcestest.WithSecretRef("plain")), context1(), mine)
+		f.mustSync("h1")
+		assert.Equal(t, created("h1"), f.Writes())
+		assert.Equal(t, metav1.ConditionTrue, f.condition("h1", clerumv1alpha1.ConditionSecretsResolved).Status)
+		assert.Equal(t, []string{"host-h1-mcp-host-runtime-tokens", "plain"}, f.secretRule())
+	})
 	for _, name := range []string{"host-h2-mcp-host-runtime-tokens", resourcestest.Options.ImagePullSecret} {
 		t.Run("a reserved Secret "+name+" is an invalid spec", func(t *testing.T) {
 			reserved := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: hostNS, Name: name, ResourceVersion: "1"}}

@@ -351,9 +351,10 @@ type credential struct {
 // Control API only when one is needed: no Secret, one not believed (no mark
 // of HCC's, or an older credential than the one this process wrote last,
 // put back), one issued for another UID (the Host was re-created under its
-// name), an expiry it cannot read, or one within the refresh window. A
-// failed call leaves a still-valid credential in place and is retried with
-// backoff; AuthReady says which.
+// name), an expiry it cannot read, or one within the refresh window. An
+// unmarked Secret from before HCC_HOST_ADOPT_CREDENTIALS_CREATED_BEFORE may
+// be adopted instead (adoptCredential). A failed call leaves a still-valid
+// credential in place and is retried with backoff; AuthReady says which.
 func (c *Controller) ensureCredential(ctx context.Context, h *clerumv1alpha1.Host, owner kit.Owner, st *status) (credential, error) {
 	now := c.clock.Now()
 	live, err := c.secrets.Secrets(h.Namespace).Get(names.HostRuntimeTokens(h.Name))
@@ -390,6 +391,14 @@ func (c *Controller) ensureCredential(ctx context.Context, h *clerumv1alpha1.Hos
 	uid, expiresAt := iss.UID, iss.ExpiresAt
 	last, wrote := c.state.issuedFor(h.Name)
 	wrote = wrote && last.uid == h.UID
+	if !wrote && iss.Trust == resources.Unmarked && unwritable == nil {
+		// The opt-in migration: an unmarked Secret from before the cutoff
+		// may be adopted instead of re-issued. Never one this process has
+		// stored a credential in since: what it holds now was written later.
+		if cred, adopted, err := c.adoptCredential(ctx, h, owner, live, now, st); adopted || err != nil {
+			return cred, err
+		}
+	}
 	switch {
 	case wrote && ok && iss.Digest == last.digest:
 		// The cache shows the credential this process wrote last.
@@ -490,9 +499,9 @@ func (c *Controller) ensureCredential(ctx context.Context, h *clerumv1alpha1.Hos
 
 // believed is the one rule for which runtime-token Secrets HCC takes at
 // their word: only those whose mark verifies (docs/host.md, "HCC's mark").
-// An unmarked Secret — written by someone else, or by an HCC from before
-// marks — holds nothing HCC believes and is re-issued; a rule that keeps
-// an earlier HCC's credentials across an upgrade would go here.
+// An unmarked Secret — written by someone else, or by a controller from
+// before marks — holds nothing HCC believes and is re-issued, unless the
+// opt-in migration adopts it first (adoptCredential), which marks it.
 func believed(iss resources.Issuance) bool {
 	return iss.Trust == resources.Marked
 }

@@ -28,11 +28,10 @@ type Admission struct {
 	SecretsChecked, SecretsOK bool
 }
 
-// LabelSecretForHost opts a Secret in to being a Host's spec.secretRef: its
-// value must be the Host's name. The Host's Role grants its pod read access
-// to that Secret, so a Host may name only a Secret made for it — not another
-// tenant's, nor a service-account token, a registry credential or an object
-// HCC manages (docs/host.md).
+// LabelSecretForHost marks a Secret as made for one Host: its value is the
+// Host's name. A Secret labelled for one Host is never another Host's
+// spec.secretRef, and with HCC_HOST_SECRET_REQUIRE_LABEL=true only a Secret
+// labelled for a Host may be its spec.secretRef (SecretRefRule).
 const LabelSecretForHost = "clerum.io/secret-for-host"
 
 // Admit decides h's admission. context is h's Context (nil when missing);
@@ -68,24 +67,63 @@ func Admit(h *clerumv1alpha1.Host, context *clerumv1alpha1.Context, sameID []*cl
 		a.SecretsOK, a.SecretsMessage = true, "the Host references no Secret"
 		return a
 	}
-	s := secret(ref.Name)
-	var forbidden string
-	if s != nil {
-		forbidden = names.ForbiddenSecret(string(s.Type), s.Labels)
-	}
-	switch {
-	case s == nil:
-		a.Block, a.SecretsMessage = reasons.SecretsMissing, fmt.Sprintf("Secret %s does not exist", ref.Name)
-	case forbidden != "":
-		a.Block = reasons.InvalidSpec
-		a.SecretsMessage = fmt.Sprintf("Secret %s may not be a Host's: it %s", ref.Name, forbidden)
-	case s.Labels[LabelSecretForHost] != h.Name:
-		a.Block = reasons.SecretsMissing
-		a.SecretsMessage = fmt.Sprintf("Secret %s is not labelled %s=%s: a Host may read only a Secret made for it", ref.Name, LabelSecretForHost, h.Name)
-	default:
-		a.SecretsOK, a.SecretsMessage = true, fmt.Sprintf("Secret %s exists and is labelled for this Host", ref.Name)
-	}
+	a.Block, a.SecretsMessage = SecretRefRule(h, secret(ref.Name), opts)
+	a.SecretsOK = a.Block == ""
 	return a
+}
+
+// SecretRefRule judges s, the Secret h's spec.secretRef names (nil when it
+// does not exist), and returns why h may not read it — the block reason and
+// a message naming the rule — or "" and what was found (docs/host.md,
+// "Identity and hardening"). The Host's Role grants its pod read access to that
+// Secret, so:
+//
+//   - whatever the mode, it must exist (else SecretsMissing), and must not
+//     be a service-account token, a registry credential or a Secret HCC
+//     manages (InvalidSpec: no Host may read one), nor labelled
+//     LabelSecretForHost for another Host (SecretsMissing: it was made for
+//     that Host);
+//   - with opts.SecretRequireLabel (HCC_HOST_SECRET_REQUIRE_LABEL=true) it
+//     must also be labelled LabelSecretForHost=<h's name> (SecretsMissing).
+//
+// The default is the rule Hosts ran under before HCC, which asked only that
+// the Secret exist: the kinds refused in both modes are what it must never
+// have granted.
+func SecretRefRule(h *clerumv1alpha1.Host, s *corev1.Secret, opts Options) (block, message string) {
+	name := h.Spec.SecretRef.Name
+	if s == nil {
+		return reasons.SecretsMissing, fmt.Sprintf("Secret %s does not exist", name)
+	}
+	if why := forbiddenToHosts(s); why != "" {
+		// The kind is the rule: none may be any Host's, in either mode.
+		return reasons.InvalidSpec, fmt.Sprintf("Secret %s may not be a Host's: it %s", name, why)
+	}
+	forHost, labelled := s.Labels[LabelSecretForHost]
+	switch {
+	case labelled && forHost != h.Name:
+		return reasons.SecretsMissing, fmt.Sprintf("Secret %s is labelled %s=%q: it was made for another Host, which is refused whatever HCC_HOST_SECRET_REQUIRE_LABEL says",
+			name, LabelSecretForHost, forHost)
+	case labelled:
+		return "", fmt.Sprintf("Secret %s exists and is labelled for this Host", name)
+	case opts.SecretRequireLabel:
+		return reasons.SecretsMissing, fmt.Sprintf("Secret %s is not labelled %s=%s, which HCC_HOST_SECRET_REQUIRE_LABEL=true requires of a Host's Secret",
+			name, LabelSecretForHost, h.Name)
+	}
+	return "", fmt.Sprintf("Secret %s exists and is labelled for no Host, which HCC_HOST_SECRET_REQUIRE_LABEL=false allows", name)
+}
+
+// forbiddenToHosts says why no Host may read s, or "": it is a
+// service-account token or a registry credential (names.ForbiddenSecret),
+// or one of HCC's own Secrets (labelled clerum.io/managed-by with HCC's
+// value), such as another Host's runtime credential.
+func forbiddenToHosts(s *corev1.Secret) string {
+	if why := names.ForbiddenSecret(string(s.Type), nil); why != "" {
+		return why
+	}
+	if s.Labels[names.LabelManagedBy] == names.ManagedByValue {
+		return "is managed by HCC (label " + names.LabelManagedBy + "=" + names.ManagedByValue + ")"
+	}
+	return ""
 }
 
 func holderOf(context *clerumv1alpha1.Context, sameID []*clerumv1alpha1.Context) *clerumv1alpha1.Context {

@@ -48,9 +48,16 @@ type Children struct {
 // planned regardless, and the Deployment is left nil.
 func MakeChildren(h *clerumv1alpha1.Host, a Admission, opts Options) (Children, error) {
 	d, err := BuildDeployment(h, a.ContextID, opts)
+	// The Role grants spec.secretRef's Secret only when Admit admitted it
+	// (SecretRefRule): an admitted Host's always is.
+	granted := h
+	if !a.SecretsOK {
+		granted = h.DeepCopy()
+		granted.Spec.SecretRef = nil
+	}
 	return Children{
 		ServiceAccount:     BuildServiceAccount(h, opts),
-		Role:               BuildRole(h, opts),
+		Role:               BuildRole(granted, opts),
 		RoleBinding:        BuildRoleBinding(h, opts),
 		WorkspaceClaim:     BuildWorkspaceClaim(h, opts),
 		RuntimeTokenSecret: BuildEmptyRuntimeTokenSecret(h, opts),

@@ -190,6 +190,10 @@ type Options struct {
 	// marked, and only one without a volume, or bound to the volume
 	// provisioned for it, is HCC's.
 	ClaimMark mark.Key
+	// SecretRequireLabel (HCC_HOST_SECRET_REQUIRE_LABEL) is Admit's rule for
+	// spec.secretRef: false, any Secret but the kinds no Host may read;
+	// true, only one labelled LabelSecretForHost=<host> (SecretRefRule).
+	SecretRequireLabel bool
 }
 
 // OptionsFrom returns the builders' options from the configuration.
@@ -223,6 +227,8 @@ func OptionsFrom(cfg *config.Config) Options {
 		NodeLocalDNSCIDR: cfg.NetPol.NodeLocalDNSCIDR,
 		RuntimeTokenMark: mark.NewKey(cfg.ControlAPI.HMACSecret, mark.PurposeRuntimeToken),
 		ClaimMark:        mark.NewKey(cfg.ControlAPI.HMACSecret, mark.PurposeClaim),
+
+		SecretRequireLabel: cfg.Host.SecretRequireLabel,
 	}
 }
 
@@ -590,7 +596,10 @@ func BuildServiceAccount(h *clerumv1alpha1.Host, opts Options) *corev1.ServiceAc
 
 // BuildRole returns h's Role: read its own Host object and its own Secrets
 // (the runtime-token Secret and spec.secretRef's, unless ValidateSecretRef
-// refuses it), each by name. get reads one object; list and watch are
+// refuses its name), each by name. It is built only for a Host Admit
+// admitted, so spec.secretRef's Secret passed SecretRefRule too; a Host
+// blocked on its Secret gets its Role rewritten without the grant (the
+// controller builds it for the Host without spec.secretRef). get reads one object; list and watch are
 // allowed only with a field selector on metadata.name, which is how the
 // API server matches them against resourceNames — an informer on the one
 // object works, an unfiltered list or watch is forbidden.
