@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"strconv"
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -176,16 +177,23 @@ func (o *overlay) list(tracker core.ObjectTracker, a core.ListActionImpl) (bool,
 		return true, nil, err
 	}
 	kept := items[:0]
+	// The list is current as of its newest item: a cache that has shown
+	// that item has everything the list saw (the NetworkPolicy operator
+	// compares the two before it reads its caches).
+	var newest uint64
 	for _, item := range items {
 		if m, err := meta.Accessor(item); err == nil && sel.matches(m) {
 			kept = append(kept, item)
+			if rv, err := strconv.ParseUint(m.GetResourceVersion(), 10, 64); err == nil && rv > newest {
+				newest = rv
+			}
 		}
 	}
 	if err := meta.SetList(obj, kept); err != nil {
 		return true, nil, err
 	}
 	if l, err := meta.ListAccessor(obj); err == nil {
-		l.SetResourceVersion(o.api.ResourceVersion())
+		l.SetResourceVersion(strconv.FormatUint(newest, 10))
 	}
 	return true, obj, nil
 }

@@ -38,10 +38,6 @@ func New(rv int64, uidPrefix string) *Server {
 	return s
 }
 
-// ResourceVersion returns the largest resourceVersion given so far: a
-// list's, as of which it is current.
-func (s *Server) ResourceVersion() string { return strconv.FormatInt(s.rv.Load(), 10) }
-
 // NextResourceVersion returns a resourceVersion larger than every one
 // given so far.
 func (s *Server) NextResourceVersion() string { return strconv.FormatInt(s.rv.Add(1), 10) }
