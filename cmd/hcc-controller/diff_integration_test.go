@@ -6,8 +6,12 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
+	"crypto/rsa"
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"sort"
@@ -17,6 +21,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/clerum/hcc/internal/testing/controlplane"
@@ -24,6 +29,7 @@ import (
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/diff"
 	clientset "github.com/clerum/hcc/pkg/generated/clientset/versioned"
+	"github.com/clerum/hcc/pkg/names"
 	"github.com/clerum/hcc/pkg/reasons"
 )
 
@@ -81,6 +87,18 @@ func TestDiffSaysWhatTheLeaderWrites(t *testing.T) {
 		Spec:       clerumv1alpha1.ContextSpec{ContextID: "tenant", McpServers: []string{"alpha", "beta"}},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
+	// A Host of the Context, whose credential the Control API issues.
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	require.NoError(t, err)
+	controlAPI := &fakeControlAPI{t: t, secret: []byte("integration-secret"), key: key, issued: map[string]issuedCredential{}}
+	controlAPIServer := httptest.NewServer(controlAPI)
+	t.Cleanup(controlAPIServer.Close)
+	_, err = c.kube.CoreV1().ConfigMaps("mcp-host").Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "mcp-host-config"}, Data: map[string]string{"CLERUM_AUTH_JWT_PUBLIC_KEY": "k"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = hcc.ClerumV1alpha1().Hosts("mcp-host").Create(ctx, &clerumv1alpha1.Host{
+		ObjectMeta: metav1.ObjectMeta{Name: "h1"}, Spec: clerumv1alpha1.HostSpec{ContextRef: "tenant"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
 	// An object of someone else's holds a name HCC needs: refused.
 	_, err = c.kube.CoreV1().Services("mcp-server").Create(ctx, &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: "alpha"},
@@ -88,7 +106,12 @@ func TestDiffSaysWhatTheLeaderWrites(t *testing.T) {
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
 
-	env := map[string]string{"HCC_LEADER_ELECT": "false"}
+	env := map[string]string{
+		"HCC_LEADER_ELECT":                            "false",
+		"CONTROL_API_BASE_URL":                        controlAPIServer.URL,
+		"MCP_HOST_GATEWAY_URL":                        controlAPIServer.URL,
+		"CONTEXT_MAPPER_HOST_WORKSPACE_STORAGE_CLASS": "",
+	}
 	offset := auditSize(t, c)
 	code, out, stderr := runDiffAs(t, diffKubeconfig, env, "-o", "json")
 	require.Equal(t, diffChanges, code, "stderr: %s", stderr)
@@ -103,6 +126,12 @@ func TestDiffSaysWhatTheLeaderWrites(t *testing.T) {
 	assert.True(t, listed["create deployments mcp-server/alpha"], "diff lists alpha's Deployment: %v", report.Writes)
 	assert.False(t, listed["create deployments mcp-server/beta"], "a blocked server gets no Deployment")
 	assert.True(t, listed["create networkpolicies mcp-server/deny-all-mcp-server"], "diff lists the default deny")
+	for _, w := range []string{"create deployments mcp-host/h1", "create secrets mcp-host/host-h1-mcp-host-runtime-tokens",
+		"create persistentvolumeclaims mcp-host/h1-workspace", "create deployments channels/channel-reader-h1"} {
+		assert.True(t, listed[w], "diff lists the Host's %s", w)
+	}
+	assert.Equal(t, 1, report.CredentialsIssued, "the Host's credential would be asked for")
+	assert.Zero(t, controlAPI.bootstrapCalls(), "diff never calls the Control API")
 	assert.Contains(t, report.Refusals, diff.Refusal{Controller: "mcpserver", Type: "block", Kind: "McpServer",
 		Namespace: "mcp-server", Name: "beta", Reason: reasons.InvalidSpec, Message: refusalMessage(report, "beta")})
 	assert.True(t, hasRefusal(report, "Service", "alpha", reasons.EventUnmanagedConflict), "the foreign Service is refused: %v", report.Refusals)
@@ -119,6 +148,7 @@ func TestDiffSaysWhatTheLeaderWrites(t *testing.T) {
 	ctrl := startController(t, c, env)
 	require.Equal(t, http.StatusOK, testenv.WaitHTTP(ctrl.base+"/ready", http.StatusOK, 60*time.Second))
 	waitUntil := poller(t, 60*time.Second)
+	waitUntil("h1's credential stored", func() bool { return controlAPI.bootstrapCalls() == 1 })
 	waitUntil("beta blocked", func() bool {
 		s, err := hcc.ClerumV1alpha1().McpServers("mcp-server").Get(ctx, "beta", metav1.GetOptions{})
 		return err == nil && hasConditionReason(s.Status.Conditions, reasons.InvalidSpec)
@@ -144,7 +174,7 @@ func TestDiffSaysWhatTheLeaderWrites(t *testing.T) {
 		"the controller's writes (status apart) are exactly diff's")
 
 	// Converged: nothing to say, in either format.
-	code, table, stderr = runDiffAs(t, diffKubeconfig, env)
+	code, _, stderr = runDiffAs(t, diffKubeconfig, env)
 	assert.Equal(t, diffChanges, code, "the foreign Service is still refused; stderr: %s", stderr)
 	require.NoError(t, c.kube.CoreV1().Services("mcp-server").Delete(ctx, "alpha", metav1.DeleteOptions{}))
 	ctrl = startController(t, c, env)
@@ -158,6 +188,72 @@ func TestDiffSaysWhatTheLeaderWrites(t *testing.T) {
 	assert.Empty(t, table)
 	code, out, _ = runDiffAs(t, diffKubeconfig, env, "-o", "json")
 	assert.Equal(t, diffNothing, code, out)
+	assert.Equal(t, 1, controlAPI.bootstrapCalls(), "the stored credential is believed: nothing to re-issue")
+}
+
+// TestDiffSaysWhatTheCapsHoldBack: unexplained orphans above the delete
+// cap are listed as held back, with the rule; none is deleted by diff, and
+// the controller started next deletes none either (its writes are diff's).
+func TestDiffSaysWhatTheCapsHoldBack(t *testing.T) {
+	c := startClusterWith(t, controlplane.Options{AuditPolicy: writesPolicy})
+	ctx := context.Background()
+	require.NoError(t, controlplane.ApplyFiles(ctx, c.cp.Config(), filepath.Join("..", "..", "deploy", "examples", "diff-rbac.yaml")))
+	diffKubeconfig := c.cp.ImpersonatingKubeconfig(diffUser, "hcc-diff", "system:authenticated")
+	// Allows of a Context nobody knows, left while no controller ran.
+	var orphans []string
+	for i := range 4 {
+		name := fmt.Sprintf("ctx-gone-s%d", i)
+		orphans = append(orphans, name)
+		_, err := c.kube.NetworkingV1().NetworkPolicies("mcp-server").Create(ctx, &networkingv1.NetworkPolicy{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
+				names.LabelManagedBy: names.ManagedByValue, names.LabelPolicyType: "context-allow",
+				names.LabelContext: "gone", names.LabelMcpServer: fmt.Sprintf("s%d", i)}},
+			Spec: networkingv1.NetworkPolicySpec{PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	env := map[string]string{"HCC_LEADER_ELECT": "false", "CONTEXT_MAPPER_NETPOL_ORPHAN_DELETE_CAP": "3"}
+	code, out, stderr := runDiffAs(t, diffKubeconfig, env, "-o", "json")
+	require.Equal(t, diffChanges, code, "stderr: %s", stderr)
+	var report diff.Report
+	require.NoError(t, json.Unmarshal([]byte(out), &report), out)
+	var held []string
+	for _, h := range report.NetworkPolicy.HeldBack {
+		held = append(held, h.Name)
+	}
+	assert.ElementsMatch(t, orphans, held)
+	assert.NotEmpty(t, report.NetworkPolicy.CapRule)
+	for _, w := range report.Writes {
+		assert.NotEqual(t, "delete", w.Verb, "a tripped cap deletes no unexplained orphan: %v", w)
+	}
+	code, table, _ := runDiffAs(t, diffKubeconfig, env)
+	require.Equal(t, diffChanges, code)
+	assert.Contains(t, table, "would hold back 4 unexplained policies")
+
+	offset := auditSize(t, c)
+	ctrl := startController(t, c, env)
+	require.Equal(t, http.StatusOK, testenv.WaitHTTP(ctrl.base+"/ready", http.StatusOK, 60*time.Second))
+	stable, last := 0, -1
+	poller(t, 60*time.Second)("the controller's writes settle", func() bool {
+		n := len(auditWrites(t, c, offset, controllerIdentity))
+		if n == last {
+			stable++
+		} else {
+			stable, last = 0, n
+		}
+		return stable >= 30
+	})
+	require.Equal(t, 0, ctrl.stop(t))
+	var want []string
+	for _, w := range report.Writes {
+		want = append(want, w.Verb+" "+w.Resource+" "+w.Namespace+"/"+w.Name)
+	}
+	sort.Strings(want)
+	assert.Equal(t, want, objectWrites(auditWrites(t, c, offset, controllerIdentity)))
+	for _, name := range orphans {
+		_, err := c.kube.NetworkingV1().NetworkPolicies("mcp-server").Get(ctx, name, metav1.GetOptions{})
+		assert.NoError(t, err, "the cap kept %s", name)
+	}
 }
 
 // runDiffAs runs diff with kubeconfig and env and returns its exit code,
