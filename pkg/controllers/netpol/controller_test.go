@@ -479,3 +479,46 @@ func TestMissingNamespaceDoesNotBlockCertification(t *testing.T) {
 	}, f.writes())
 	assert.Equal(t, []string{"deny-all-mcp-server", "deny-all-sandbox-recipes", "ext-egress-s1-api"}, f.sent())
 }
+
+func TestPassDurationBucketsReachFifteenMinutes(t *testing.T) {
+	_, c := newFixture(t, world{})
+	h := c.metrics.PassDuration.WithLabelValues("full", "success")
+	h.Observe(600)
+	var m dto.Metric
+	require.NoError(t, h.(prometheus.Histogram).Write(&m))
+	var bounds []float64
+	for _, b := range m.GetHistogram().GetBucket() {
+		bounds = append(bounds, b.GetUpperBound())
+	}
+	assert.Contains(t, bounds, 0.005, "the low buckets stay")
+	assert.Contains(t, bounds, 40.96, "the low buckets stay")
+	assert.Equal(t, 900.0, bounds[len(bounds)-1], "a pass of minutes lands in a bucket, not only in +Inf")
+}
+
+func TestLastPassDurationIsSetByEveryPass(t *testing.T) {
+	f, c := newFixture(t, world{})
+	f.desired = ctxPolicies(1)
+	// The fake planner takes the time the pass is said to take.
+	took := 90 * time.Second
+	plan := c.plan
+	c.plan = func(inv netpol.Inventory, o netpol.Options) *netpol.Plan {
+		f.Clock.Step(took)
+		return plan(inv, o)
+	}
+	ctx := context.Background()
+	_, err := c.sync(ctx, passFull)
+	require.NoError(t, err)
+	assert.Equal(t, 90.0, gaugeValue(t, c.metrics.LastPassDuration.WithLabelValues("full")))
+
+	// A failed pass sets it too: a pass failing after minutes is as much a
+	// treadmill as one succeeding after minutes.
+	took = 7 * time.Minute
+	f.desired = append(f.desired, policy("mcp-server", "ctx-new", names.PolicyTypeContextAllow, 3000))
+	f.Kube.PrependReactor("create", "networkpolicies", func(core.Action) (bool, runtime.Object, error) {
+		return true, nil, errors.New("etcd is sad")
+	})
+	_, err = c.sync(ctx, passFull)
+	require.Error(t, err)
+	assert.Equal(t, 420.0, gaugeValue(t, c.metrics.LastPassDuration.WithLabelValues("full")))
+	assert.Zero(t, gaugeValue(t, c.metrics.LastPassDuration.WithLabelValues("defaults")), "each kind has its own")
+}
