@@ -46,6 +46,22 @@ func TestARepeatedPublicKeyFailsStartup(t *testing.T) {
 	assert.Contains(t, out, "HCC_MCP_HOST_JWT_PUBLIC_KEY: key 2 repeats key 1")
 }
 
+// The line keeps the prefix of the system HCC replaces, which log alerts
+// match (docs/configuration.md).
+func TestInvalidConfigurationLineStartsWithFatal(t *testing.T) {
+	t.Setenv("HCC_MCP_HOST_JWT_PUBLIC_KEY", testenv.RSAPublicKeyPEM(t))
+	t.Setenv("CONTEXT_MAPPER_PORT", "8o80")
+	t.Setenv("KUBECONFIG", testenv.UnreachableKubeconfig(t))
+
+	var stdout, stderr bytes.Buffer
+	assert.Equal(t, 1, run(context.Background(), nil, &stdout, &stderr))
+	out := stderr.String()
+	assert.True(t, strings.HasPrefix(out, "[HCC] FATAL hcc-api: invalid configuration: "), "%q", out)
+	assert.Contains(t, out, "CONTEXT_MAPPER_PORT")
+	assert.Equal(t, 1, strings.Count(out, "\n"), "one line: %q", out)
+	assert.Empty(t, stdout.String())
+}
+
 func TestUnreachableClusterExits(t *testing.T) {
 	t.Setenv("HCC_MCP_HOST_JWT_PUBLIC_KEY", testenv.RSAPublicKeyPEM(t))
 	t.Setenv("CONTEXT_MAPPER_PORT", strconv.Itoa(testenv.FreePort(t)))

@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
 
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -29,20 +32,40 @@ const (
 	capPercentVar = "CONTEXT_MAPPER_NETPOL_ORPHAN_DELETE_CAP_PERCENT"
 )
 
-// runCensus is `hcc-controller census [--kubeconfig PATH]`: a read-only look
-// at the managed NetworkPolicies of a live cluster, the orphans a full pass
-// would find and whether the delete caps would trip.
+// runCensus is `hcc-controller census [--kubeconfig PATH]
+// [--from-deployment[=false]] [--deployment NAMESPACE/NAME]`: a read-only
+// look at the managed NetworkPolicies of a live cluster, the orphans a full
+// pass would find and whether the delete caps would trip. The caps and the
+// namespaces are the live controller's: read from its Deployment, unless
+// --from-deployment=false takes them from this process's environment. The
+// default is on when a kubeconfig is given (the caller is outside the
+// cluster) and off in-cluster, where this environment is the pod's.
 func runCensus(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	flags, err := startup.ParseFlags(binary+" census", args, stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
-	}
 	fail := func(err error) int {
-		fmt.Fprintf(stderr, "%s census: %v\n", binary, err)
+		fmt.Fprintf(stderr, "%s census: %s\n", binary, strings.ReplaceAll(err.Error(), "\n", " "))
 		return 1
 	}
-	if err != nil {
+	var flags startup.Flags
+	var fromDeployment bool
+	var deployment string
+	fs := flag.NewFlagSet(binary+" census", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&flags.Kubeconfig, "kubeconfig", "", "path to a kubeconfig; defaults to $KUBECONFIG, then the in-cluster configuration")
+	fs.BoolVar(&fromDeployment, "from-deployment", false, "read the caps and namespaces from the controller's Deployment (default true when a kubeconfig is given)")
+	fs.StringVar(&deployment, "deployment", "", "the controller's Deployment as NAMESPACE/NAME (default: the control-plane namespace/"+controllerDeployment+")")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
 		return fail(err)
+	}
+	if fs.NArg() > 0 {
+		return fail(fmt.Errorf("unexpected argument %q", fs.Arg(0)))
+	}
+	explicit := false
+	fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "from-deployment" })
+	if !explicit {
+		fromDeployment = flags.Kubeconfig != "" || os.Getenv("KUBECONFIG") != ""
 	}
 	// The census writes nothing, so it needs none of the live controller's
 	// secrets: it loads the configuration as render does.
@@ -68,14 +91,49 @@ func runCensus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return fail(err)
 	}
 
+	env, from := callerEnv(), callerSource
+	if fromDeployment {
+		namespace, name := cfg.Namespaces.ControlPlane, controllerDeployment
+		if deployment != "" {
+			var ok bool
+			if namespace, name, ok = strings.Cut(deployment, "/"); !ok || namespace == "" || name == "" {
+				return fail(fmt.Errorf("--deployment %q is not NAMESPACE/NAME", deployment))
+			}
+		}
+		var notes []string
+		if env, notes, err = deploymentEnv(ctx, kube, namespace, name); err != nil {
+			return fail(err)
+		}
+		for _, n := range notes {
+			fmt.Fprintf(stderr, "warning: %s\n", n)
+		}
+		if cfg, err = config.LoadFrom(config.Render, withCensusVars(env)); err != nil {
+			return fail(fmt.Errorf("invalid configuration (caps and namespaces of Deployment %s/%s): %w", namespace, name, err))
+		}
+		from = fmt.Sprintf("Deployment %s/%s, container %s", namespace, name, controllerContainer)
+	}
+
 	opts := planopts.FromConfig(cfg)
 	live, inv, err := readCluster(ctx, kube, hcc, opts)
 	if err != nil {
 		return fail(err)
 	}
+	fmt.Fprintf(stdout, "caps and namespaces from %s:\n", from)
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	for _, name := range censusVars {
+		value := "(unset)"
+		if v := env[name]; v.set {
+			value = strconv.Quote(v.value)
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", name, value, sourceOf(env, name))
+	}
+	if err := tw.Flush(); err != nil {
+		return fail(err)
+	}
+	fmt.Fprintln(stdout)
 	caps := netpolcontroller.Caps{Absolute: cfg.NetPol.OrphanDeleteCap, Percent: cfg.NetPol.OrphanDeleteCapPercent}
 	census := netpolcontroller.TakeCensus(live, inv, opts, caps)
-	if err := census.Write(stdout, capSource(capVar), capSource(capPercentVar)); err != nil {
+	if err := census.Write(stdout, capSource(env, capVar), capSource(env, capPercentVar)); err != nil {
 		return fail(err)
 	}
 	return 0
@@ -124,11 +182,15 @@ func readCluster(ctx context.Context, kube kubernetes.Interface, hcc clientset.I
 	return live, inv, nil
 }
 
-// capSource says whether a cap came from the environment or the compiled
-// default (an empty value means the default, as the configuration reads it).
-func capSource(name string) string {
-	if v := os.Getenv(name); v != "" {
+// capSource says whether a cap came from where the census read it or the
+// compiled default.
+func capSource(env map[string]sourced, name string) string {
+	switch src := sourceOf(env, name); {
+	case strings.HasPrefix(src, "compiled default"):
+		return "compiled default"
+	case src == callerSource:
 		return "from " + name
+	default:
+		return "from " + name + ", " + src
 	}
-	return "compiled default"
 }

@@ -58,7 +58,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 	cfg, log, err := startup.LoadConfig(binary, config.Controller)
 	if err != nil {
-		fmt.Fprintf(stderr, "%s: invalid configuration: %v\n", binary, err)
+		startup.PrintInvalidConfig(stderr, binary, err)
 		return 1
 	}
 

@@ -41,6 +41,22 @@ func TestInvalidConfigurationExitsWithOneLine(t *testing.T) {
 	assert.NotContains(t, out, "replace-with-a-real-secret", "secrets never reach the output")
 }
 
+// The line keeps the prefix of the system HCC replaces, which log alerts
+// match (docs/configuration.md).
+func TestInvalidConfigurationLineStartsWithFatal(t *testing.T) {
+	t.Setenv("INTERNAL_CONTROL_JWT_HCC_HMAC_SECRET", "s3cret")
+	t.Setenv("CONTEXT_MAPPER_NETPOL_ORPHAN_DELETE_CAP", "25m")
+	t.Setenv("KUBECONFIG", testenv.UnreachableKubeconfig(t))
+
+	var stdout, stderr bytes.Buffer
+	assert.Equal(t, 1, run(context.Background(), nil, &stdout, &stderr))
+	out := stderr.String()
+	assert.True(t, strings.HasPrefix(out, "[HCC] FATAL hcc-controller: invalid configuration: "), "%q", out)
+	assert.Contains(t, out, "CONTEXT_MAPPER_NETPOL_ORPHAN_DELETE_CAP")
+	assert.Equal(t, 1, strings.Count(out, "\n"), "one line: %q", out)
+	assert.Empty(t, stdout.String())
+}
+
 func TestUnreachableClusterExits(t *testing.T) {
 	t.Setenv("INTERNAL_CONTROL_JWT_HCC_HMAC_SECRET", "s3cret")
 	t.Setenv("HCC_CONTROLLER_PORT", strconv.Itoa(testenv.FreePort(t)))

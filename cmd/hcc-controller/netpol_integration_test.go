@@ -149,7 +149,7 @@ func TestNetworkPolicyOperator(t *testing.T) {
 
 	// The census agrees: nothing orphaned, nothing capped.
 	var stdout, stderr bytes.Buffer
-	require.Equal(t, 0, run(ctx, []string{"census", "--kubeconfig", cp.Kubeconfig()}, &stdout, &stderr), stderr.String())
+	require.Equal(t, 0, run(ctx, []string{"census", "--kubeconfig", cp.Kubeconfig(), "--from-deployment=false"}, &stdout, &stderr), stderr.String())
 	assert.Contains(t, stdout.String(), "unexplained orphans (only these count against the caps): 0")
 	assert.Contains(t, stdout.String(), "disowned allows (revoked whatever the caps; hostname allows DNS still proves are kept): 0")
 	assert.Regexp(t, `(?m)^external-egress +1$`, stdout.String())
@@ -313,7 +313,7 @@ func TestAnUnmanagedDenyAllHolderThatIsNoDefaultDenyWithholdsReadiness(t *testin
 	assert.Equal(t, 1.0, scrape(t, base, "clerum_hcc_netpol_default_deny_withheld"))
 
 	var stdout, stderr bytes.Buffer
-	require.Equal(t, 0, run(ctx, []string{"census", "--kubeconfig", c.cp.Kubeconfig()}, &stdout, &stderr), stderr.String())
+	require.Equal(t, 0, run(ctx, []string{"census", "--kubeconfig", c.cp.Kubeconfig(), "--from-deployment=false"}, &stdout, &stderr), stderr.String())
 	assert.Contains(t, stdout.String(), "rpc-proxy/deny-all-rpc-proxy\tnot a default deny, withholds readiness: it has 1 ingress rule(s)")
 
 	live, err := kube.NetworkingV1().NetworkPolicies("rpc-proxy").Get(ctx, "deny-all-rpc-proxy", metav1.GetOptions{})

@@ -75,7 +75,9 @@ type Options struct {
 	// or the controller refuses it.
 	CredentialLifetime time.Duration
 	// AccessTokenTTL is exp - iat of access tokens; at most hcc-api's
-	// HCC_MCP_HOST_JWT_MAX_TTL_SECONDS (600 s by default).
+	// HCC_MCP_HOST_JWT_MAX_TTL_SECONDS (600 s by default). The shipped
+	// hcc-api Deployment sets that variable to DefaultAccessTokenTTL, and a
+	// test in test/deploy keeps the two equal.
 	AccessTokenTTL time.Duration
 	// Clock stamps credentials and tokens; nil means the real clock.
 	Clock clock.PassiveClock

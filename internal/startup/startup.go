@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -65,6 +66,21 @@ func LoadConfig(binary string, component config.Component) (*config.Config, zero
 		log.Warn().Msg(w)
 	}
 	return cfg, log, nil
+}
+
+// FatalPrefix opens the line a binary prints on stderr before it exits for
+// invalid configuration. Log alerts written for the system HCC replaces
+// match it, so it stays (docs/configuration.md).
+const FatalPrefix = "[HCC] FATAL "
+
+var lineBreaks = strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ")
+
+// PrintInvalidConfig writes err as the one line on stderr a binary exits
+// with when its configuration is invalid: FatalPrefix, the binary, then the
+// error with any line breaks folded, so an alert sees the whole of it.
+func PrintInvalidConfig(stderr io.Writer, binary string, err error) {
+	msg := lineBreaks.Replace(err.Error())
+	fmt.Fprintf(stderr, "%s%s: invalid configuration: %s\n", FatalPrefix, binary, msg)
 }
 
 // Connect returns the client configuration for the cluster found in the

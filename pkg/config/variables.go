@@ -280,7 +280,7 @@ var groups = []group{{
 		field: nonBlank(func(c *Config) *string { return &c.HostAuth.MigrationAudience }),
 	}, {
 		name: "HCC_MCP_HOST_JWT_MAX_TTL_SECONDS", def: "600",
-		desc:  "Largest `exp - iat` accepted.",
+		desc:  "Largest `exp - iat` accepted. The shipped Deployment sets `300`, the Control API's access-token lifetime (docs/deploy.md).",
 		field: seconds(func(c *Config) *time.Duration { return &c.HostAuth.MaxTTL }, 1),
 	}, {
 		name: "HCC_MCP_HOST_API_RATE_LIMIT_PER_MINUTE", def: "120",

@@ -91,7 +91,9 @@ func (r *Readiness) Ready() bool { return len(r.Pending()) == 0 }
 // until all pass.
 func Register(mux *http.ServeMux, r *Readiness, gatherer prometheus.Gatherer) {
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "ready": r.Ready()})
+		// A struct, not a map, keeps the documented key order: a map is
+		// encoded with its keys sorted.
+		writeJSON(w, http.StatusOK, healthBody{Status: "ok", Ready: r.Ready()})
 	})
 	mux.HandleFunc("GET /ready", func(w http.ResponseWriter, _ *http.Request) {
 		if pending := r.Pending(); len(pending) > 0 {
@@ -105,6 +107,12 @@ func Register(mux *http.ServeMux, r *Readiness, gatherer prometheus.Gatherer) {
 		writeJSON(w, http.StatusOK, map[string]any{"ready": true})
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
+}
+
+// healthBody is the body of /health.
+type healthBody struct {
+	Status string `json:"status"`
+	Ready  bool   `json:"ready"`
 }
 
 func writeJSON(w http.ResponseWriter, status int, body any) {

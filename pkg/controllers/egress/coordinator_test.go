@@ -476,3 +476,35 @@ func TestAnInactiveServerIsNotResolved(t *testing.T) {
 	assert.Empty(t, f.resolver.asked, "no lookup for a server that may hold no egress")
 	assert.Empty(t, f.resolved())
 }
+
+// TestZeroRefreshTurnsTheDNSRefreshOff: HCC_EXTERNAL_EGRESS_RESYNC_SEC=0
+// (Refresh 0) resolves a server when it changes and never again by time:
+// no sync asks to be seen again, and a sync long after would-be periods
+// (an event, or the settle round) looks nothing up. The same steps with a
+// refresh period do.
+func TestZeroRefreshTurnsTheDNSRefreshOff(t *testing.T) {
+	for _, tc := range []struct {
+		refresh time.Duration
+		lookups int // after the first resolution, over four periods
+	}{{0, 0}, {refresh, 4}} {
+		t.Run(tc.refresh.String(), func(t *testing.T) {
+			f := newFixture(t, hostBinding("api", "api.example.com"))
+			f.c.opts.Refresh = tc.refresh
+			f.resolver.set("api.example.com", "93.184.216.34")
+			after := f.sync(t)
+			require.Equal(t, 1, f.resolver.calls)
+			if tc.refresh == 0 {
+				assert.Zero(t, after, "no sync asks to be seen again by time")
+			} else {
+				assert.Equal(t, tc.refresh, after)
+			}
+			for range 4 {
+				f.Clock.Step(refresh + time.Second)
+				f.sync(t)
+			}
+			assert.Equal(t, 1+tc.lookups, f.resolver.calls)
+			assert.Equal(t, []netip.Addr{netip.MustParseAddr("93.184.216.34")}, f.resolved(),
+				"the proven answer stays; without a refresh it does not age out")
+		})
+	}
+}

@@ -319,7 +319,9 @@ func (c *Controller) sync(ctx context.Context, kind passKind) (kit.Result, error
 	if err != nil {
 		result = "error"
 	}
-	c.metrics.PassDuration.WithLabelValues(string(kind), result).Observe(c.clock.Since(start).Seconds())
+	took := c.clock.Since(start).Seconds()
+	c.metrics.PassDuration.WithLabelValues(string(kind), result).Observe(took)
+	c.metrics.LastPassDuration.WithLabelValues(string(kind)).Set(took)
 	return kit.Result{RequeueAfter: after}, err
 }
 

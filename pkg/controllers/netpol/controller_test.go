@@ -479,3 +479,88 @@ func TestMissingNamespaceDoesNotBlockCertification(t *testing.T) {
 	}, f.writes())
 	assert.Equal(t, []string{"deny-all-mcp-server", "deny-all-sandbox-recipes", "ext-egress-s1-api"}, f.sent())
 }
+
+func TestPassDurationBucketsReachFifteenMinutes(t *testing.T) {
+	_, c := newFixture(t, world{})
+	h := c.metrics.PassDuration.WithLabelValues("full", "success")
+	h.Observe(600)
+	var m dto.Metric
+	require.NoError(t, h.(prometheus.Histogram).Write(&m))
+	var bounds []float64
+	for _, b := range m.GetHistogram().GetBucket() {
+		bounds = append(bounds, b.GetUpperBound())
+	}
+	assert.Contains(t, bounds, 0.005, "the low buckets stay")
+	assert.Contains(t, bounds, 40.96, "the low buckets stay")
+	assert.Equal(t, 900.0, bounds[len(bounds)-1], "a pass of minutes lands in a bucket, not only in +Inf")
+}
+
+func TestLastPassDurationIsSetByEveryPass(t *testing.T) {
+	f, c := newFixture(t, world{})
+	f.desired = ctxPolicies(1)
+	// The fake planner takes the time the pass is said to take.
+	took := 90 * time.Second
+	plan := c.plan
+	c.plan = func(inv netpol.Inventory, o netpol.Options) *netpol.Plan {
+		f.Clock.Step(took)
+		return plan(inv, o)
+	}
+	ctx := context.Background()
+	_, err := c.sync(ctx, passFull)
+	require.NoError(t, err)
+	assert.Equal(t, 90.0, gaugeValue(t, c.metrics.LastPassDuration.WithLabelValues("full")))
+
+	// A failed pass sets it too: a pass failing after minutes is as much a
+	// treadmill as one succeeding after minutes.
+	took = 7 * time.Minute
+	f.desired = append(f.desired, policy("mcp-server", "ctx-new", names.PolicyTypeContextAllow, 3000))
+	f.Kube.PrependReactor("create", "networkpolicies", func(core.Action) (bool, runtime.Object, error) {
+		return true, nil, errors.New("etcd is sad")
+	})
+	_, err = c.sync(ctx, passFull)
+	require.Error(t, err)
+	assert.Equal(t, 420.0, gaugeValue(t, c.metrics.LastPassDuration.WithLabelValues("full")))
+	assert.Zero(t, gaugeValue(t, c.metrics.LastPassDuration.WithLabelValues("defaults")), "each kind has its own")
+}
+
+// TestResyncTickIsSkippedWhileARealPassRuns: a full pass marks itself in
+// flight for as long as it runs, so every tick meanwhile is skipped and
+// counted and queues nothing: no second pass starts while one runs. Once
+// it has returned, the next tick queues a pass again.
+func TestResyncTickIsSkippedWhileARealPassRuns(t *testing.T) {
+	_, c := newFixture(t, world{})
+	c.opts.Resync = 5 * time.Millisecond
+	planning, release := make(chan struct{}), make(chan struct{})
+	var plans sync.WaitGroup
+	plans.Add(1)
+	plan := c.plan
+	c.plan = func(inv netpol.Inventory, o netpol.Options) *netpol.Plan {
+		plans.Done() // a second call panics: a second pass started
+		close(planning)
+		<-release
+		return plan(inv, o)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	var releaseOnce sync.Once
+	unblock := func() { releaseOnce.Do(func() { close(release) }) }
+	defer unblock() // a failing assertion must not leave the pass blocked
+	passErr := make(chan error, 1)
+	wg.Go(func() { _, err := c.sync(ctx, passFull); passErr <- err })
+	<-planning
+	wg.Go(func() { c.resyncTimers(ctx) })
+
+	skipped := func() float64 { return counterValue(t, c.metrics.TicksSkipped.WithLabelValues("pass-in-flight")) }
+	require.Eventually(t, func() bool { return skipped() >= 3 }, 5*time.Second, time.Millisecond)
+	assert.Zero(t, c.queue.Len(), "a tick during the pass queues no second one")
+
+	unblock()
+	require.NoError(t, <-passErr)
+	require.Eventually(t, func() bool { return c.queue.Len() > 0 }, 5*time.Second, time.Millisecond,
+		"after the pass a tick queues the next")
+	kind, _ := c.queue.Get()
+	assert.Equal(t, passFull, kind)
+	c.queue.Done(kind)
+}

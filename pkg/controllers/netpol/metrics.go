@@ -24,10 +24,20 @@ type Metrics struct {
 	DefaultDenyWithheld prometheus.Gauge
 	MissingNamespaces   prometheus.Gauge
 	LastSuccess         prometheus.Gauge
+	// LastPassDuration is how long the last pass of each kind took,
+	// whatever its result: a pass that fails after minutes is the one an
+	// operator comparing pass time with the resync period must see.
+	LastPassDuration *prometheus.GaugeVec
 	// GrantsWithheld counts the contextIds whose new allows the last full
 	// pass held back while pods of another holder carried them.
 	GrantsWithheld prometheus.Gauge
 }
+
+// passBuckets are the pass histogram's upper bounds: 5 ms doubling to 41 s,
+// then on to 15 minutes, since a full pass over a large fleet takes
+// minutes and a resync period is only safe well above the slowest pass
+// (docs/networkpolicy.md, "Metrics").
+var passBuckets = append(prometheus.ExponentialBuckets(0.005, 2, 14), 60, 120, 300, 600, 900)
 
 // NewMetrics registers the operator's metrics with reg.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
@@ -35,7 +45,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		PassDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "clerum_hcc_netpol_pass_duration_seconds",
 			Help:    "Duration of NetworkPolicy passes, by kind (full or defaults) and result.",
-			Buckets: prometheus.ExponentialBuckets(0.005, 2, 14), // 5 ms .. 41 s
+			Buckets: passBuckets,
 		}, []string{"kind", "result"}),
 		Policies: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "clerum_hcc_netpol_policies",
@@ -98,12 +108,17 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Name: "clerum_hcc_netpol_last_success_timestamp_seconds",
 		Help: "Unix time the last full pass succeeded; alert when it falls behind while this replica leads.",
 	})
+	m.LastPassDuration = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "clerum_hcc_netpol_last_pass_duration_seconds",
+		Help: "Duration of the last NetworkPolicy pass of each kind (full or defaults), successful or not.",
+	}, []string{"kind"})
 	m.GrantsWithheld = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "clerum_hcc_netpol_contextid_grants_withheld",
 		Help: "contextIds whose new allows the last full pass withheld because pods of a Host whose Context does not hold them (or of no Host) still carry them; granted once those pods are gone.",
 	})
 	reg.MustRegister(m.PassDuration, m.Policies, m.Writes, m.WriteErrors, m.OrphanCapped,
 		m.TicksSkipped, m.Certified, m.Orphans, m.Rejections, m.ContextIgnore,
-		m.Disowned, m.KeptDefaults, m.UnmanagedConflicts, m.DefaultDenyWithheld, m.MissingNamespaces, m.LastSuccess, m.GrantsWithheld)
+		m.Disowned, m.KeptDefaults, m.UnmanagedConflicts, m.DefaultDenyWithheld, m.MissingNamespaces, m.LastSuccess, m.GrantsWithheld,
+		m.LastPassDuration)
 	return m
 }
