@@ -7,7 +7,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"os/exec"
 	"path/filepath"
@@ -151,6 +150,7 @@ func TestUpgradeFromSeed(t *testing.T) {
 	}
 	t.Logf("diff: network policy certified=%v %s, held back %v", report.NetworkPolicy.Certified, report.NetworkPolicy.Message, report.NetworkPolicy.HeldBack)
 	assert.True(t, report.NetworkPolicy.Certified, "the policy pass certifies")
+	assert.Empty(t, report.refusals(), "diff refuses nothing: every seed object is taken over")
 	assert.Empty(t, report.NetworkPolicy.HeldBack, "no policy is held back")
 	{
 		assert.Equal(t, []string{"McpServer mcp-server/scratch InvalidSpec"}, report.blocks(), "diff names the stdio server without a command, and nothing else, as blocked")
@@ -193,7 +193,7 @@ func TestUpgradeFromSeed(t *testing.T) {
 
 	// Every Host kept serving.
 	for _, h := range s.hosts {
-		assert.Empty(t, gaps[h], "Host %s's Deployment stayed available", h)
+		assert.Empty(t, gaps[h], "Host %s's Deployment had an available pod throughout", h)
 	}
 	after := map[string]map[string]corev1.PodTemplateSpec{"mcp-host": templates(t, "mcp-host"), "mcp-server": templates(t, "mcp-server")}
 	rolled := 0
@@ -604,11 +604,16 @@ type diffWrite struct {
 	Error      string   `json:"error"`
 }
 
-// writeKeys are the writes of the report as "verb resource namespace/name",
-// sorted.
+// writeKeys are the writes of the report that would succeed, as "verb
+// resource namespace/name", sorted. (A write the overlay refuses, such as a
+// create that meets an object created meanwhile, carries its error; the
+// audit log lists successful writes only.)
 func (r diffReport) writeKeys() []string {
 	var out []string
 	for _, w := range r.Writes {
+		if w.Error != "" {
+			continue
+		}
 		out = append(out, w.Verb+" "+w.Resource+" "+w.Namespace+"/"+w.Name)
 	}
 	sort.Strings(out)
@@ -620,6 +625,19 @@ func (r diffReport) blocks() []string {
 	var out []string
 	for _, f := range r.Refusals {
 		if f.Type == "block" {
+			out = append(out, f.Kind+" "+f.Namespace+"/"+f.Name+" "+f.Reason)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// refusals are the report's refused objects (type refuse) as "Kind
+// namespace/name reason".
+func (r diffReport) refusals() []string {
+	var out []string
+	for _, f := range r.Refusals {
+		if f.Type != "block" {
 			out = append(out, f.Kind+" "+f.Namespace+"/"+f.Name+" "+f.Reason)
 		}
 	}
@@ -687,11 +705,12 @@ func upgradeWrites(t *testing.T, offset int64) []string {
 	return out
 }
 
-// availability records, from a watch, every moment a Host Deployment was
-// not available, until stopped.
+// availability records, from a watch, every stretch of time in which a
+// Host Deployment had no available pod (or was gone), until stopped.
 type availability struct {
 	mu     sync.Mutex
-	gaps   map[string][]string // Deployment -> what was seen while unavailable
+	down   map[string]time.Time // Deployment -> since when it serves nothing
+	gaps   map[string][]string  // Deployment -> its outages, "from +duration"
 	cancel context.CancelFunc
 	done   chan struct{}
 }
@@ -699,11 +718,11 @@ type availability struct {
 func watchAvailability(t *testing.T, deployments []string) *availability {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	a := &availability{gaps: map[string][]string{}, cancel: cancel, done: make(chan struct{})}
+	a := &availability{down: map[string]time.Time{}, gaps: map[string][]string{}, cancel: cancel, done: make(chan struct{})}
 	list, err := kube.AppsV1().Deployments("mcp-host").List(ctx, metav1.ListOptions{})
 	require.NoError(t, err)
 	for _, d := range list.Items {
-		require.True(t, !slices.Contains(deployments, d.Name) || kit.DeploymentAvailable(&d), "%s is available before the upgrade", d.Name)
+		require.True(t, !slices.Contains(deployments, d.Name) || d.Status.AvailableReplicas > 0, "%s serves before the upgrade", d.Name)
 	}
 	w, err := watchtools.NewRetryWatcherWithContext(ctx, list.ResourceVersion, &cache.ListWatch{WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 		return kube.AppsV1().Deployments("mcp-host").Watch(ctx, o)
@@ -724,23 +743,32 @@ func watchAvailability(t *testing.T, deployments []string) *availability {
 				if !ok || !slices.Contains(deployments, d.Name) {
 					continue
 				}
-				if ev.Type == watch.Deleted || !kit.DeploymentAvailable(d) {
-					a.mu.Lock()
-					a.gaps[d.Name] = append(a.gaps[d.Name], fmt.Sprintf("%s %s gen %d/%d replicas %d available %d updated %d",
-						time.Now().UTC().Format("15:04:05.000"), ev.Type, d.Status.ObservedGeneration, d.Generation, d.Status.Replicas, d.Status.AvailableReplicas, d.Status.UpdatedReplicas))
-					a.mu.Unlock()
+				serving := ev.Type != watch.Deleted && d.Status.AvailableReplicas > 0
+				a.mu.Lock()
+				since, wasDown := a.down[d.Name]
+				switch {
+				case !serving && !wasDown:
+					a.down[d.Name] = time.Now()
+				case serving && wasDown:
+					delete(a.down, d.Name)
+					a.gaps[d.Name] = append(a.gaps[d.Name], since.UTC().Format("15:04:05.000")+" +"+time.Since(since).Round(time.Millisecond).String())
 				}
+				a.mu.Unlock()
 			}
 		}
 	}()
 	return a
 }
 
+// stop ends the watch and returns the outages, an unfinished one included.
 func (a *availability) stop() map[string][]string {
 	a.cancel()
 	<-a.done
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	for name, since := range a.down {
+		a.gaps[name] = append(a.gaps[name], since.UTC().Format("15:04:05.000")+" still down")
+	}
 	return a.gaps
 }
 
