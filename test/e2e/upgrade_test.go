@@ -61,6 +61,7 @@ func TestUpgradeFromSeed(t *testing.T) {
 		for _, pv := range s.volumes {
 			_ = kube.CoreV1().PersistentVolumes().Delete(context.Background(), pv, metav1.DeleteOptions{})
 		}
+		_ = kube.StorageV1().StorageClasses().Delete(context.Background(), seedStorageClass, metav1.DeleteOptions{})
 	})
 
 	// The tenants' objects, as written for the seed.
