@@ -254,12 +254,20 @@ func actualSet(t *testing.T) []string {
 
 // converged reports whether every McpServer, Host and file system says
 // ready for its generation and every Deployment HCC wrote is available.
-func converged(t *testing.T) (bool, string) {
+// The McpServers and Hosts in blocked ("Kind name") need only have been
+// judged for their generation: they are expected not to be ready.
+func converged(t *testing.T, blocked ...string) (bool, string) {
 	t.Helper()
 	ctx := context.Background()
 	servers, err := hcc.ClerumV1alpha1().McpServers("mcp-server").List(ctx, metav1.ListOptions{})
 	require.NoError(t, err)
 	for _, s := range servers.Items {
+		if slices.Contains(blocked, "McpServer "+s.Name) {
+			if s.Status.ObservedGeneration != s.Generation {
+				return false, "McpServer " + s.Name
+			}
+			continue
+		}
 		if s.Spec.IsEnabled() && (s.Status.ObservedGeneration != s.Generation || !s.Status.Ready) {
 			return false, "McpServer " + s.Name
 		}
@@ -267,6 +275,12 @@ func converged(t *testing.T) (bool, string) {
 	hosts, err := hcc.ClerumV1alpha1().Hosts("mcp-host").List(ctx, metav1.ListOptions{})
 	require.NoError(t, err)
 	for _, h := range hosts.Items {
+		if slices.Contains(blocked, "Host "+h.Name) {
+			if h.Status.ObservedGeneration != h.Generation {
+				return false, "Host " + h.Name
+			}
+			continue
+		}
 		if h.Status.ObservedGeneration != h.Generation || !meta.IsStatusConditionTrue(h.Status.Conditions, clerumv1alpha1.ConditionReady) {
 			return false, "Host " + h.Name
 		}
@@ -298,11 +312,11 @@ func converged(t *testing.T) (bool, string) {
 	return true, ""
 }
 
-func (e *env) waitConverged(timeout time.Duration) {
+func (e *env) waitConverged(timeout time.Duration, blocked ...string) {
 	e.t.Helper()
 	var last string
 	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
-		ok, what := converged(e.t)
+		ok, what := converged(e.t, blocked...)
 		last = what
 		return ok, nil
 	})

@@ -137,10 +137,15 @@ func (f *fixture) sync(t *testing.T) time.Duration {
 // show it.
 func (f *fixture) update(t *testing.T, change func(*clerumv1alpha1.McpServer)) {
 	t.Helper()
-	next := f.server.DeepCopy()
+	// From the stored object, not the cache's: a status write since the
+	// cache last synced makes the cached copy stale, and the fake API
+	// server refuses stale updates as the real one does.
+	stored, err := f.HCC.ClerumV1alpha1().McpServers("mcp-server").Get(context.Background(), "s1", metav1.GetOptions{})
+	require.NoError(t, err)
+	next := stored.DeepCopy()
 	change(next)
 	next.Generation++
-	_, err := f.HCC.ClerumV1alpha1().McpServers("mcp-server").Update(context.Background(), next, metav1.UpdateOptions{})
+	_, err = f.HCC.ClerumV1alpha1().McpServers("mcp-server").Update(context.Background(), next, metav1.UpdateOptions{})
 	require.NoError(t, err)
 	f.syncCaches()
 }

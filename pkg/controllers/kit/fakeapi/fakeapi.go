@@ -5,7 +5,8 @@
 // the status subresource keeps all else; a server-side apply of a
 // clerum.io status (the fake has no schema for the kinds) replaces the
 // status. kittest's Fixture and `hcc-controller diff` both serve their
-// fakes with it, so a unit test and diff see one API server.
+// fakes with it, so a unit test and diff see one API server. An update
+// that carries a resourceVersion other than the stored one is a Conflict.
 package fakeapi
 
 import (
@@ -73,6 +74,16 @@ func (s *Server) Serve(tracker core.ObjectTracker) core.ReactionFunc {
 			old, err := tracker.Get(a.Resource, a.Namespace, m.GetName())
 			if err != nil {
 				return false, nil, nil // the tracker answers: NotFound
+			}
+			// Optimistic concurrency: an update from a copy older than the
+			// stored object is refused, as the API server refuses it, so a
+			// reconciler whose cache is behind its own write retries
+			// instead of writing twice.
+			if rv := m.GetResourceVersion(); rv != "" {
+				if stored, err := meta.Accessor(old); err == nil && stored.GetResourceVersion() != rv {
+					return true, nil, apierrors.NewConflict(a.Resource.GroupResource(), m.GetName(),
+						fmt.Errorf("the object has been modified; please apply your changes to the latest version and try again"))
+				}
 			}
 			switch a.Subresource {
 			case "":
