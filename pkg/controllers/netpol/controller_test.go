@@ -27,6 +27,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
+	"github.com/clerum/hcc/pkg/controllers/kit"
 	"github.com/clerum/hcc/pkg/controllers/kit/kittest"
 	"github.com/clerum/hcc/pkg/health"
 	"github.com/clerum/hcc/pkg/names"
@@ -214,6 +215,38 @@ func TestSyncCreatesFromEmptyThenWritesNothing(t *testing.T) {
 	f2.desired = f.desired
 	require.NoError(t, fullPass(c2))
 	assert.Empty(t, f2.Writes())
+}
+
+// A pass that runs before the cache shows the allows the last pass created
+// sends them no second time (it would only meet AlreadyExists); a default
+// it created is sent again (one deleted before the cache saw it must come
+// back at once). Once the cache shows them, nothing is written.
+func TestACreateTheCacheHasNotShownIsNotSentAgain(t *testing.T) {
+	f, c := newFixture(t, world{})
+	f.running(c)
+	f.desired = []*networkingv1.NetworkPolicy{
+		policy("mcp-server", "deny-all-mcp-server", names.PolicyTypeDenyAll, 0),
+		policy("mcp-server", "ctx-c-s1", names.PolicyTypeContextAllow, 3000),
+	}
+	require.NoError(t, fullPass(c))
+	require.Equal(t, []string{"create networkpolicies/ctx-c-s1", "create networkpolicies/deny-all-mcp-server"}, f.WritesIn("mcp-server"))
+	f.ClearWrites()
+
+	// The cache does not show the creates yet: the default's AlreadyExists
+	// says so.
+	assert.ErrorIs(t, fullPass(c), kit.ErrCacheBehind)
+	assert.Equal(t, []string{"create networkpolicies/deny-all-mcp-server"}, f.WritesIn("mcp-server"),
+		"only the default is sent again")
+	f.ClearWrites()
+
+	f.Clock.Step(createdTTL)
+	assert.ErrorIs(t, fullPass(c), kit.ErrCacheBehind, "creates the cache never showed")
+	assert.Equal(t, []string{"create networkpolicies/ctx-c-s1", "create networkpolicies/deny-all-mcp-server"}, f.WritesIn("mcp-server"),
+		"after createdTTL the allow is sent again")
+
+	f.SyncCaches()
+	require.NoError(t, fullPass(c))
+	assert.Empty(t, f.Writes())
 }
 
 func TestSyncUpdatesOnlyWhatDiffers(t *testing.T) {

@@ -117,6 +117,15 @@ func (p *createdPolicies) seen(k policyKey) {
 	delete(p.pending, k)
 }
 
+// pendingFor reports whether k was created less than createdTTL ago and
+// the cache has not shown it.
+func (p *createdPolicies) pendingFor(k policyKey, now time.Time) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	t, ok := p.pending[k]
+	return ok && now.Sub(t) < createdTTL
+}
+
 // settled reports whether the cache has shown every create younger than
 // createdTTL, forgetting older ones.
 func (p *createdPolicies) settled(now time.Time) bool {

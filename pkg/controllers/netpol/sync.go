@@ -118,6 +118,14 @@ func (c *Controller) syncFull(ctx context.Context) (time.Duration, error) {
 		return 0, err
 	}
 	held := withholdGrants(&ch, live, stale)
+	// An allow this process created and the cache has not shown yet is not
+	// sent again: a pass that runs before the watch delivers it would only
+	// meet AlreadyExists. Defaults are sent again whatever: a default deny
+	// deleted before the cache saw it must come back at once, and a
+	// missing allow only denies.
+	ch.creates = slices.DeleteFunc(ch.creates, func(p *networkingv1.NetworkPolicy) bool {
+		return !isDefault(p) && c.created.pendingFor(keyOf(p), c.clock.Now())
+	})
 	c.observePlan(plan, ch)
 
 	out := newOutcome()
