@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/clerum/hcc/hack/devcontrolapi"
+	"github.com/clerum/hcc/internal/testing/controlplane"
 	"github.com/clerum/hcc/internal/testing/testenv"
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/controllers/kit/kittest"
@@ -144,12 +145,74 @@ func runFleetConvergence(b *testing.B, bin string, f fleet, budget clientBudget)
 	defer cp.Stop() // before the next budget's control plane starts
 	admin := cp.Config()
 	admin.QPS, admin.Burst = 2000, 4000
-	hcc := clientset.NewForConfigOrDie(admin)
 
 	// The fleet, as the admin, before the controller starts.
 	createFleet(b, admin, f)
 	templates := []runtime.Object{newServer(0), newContext(0, f.serversPerContext), newHost(0, f.contexts)}
 
+	run := converge(b, cp, bin, f, budget)
+	controller, events, lastWrite, rss, devAPI := run.controller, run.events, run.lastWrite, run.rss, run.devAPI
+	errLines, warnLines, nErrors, nWarnings := controller.logProblems(b, 5)
+	for _, l := range errLines {
+		progressf("hcc-controller error: %s", l)
+	}
+	for _, l := range warnLines {
+		progressf("hcc-controller warning: %s", l)
+	}
+
+	ok := func(ev *auditEvent) bool { return ev.write() && ev.succeeded() }
+	writes := filterEvents(events, ok)
+	require.NotEmpty(b, writes)
+	failed := countWrites(events, func(ev *auditEvent) bool { return ev.write() && !ev.succeeded() })
+	reads := countWrites(events, func(ev *auditEvent) bool { return !ev.write() })
+	byClass := map[string]int{}
+	for i := range writes {
+		byClass[writeClass(&writes[i])]++
+	}
+	logWriteBreakdown(writes)
+	window := writes[len(writes)-1].Stage.Sub(writes[0].Stage)
+	converge := lastWrite.Sub(controller.started)
+	rate := float64(len(writes)) / window.Seconds()
+
+	plain := replayPlain(b, cp, writes, templates, budget)
+
+	b.ReportMetric(rate, "writes/s")
+	b.ReportMetric(plain.rate, "plain-writes/s")
+	b.ReportMetric(rate/plain.rate, "x-plain")
+	b.ReportMetric(converge.Seconds(), "s-converge")
+	b.ReportMetric(window.Seconds(), "s-writing")
+	b.ReportMetric(float64(len(writes)), "writes")
+	b.ReportMetric(float64(byClass["server"])/float64(f.servers()), "writes/server")
+	b.ReportMetric(float64(byClass["host"])/float64(f.hosts), "writes/host")
+	b.ReportMetric(float64(byClass["netpol"]), "netpol-writes")
+	b.ReportMetric(float64(byClass["context"])/float64(f.contexts), "writes/context")
+	b.ReportMetric(float64(byClass["other"]), "other-writes")
+	b.ReportMetric(float64(failed), "failed-writes")
+	b.ReportMetric(float64(reads), "reads")
+	b.ReportMetric(float64(len(devAPI.Grants()))/float64(f.hosts), "credentials/host")
+	b.ReportMetric(rss, "MiB-rss")
+	b.ReportMetric(float64(nErrors), "log-errors")
+	b.ReportMetric(float64(nWarnings), "log-warnings")
+	if plain.unreplayed > 0 {
+		progressf("%d writes had no equivalent object to replay", plain.unreplayed)
+	}
+}
+
+// convergence is one run of the controller on a fleet, stopped.
+type convergence struct {
+	controller *process
+	events     []auditEvent // the controller's requests
+	lastWrite  time.Time
+	rss        float64
+	devAPI     *devcontrolapi.Server
+}
+
+// converge runs the controller, with the development Control API, on the
+// fleet f the control plane cp holds, until every server and Host has
+// converged and the controller has written nothing for quietPeriod; then
+// stops it.
+func converge(b *testing.B, cp *controlplane.ControlPlane, bin string, f fleet, budget clientBudget) convergence {
+	hcc := clientset.NewForConfigOrDie(cp.Config())
 	// The development Control API issues the Hosts' credentials.
 	devAPI, err := devcontrolapi.New(devcontrolapi.Options{HMACSecret: []byte(hmacSecret), MigrationAudience: devcontrolapi.DefaultMigrationAudience})
 	require.NoError(b, err)
@@ -197,50 +260,7 @@ func runFleetConvergence(b *testing.B, bin string, f fleet, budget clientBudget)
 	})
 	rss := controller.peakRSS(b)
 	require.NoError(b, controller.Stop())
-	errLines, warnLines, nErrors, nWarnings := controller.logProblems(b, 5)
-	for _, l := range errLines {
-		progressf("hcc-controller error: %s", l)
-	}
-	for _, l := range warnLines {
-		progressf("hcc-controller warning: %s", l)
-	}
-
-	ok := func(ev *auditEvent) bool { return ev.write() && ev.succeeded() }
-	writes := filterEvents(events, ok)
-	require.NotEmpty(b, writes)
-	failed := countWrites(events, func(ev *auditEvent) bool { return ev.write() && !ev.succeeded() })
-	reads := countWrites(events, func(ev *auditEvent) bool { return !ev.write() })
-	byClass := map[string]int{}
-	for i := range writes {
-		byClass[writeClass(&writes[i])]++
-	}
-	logWriteBreakdown(writes)
-	window := writes[len(writes)-1].Stage.Sub(writes[0].Stage)
-	converge := lastWrite.Sub(controller.started)
-	rate := float64(len(writes)) / window.Seconds()
-
-	plain := replayPlain(b, cp, writes, templates, budget)
-
-	b.ReportMetric(rate, "writes/s")
-	b.ReportMetric(plain.rate, "plain-writes/s")
-	b.ReportMetric(rate/plain.rate, "x-plain")
-	b.ReportMetric(converge.Seconds(), "s-converge")
-	b.ReportMetric(window.Seconds(), "s-writing")
-	b.ReportMetric(float64(len(writes)), "writes")
-	b.ReportMetric(float64(byClass["server"])/float64(f.servers()), "writes/server")
-	b.ReportMetric(float64(byClass["host"])/float64(f.hosts), "writes/host")
-	b.ReportMetric(float64(byClass["netpol"]), "netpol-writes")
-	b.ReportMetric(float64(byClass["context"])/float64(f.contexts), "writes/context")
-	b.ReportMetric(float64(byClass["other"]), "other-writes")
-	b.ReportMetric(float64(failed), "failed-writes")
-	b.ReportMetric(float64(reads), "reads")
-	b.ReportMetric(float64(len(devAPI.Grants()))/float64(f.hosts), "credentials/host")
-	b.ReportMetric(rss, "MiB-rss")
-	b.ReportMetric(float64(nErrors), "log-errors")
-	b.ReportMetric(float64(nWarnings), "log-warnings")
-	if plain.unreplayed > 0 {
-		progressf("%d writes had no equivalent object to replay", plain.unreplayed)
-	}
+	return convergence{controller: controller, events: events, lastWrite: lastWrite, rss: rss, devAPI: devAPI}
 }
 
 // convergedCounts counts the McpServers deployed at their generation and

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -21,9 +22,12 @@ import (
 // BenchmarkDiff runs `hcc-controller diff -o json`, under
 // deploy/examples/diff-rbac.yaml only, on the convergence benchmark's
 // fleet before any controller ran: every server, Host and policy is to be
-// created. It reports the run's wall time, its peak RSS and what it
+// created. Then it runs the controller on that fleet, at the shipped
+// client budget, until it has converged. It reports diff's wall time and
+// peak RSS beside the controller's convergence time, and what diff
 // listed; the listing must be the whole fleet's first passes (a Deployment
-// per server and per Host).
+// per server, two per Host), and exactly the controller's writes, status
+// apart, counted from the audit log whatever their answer.
 func BenchmarkDiff(b *testing.B) {
 	f := fleet{
 		contexts:          size(b, "HCC_BENCH_CONTEXTS", 100),
@@ -69,6 +73,27 @@ func BenchmarkDiff(b *testing.B) {
 		for _, r := range report.Refusals {
 			byReason[r.Type+" "+r.Kind+" "+r.Reason]++
 		}
+		run := converge(b, cp, bin, f, budgets[0])
+		var want, got []string
+		for _, w := range report.Writes {
+			want = append(want, w.Verb+" "+w.Resource+" "+w.Namespace+"/"+w.Name)
+		}
+		for _, ev := range run.events {
+			if ev.write() && ev.ObjectRef.Subresource == "" {
+				got = append(got, ev.Verb+" "+ev.ObjectRef.Resource+" "+ev.ObjectRef.Namespace+"/"+ev.ObjectRef.Name)
+			}
+		}
+		slices.Sort(want)
+		slices.Sort(got)
+		for _, w := range report.Writes {
+			if w.Error != "" {
+				progressf("diff: %s %s %s/%s fails: %s", w.Verb, w.Resource, w.Namespace, w.Name, w.Error)
+			}
+		}
+		require.Equal(b, want, got, "the controller's writes are diff's")
+		controllerTime := run.lastWrite.Sub(run.controller.started)
+		b.ReportMetric(controllerTime.Seconds(), "controller-s-converge")
+		b.ReportMetric(elapsed.Seconds()/controllerTime.Seconds(), "x-controller")
 		progressf("diff: %s, %d writes, %d status writes, refusals %v", elapsed.Round(time.Millisecond), len(report.Writes), report.StatusWrites, byReason)
 	}
 }
