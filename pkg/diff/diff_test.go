@@ -158,3 +158,30 @@ func TestABlockTheStatusShowsIsNoChange(t *testing.T) {
 		Reason: reasons.InvalidSpec, Message: "needs spec.command"}}, r.refusals(shown),
 		"once each, Normal events and a block released later left out, and s's block is already in its status")
 }
+
+func TestRefusalsNameTheirReconciler(t *testing.T) {
+	r := &recorder{}
+	host := &clerumv1alpha1.Host{ObjectMeta: metav1.ObjectMeta{Namespace: "mcp-host", Name: "h1"}}
+	claim := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "mcp-host", Name: "h1-workspace"}}
+	server := &clerumv1alpha1.McpServer{ObjectMeta: metav1.ObjectMeta{Namespace: "mcp-server", Name: "s"}}
+	const kitMessage = "PersistentVolumeClaim mcp-host/h1-workspace is not written: it does not carry clerum.io/managed-by; it is left as it is"
+	// The kit reports on the owner, then on the object holding the name.
+	r.Event(host, corev1.EventTypeWarning, reasons.EventUnmanagedConflict, kitMessage)
+	r.Event(claim, corev1.EventTypeWarning, reasons.EventUnmanagedConflict, kitMessage)
+	r.Event(server, corev1.EventTypeWarning, reasons.EventUnmanagedConflict,
+		"NetworkPolicy mcp-server/ctx-a-s is needed by HCC but held by an object HCC does not manage; it is left as it is")
+	r.Event(server, corev1.EventTypeWarning, reasons.EventEgressBindingRejected, "api")
+	got := map[string]string{}
+	for _, x := range r.refusals(func(string, string, string) []metav1.Condition { return nil }) {
+		got[x.Kind+"/"+x.Name+"/"+x.Reason] = x.Controller
+	}
+	assert.Equal(t, map[string]string{
+		"Host/h1/UnmanagedConflict":                            "host",
+		"PersistentVolumeClaim/h1-workspace/UnmanagedConflict": "host",
+		"McpServer/s/UnmanagedConflict":                        "netpol",
+		"McpServer/s/EgressBindingRejected":                    "egress",
+	}, got)
+
+	finalizer := &clerumv1alpha1.Host{ObjectMeta: metav1.ObjectMeta{Namespace: "mcp-host", Name: "h1", Finalizers: []string{"clerum.io/x"}}}
+	assert.Equal(t, "host", controllerOf(finalizer), "a Host's own write is the Host reconciler's")
+}

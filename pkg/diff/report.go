@@ -75,6 +75,9 @@ func controllerOf(obj runtime.Object) string {
 	if obj == nil || err != nil {
 		return ""
 	}
+	if kinds, _, err := scheme.ObjectKinds(obj); err == nil && kindController[kinds[0].Kind] != "" {
+		return kindController[kinds[0].Kind] // its finalizer
+	}
 	l := m.GetLabels()
 	switch l[names.LabelPolicyType] {
 	case "deny-all", "infrastructure", "context-allow", "rpc-proxy-egress", "external-egress", "recipe-binding":
@@ -184,14 +187,19 @@ func join(path, key string) string {
 	return path + "." + key
 }
 
-// netpolEvents are the NetworkPolicy operator's Warning events.
-var netpolEvents = map[string]bool{
-	reasons.EventUnmanagedConflict:     true,
-	reasons.EventRecipeBindingRejected: true,
-	reasons.EventEgressBindingRejected: true,
-	reasons.EventDuplicateContextID:    true,
-	reasons.EventGrantsWithheld:        true,
+// netpolEvents are the Warning events only the NetworkPolicy operator (or
+// its egress coordinator) records.
+var netpolEvents = map[string]string{
+	reasons.EventRecipeBindingRejected: "netpol",
+	reasons.EventDuplicateContextID:    "netpol",
+	reasons.EventGrantsWithheld:        "netpol",
+	reasons.EventEgressBindingRejected: "egress",
 }
+
+// netpolUnmanaged is how the NetworkPolicy operator's UnmanagedConflict
+// message reads; the kit's, for every other reconciler's children, says
+// "is not written".
+const netpolUnmanaged = "is needed by HCC but held by"
 
 // refusals are the Warning events, once each: a Blocked event is a block
 // whose reason is the block's; any other is a refusal. A block the
@@ -225,7 +233,7 @@ func (r *recorder) refusals(shown func(kind, namespace, name string) []metav1.Co
 				ref.Reason, ref.Message = reason, message
 			}
 		}
-		ref.Controller = eventController(e)
+		ref.Controller = eventController(e, r.events[:i])
 		if ref.Type == "block" && showsBlock(shown(e.kind, e.namespace, e.name), ref.Reason) {
 			continue
 		}
@@ -256,23 +264,35 @@ func showsBlock(conditions []metav1.Condition, reason string) bool {
 	return false
 }
 
-// eventController names the reconciler of a Warning event: the
-// NetworkPolicy operator's by reason, else the one of the object's kind.
-func eventController(e event) string {
-	if netpolEvents[e.reason] {
+// eventController names the reconciler of a Warning event: by its reason
+// when only one records it; else by the clerum.io kind it is on; else (the
+// object holding a name a reconciler needs, which the kit reports on both
+// the owner and that object) the reconciler of the event just before with
+// the same message.
+func eventController(e event, earlier []event) string {
+	if c, ok := netpolEvents[e.reason]; ok {
+		return c
+	}
+	if e.reason == reasons.EventUnmanagedConflict && strings.Contains(e.msg, netpolUnmanaged) {
 		return "netpol"
 	}
-	switch e.kind {
-	case "McpServer":
-		return "mcpserver"
-	case "Host":
-		return "host"
-	case "SharedFileSystem":
-		return "sharedfs"
-	case "GlobalFileSystem":
-		return "globalfs"
+	if c := kindController[e.kind]; c != "" {
+		return c
+	}
+	for i := len(earlier) - 1; i >= 0; i-- {
+		if earlier[i].msg == e.msg && earlier[i].reason == e.reason {
+			return eventController(earlier[i], earlier[:i])
+		}
 	}
 	return ""
+}
+
+// kindController is the reconciler of each clerum.io kind's children.
+var kindController = map[string]string{
+	"McpServer":        "mcpserver",
+	"Host":             "host",
+	"SharedFileSystem": "sharedfs",
+	"GlobalFileSystem": "globalfs",
 }
 
 // WriteJSON writes r as one JSON document.
