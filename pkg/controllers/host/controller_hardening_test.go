@@ -398,7 +398,9 @@ func TestADependencyNotOwnedStopsRunningPods(t *testing.T) {
 			require.NoError(t, f.Kube.Tracker().Delete(corev1.SchemeGroupVersion.WithResource("serviceaccounts"), hostNS, "host-h1"))
 			require.NoError(t, f.Kube.Tracker().Add(&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: hostNS, Name: "host-h1",
 				UID: "foreign", ResourceVersion: "7"}}))
-		}, []string{"create serviceaccounts/host-h1", "patch hosts/h1/status", "update deployments/h1"}},
+			// This process created the account: it reads the foreign one in
+			// its place rather than creating it again.
+		}, []string{"patch hosts/h1/status", "update deployments/h1"}},
 		{"a Role labelled for another Host", func(f *fixture) {
 			r, err := f.Kube.RbacV1().Roles(hostNS).Get(context.Background(), "host-h1", metav1.GetOptions{})
 			require.NoError(t, err)

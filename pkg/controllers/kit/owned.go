@@ -82,6 +82,11 @@ type Children struct {
 	// when the name is written; one whose owner went away while refused
 	// stays, a few bytes per name, until the process restarts.
 	reported map[refusalKey]string
+	// unseen are the children this process created that a sync has not
+	// yet been shown by its cache: a sync that runs before the watch
+	// delivers one reads it instead of creating it again (a create that
+	// could only meet AlreadyExists).
+	unseen map[refusalKey]bool
 }
 
 // Child is the type of a child object: a pointer to a typed API object.
@@ -262,6 +267,7 @@ func NewChildren(kube kubernetes.Interface, fieldManager string, recorder record
 		recorder:     recorder,
 		refused:      refused,
 		reported:     map[refusalKey]string{},
+		unseen:       map[refusalKey]bool{},
 	}
 }
 
@@ -282,6 +288,21 @@ func NewChildren(kube kubernetes.Interface, fieldManager string, recorder record
 func Ensure[T Child](ctx context.Context, c *Children, kind Kind[T], owner Owner, live, desired T) (T, Action, error) {
 	var zero T
 	client := kind.client(c.kube, desired.GetNamespace())
+	key := refusalKey{kind.Name, desired.GetNamespace(), desired.GetName()}
+	if live != zero {
+		c.setUnseen(key, false)
+	} else if c.isUnseen(key) {
+		// Created by this process, not in the cache yet: read it.
+		got, err := client.Get(ctx, desired.GetName(), metav1.GetOptions{})
+		switch {
+		case err == nil:
+			live = got
+		case apierrors.IsNotFound(err):
+			c.setUnseen(key, false) // gone since: create it again
+		default:
+			return zero, ActionNone, err
+		}
+	}
 	if live == zero {
 		obj, _, err := Plan(kind, owner, zero, desired)
 		if err != nil {
@@ -290,6 +311,7 @@ func Ensure[T Child](ctx context.Context, c *Children, kind Kind[T], owner Owner
 		created, err := client.Create(ctx, obj, metav1.CreateOptions{FieldManager: c.fieldManager})
 		if err == nil {
 			c.forget(kind.Name, created)
+			c.setUnseen(key, true)
 			if !kind.marker.usable() {
 				return created, ActionCreate, nil
 			}
@@ -637,6 +659,22 @@ func (c *Children) report(owner Owner, live metav1.Object, refused *RefusedError
 
 // forget drops the refusal reported for obj's name, once HCC has written it
 // or found it as desired, so a later conflict is reported afresh.
+func (c *Children) isUnseen(k refusalKey) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.unseen[k]
+}
+
+func (c *Children) setUnseen(k refusalKey, unseen bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if unseen {
+		c.unseen[k] = true
+	} else {
+		delete(c.unseen, k)
+	}
+}
+
 func (c *Children) forget(kind string, obj metav1.Object) {
 	key := refusalKey{kind, obj.GetNamespace(), obj.GetName()}
 	c.mu.Lock()

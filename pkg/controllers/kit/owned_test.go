@@ -763,6 +763,43 @@ func TestEnsure(t *testing.T) {
 		assert.Equal(t, "hcc-host", create.GetCreateOptions().FieldManager)
 	})
 
+	t.Run("a child this process created is read, not created again, until the cache shows it", func(t *testing.T) {
+		f := newEnsureFixture()
+		desired := buildDeployment(ns, "h1", "h1")
+		_, _, err := kit.Ensure(ctx, f.children, kit.Deployments, owner, nil, desired)
+		require.NoError(t, err)
+		f.kube.ClearActions()
+		// A sync before the watch delivered the create: the cache has none.
+		_, action, err := kit.Ensure(ctx, f.children, kit.Deployments, owner, nil, buildDeployment(ns, "h1", "h1"))
+		require.NoError(t, err)
+		assert.Equal(t, kit.ActionNone, action)
+		assert.Empty(t, f.writes(), "no second create, which could only meet AlreadyExists")
+		require.Len(t, f.kube.Actions(), 1)
+		assert.Equal(t, "get", f.kube.Actions()[0].GetVerb())
+
+		// Deleted before the cache ever showed it: created again.
+		require.NoError(t, f.kube.AppsV1().Deployments(ns).Delete(ctx, "h1", metav1.DeleteOptions{}))
+		f.kube.ClearActions()
+		_, action, err = kit.Ensure(ctx, f.children, kit.Deployments, owner, nil, buildDeployment(ns, "h1", "h1"))
+		require.NoError(t, err)
+		assert.Equal(t, kit.ActionCreate, action)
+		assert.Equal(t, []string{"create deployments"}, f.writes())
+
+		// Once the cache showed it, a miss is a deletion the cache saw:
+		// created again at once, without a read first.
+		live, err := f.kube.AppsV1().Deployments(ns).Get(ctx, "h1", metav1.GetOptions{})
+		require.NoError(t, err)
+		_, _, err = kit.Ensure(ctx, f.children, kit.Deployments, owner, live, buildDeployment(ns, "h1", "h1"))
+		require.NoError(t, err)
+		require.NoError(t, f.kube.AppsV1().Deployments(ns).Delete(ctx, "h1", metav1.DeleteOptions{}))
+		f.kube.ClearActions()
+		_, action, err = kit.Ensure(ctx, f.children, kit.Deployments, owner, nil, buildDeployment(ns, "h1", "h1"))
+		require.NoError(t, err)
+		assert.Equal(t, kit.ActionCreate, action)
+		require.Len(t, f.kube.Actions(), 1)
+		assert.Equal(t, "create", f.kube.Actions()[0].GetVerb())
+	})
+
 	t.Run("an unchanged child is not written", func(t *testing.T) {
 		live := withRef(buildService(ns, "h1", "h1"), liveHost)
 		f := newEnsureFixture(live)
