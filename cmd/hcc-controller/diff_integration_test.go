@@ -153,24 +153,7 @@ func TestDiffSaysWhatTheLeaderWrites(t *testing.T) {
 		s, err := hcc.ClerumV1alpha1().McpServers("mcp-server").Get(ctx, "beta", metav1.GetOptions{})
 		return err == nil && hasConditionReason(s.Status.Conditions, reasons.InvalidSpec)
 	})
-	// Settled: no write for three seconds.
-	stable, last := 0, -1
-	waitUntil("the controller's writes settle", func() bool {
-		n := len(auditWrites(t, c, offset, controllerIdentity))
-		if n == last {
-			stable++
-		} else {
-			stable, last = 0, n
-		}
-		return stable >= 30
-	})
-	require.Equal(t, 0, ctrl.stop(t))
-	var want []string
-	for _, w := range report.Writes {
-		want = append(want, w.Verb+" "+w.Resource+" "+w.Namespace+"/"+w.Name)
-	}
-	sort.Strings(want)
-	assert.Equal(t, want, objectWrites(auditWrites(t, c, offset, controllerIdentity)),
+	assert.Equal(t, diffWrites(report), leaderWrites(t, c, ctrl, offset),
 		"the controller's writes (status apart) are exactly diff's")
 
 	// Converged: nothing to say, in either format.
@@ -233,6 +216,18 @@ func TestDiffSaysWhatTheCapsHoldBack(t *testing.T) {
 	offset := auditSize(t, c)
 	ctrl := startController(t, c, env)
 	require.Equal(t, http.StatusOK, testenv.WaitHTTP(ctrl.base+"/ready", http.StatusOK, 60*time.Second))
+	assert.Equal(t, diffWrites(report), leaderWrites(t, c, ctrl, offset))
+	for _, name := range orphans {
+		_, err := c.kube.NetworkingV1().NetworkPolicies("mcp-server").Get(ctx, name, metav1.GetOptions{})
+		assert.NoError(t, err, "the cap kept %s", name)
+	}
+}
+
+// leaderWrites waits until ctrl has written nothing for three seconds,
+// stops it, and returns its writes to objects since offset, status apart,
+// as objectWrites lists them.
+func leaderWrites(t *testing.T, c *cluster, ctrl *controller, offset int64) []string {
+	t.Helper()
 	stable, last := 0, -1
 	poller(t, 60*time.Second)("the controller's writes settle", func() bool {
 		n := len(auditWrites(t, c, offset, controllerIdentity))
@@ -244,16 +239,18 @@ func TestDiffSaysWhatTheCapsHoldBack(t *testing.T) {
 		return stable >= 30
 	})
 	require.Equal(t, 0, ctrl.stop(t))
-	var want []string
-	for _, w := range report.Writes {
-		want = append(want, w.Verb+" "+w.Resource+" "+w.Namespace+"/"+w.Name)
+	return objectWrites(auditWrites(t, c, offset, controllerIdentity))
+}
+
+// diffWrites are the report's writes as objectWrites lists the audit
+// log's.
+func diffWrites(r diff.Report) []string {
+	var out []string
+	for _, w := range r.Writes {
+		out = append(out, w.Verb+" "+w.Resource+" "+w.Namespace+"/"+w.Name)
 	}
-	sort.Strings(want)
-	assert.Equal(t, want, objectWrites(auditWrites(t, c, offset, controllerIdentity)))
-	for _, name := range orphans {
-		_, err := c.kube.NetworkingV1().NetworkPolicies("mcp-server").Get(ctx, name, metav1.GetOptions{})
-		assert.NoError(t, err, "the cap kept %s", name)
-	}
+	sort.Strings(out)
+	return out
 }
 
 // runDiffAs runs diff with kubeconfig and env and returns its exit code,

@@ -56,14 +56,7 @@ func writesOf(recorded []write) (out []Write, statusWrites int) {
 		out = append(out, row)
 	}
 	sort.SliceStable(out, func(i, j int) bool {
-		a, b := out[i], out[j]
-		if a.Kind != b.Kind {
-			return a.Kind < b.Kind
-		}
-		if a.Namespace != b.Namespace {
-			return a.Namespace < b.Namespace
-		}
-		return a.Name < b.Name
+		return byObject(out[i].Kind, out[i].Namespace, out[i].Name, out[j].Kind, out[j].Namespace, out[j].Name)
 	})
 	return out, statusWrites
 }
@@ -243,16 +236,20 @@ func (r *recorder) refusals(shown func(kind, namespace, name string) []metav1.Co
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool {
-		a, b := out[i], out[j]
-		if a.Kind != b.Kind {
-			return a.Kind < b.Kind
-		}
-		if a.Namespace != b.Namespace {
-			return a.Namespace < b.Namespace
-		}
-		return a.Name < b.Name
+		return byObject(out[i].Kind, out[i].Namespace, out[i].Name, out[j].Kind, out[j].Namespace, out[j].Name)
 	})
 	return out
+}
+
+// byObject orders rows by kind, namespace and name.
+func byObject(kindA, nsA, nameA, kindB, nsB, nameB string) bool {
+	if kindA != kindB {
+		return kindA < kindB
+	}
+	if nsA != nsB {
+		return nsA < nsB
+	}
+	return nameA < nameB
 }
 
 func showsBlock(conditions []metav1.Condition, reason string) bool {
