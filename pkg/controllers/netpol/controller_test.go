@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	core "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
@@ -247,6 +248,20 @@ func TestACreateTheCacheHasNotShownIsNotSentAgain(t *testing.T) {
 	f.SyncCaches()
 	require.NoError(t, fullPass(c))
 	assert.Empty(t, f.Writes())
+}
+
+// The watch may deliver a create before the writer records it, leaving the
+// create waiting; a deletion the cache shows ends the wait, so a policy
+// deleted by hand is created again at once.
+func TestADeletionEndsTheWaitForACreate(t *testing.T) {
+	f, c := newFixture(t, world{})
+	p := policy("mcp-host", "ctx-c-s1-egress", names.PolicyTypeContextAllow, 3000)
+	h := c.policyHandlers()
+	h.OnAdd(p, false) // the watch first
+	c.created.add(keyOf(p), f.Clock.Now())
+	require.True(t, c.created.pendingFor(keyOf(p), f.Clock.Now()))
+	h.OnDelete(cache.DeletedFinalStateUnknown{Key: "mcp-host/ctx-c-s1-egress", Obj: p})
+	assert.False(t, c.created.pendingFor(keyOf(p), f.Clock.Now()))
 }
 
 func TestSyncUpdatesOnlyWhatDiffers(t *testing.T) {

@@ -166,6 +166,11 @@ func (c *Controller) policyHandlers() cache.ResourceEventHandler {
 			}
 		},
 		DeleteFunc: func(obj any) {
+			// A deletion the cache shows ends any wait for the create: the
+			// watch may deliver a create before the writer records it.
+			if p, ok := kit.Unwrap(obj).(*networkingv1.NetworkPolicy); ok {
+				c.created.seen(keyOf(p))
+			}
 			if ours(obj) {
 				c.Signal()
 			}
