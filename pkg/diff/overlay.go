@@ -2,6 +2,8 @@ package diff
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"strconv"
@@ -16,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	kubefake "k8s.io/client-go/kubernetes/fake"
@@ -112,12 +115,16 @@ func (o *overlay) serve(fake *core.Fake, tracker core.ObjectTracker) {
 		}
 		o.readThrough(tracker, k)
 		before, _ := tracker.Get(k.resource, k.namespace, k.name)
-		handled, obj, err := serveWrite(action)
-		if !handled {
-			handled, obj, err = applyStatus(action)
-		}
-		if !handled {
-			handled, obj, err = fallback(action)
+		handled, obj, err := true, runtime.Object(nil), precondition(action, before)
+		if err == nil {
+			action = o.withNewResourceVersion(action)
+			handled, obj, err = serveWrite(action)
+			if !handled {
+				handled, obj, err = applyStatus(action)
+			}
+			if !handled {
+				handled, obj, err = fallback(action)
+			}
 		}
 		w := write{verb: action.GetVerb(), subresource: action.GetSubresource(), resource: k.resource,
 			namespace: k.namespace, name: k.name, before: before, err: err}
@@ -158,6 +165,95 @@ func (o *overlay) serve(fake *core.Fake, tracker core.ObjectTracker) {
 			return e, true
 		}), nil
 	})
+}
+
+// optimisticLockErrorMsg is the API server's message for a stale write.
+const optimisticLockErrorMsg = "the object has been modified; please apply your changes to the latest version and try again"
+
+// precondition is the API server's optimistic concurrency: a write that
+// names a resourceVersion (an update from a cached object, a patch that
+// carries one) or a delete with preconditions is refused with a Conflict
+// unless they match the object as it is now. The reconcilers rely on it:
+// a write computed from a cache one write behind must fail and be
+// retried, not overwrite what it did not see.
+func precondition(action core.Action, current runtime.Object) error {
+	if current == nil {
+		return nil // the tracker answers NotFound, or creates
+	}
+	m, err := meta.Accessor(current)
+	if err != nil {
+		return nil
+	}
+	gr := action.GetResource().GroupResource()
+	stale := func() error {
+		return apierrors.NewConflict(gr, m.GetName(),
+			errors.New(optimisticLockErrorMsg))
+	}
+	switch a := action.(type) {
+	case core.UpdateActionImpl:
+		if w, err := meta.Accessor(a.Object); err == nil && w.GetResourceVersion() != "" && w.GetResourceVersion() != m.GetResourceVersion() {
+			return stale()
+		}
+	case core.PatchActionImpl:
+		if a.PatchType == types.JSONPatchType {
+			return nil
+		}
+		var patch struct {
+			Metadata struct {
+				ResourceVersion string `json:"resourceVersion"`
+			} `json:"metadata"`
+		}
+		if json.Unmarshal(a.Patch, &patch) == nil && patch.Metadata.ResourceVersion != "" && patch.Metadata.ResourceVersion != m.GetResourceVersion() {
+			return stale()
+		}
+	case core.DeleteActionImpl:
+		p := a.DeleteOptions.Preconditions
+		if p == nil {
+			return nil
+		}
+		if p.UID != nil && *p.UID != m.GetUID() {
+			return apierrors.NewConflict(gr, m.GetName(),
+				fmt.Errorf("Precondition failed: UID in precondition: %v, UID in object meta: %v", *p.UID, m.GetUID()))
+		}
+		if p.ResourceVersion != nil && *p.ResourceVersion != m.GetResourceVersion() {
+			return apierrors.NewConflict(gr, m.GetName(),
+				fmt.Errorf("Precondition failed: ResourceVersion in precondition: %v, ResourceVersion in object meta: %v", *p.ResourceVersion, m.GetResourceVersion()))
+		}
+	}
+	return nil
+}
+
+// withNewResourceVersion makes a patch of the main resource (not an apply,
+// which fakeapi serves) set the object's next resourceVersion, as the API
+// server gives one to every write: the fake's patch keeps the old one.
+func (o *overlay) withNewResourceVersion(action core.Action) core.Action {
+	a, ok := action.(core.PatchActionImpl)
+	if !ok || a.PatchType == types.ApplyPatchType {
+		return action
+	}
+	rv := o.api.NextResourceVersion()
+	switch a.PatchType {
+	case types.JSONPatchType:
+		var ops []any
+		if json.Unmarshal(a.Patch, &ops) != nil {
+			return action
+		}
+		ops = append(ops, map[string]any{"op": "add", "path": "/metadata/resourceVersion", "value": rv})
+		a.Patch, _ = json.Marshal(ops)
+	case types.MergePatchType, types.StrategicMergePatchType:
+		var patch map[string]any
+		if json.Unmarshal(a.Patch, &patch) != nil || patch == nil {
+			return action
+		}
+		md, _ := patch["metadata"].(map[string]any)
+		if md == nil {
+			md = map[string]any{}
+		}
+		md["resourceVersion"] = rv
+		patch["metadata"] = md
+		a.Patch, _ = json.Marshal(patch)
+	}
+	return a
 }
 
 // list answers a list from the overlay, filling it from the live cluster

@@ -1,0 +1,83 @@
+package diff
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/clerum/hcc/pkg/names"
+)
+
+// The reconcilers write with optimistic concurrency: kit's updates carry
+// the cached object's resourceVersion, the Host finalizer's merge patch
+// carries it, and kit's and the NetworkPolicy operator's deletes carry a
+// UID and resourceVersion precondition. The API server answers a stale
+// one with a Conflict; so must the overlay, or diff shows a write
+// succeeding (and overwriting another writer's change) that the leader
+// sees refused.
+func TestAStaleWriteConflictsAsOnTheAPIServer(t *testing.T) {
+	o := liveCluster(t, secret("s", managed))
+	ctx := context.Background()
+	secrets := o.kube.CoreV1().Secrets("mcp-host")
+	stale, err := secrets.Get(ctx, "s", metav1.GetOptions{})
+	require.NoError(t, err)
+
+	fresh := stale.DeepCopy()
+	fresh.Labels["a"] = "1"
+	updated, err := secrets.Update(ctx, fresh, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	assert.NotEqual(t, stale.ResourceVersion, updated.ResourceVersion)
+
+	stale.Labels["b"] = "2"
+	_, err = secrets.Update(ctx, stale, metav1.UpdateOptions{})
+	assert.True(t, apierrors.IsConflict(err), "an update from a stale resourceVersion: %v", err)
+
+	patch := []byte(`{"metadata":{"finalizers":["x"],"resourceVersion":"` + stale.ResourceVersion + `"}}`)
+	_, err = secrets.Patch(ctx, "s", types.MergePatchType, patch, metav1.PatchOptions{})
+	assert.True(t, apierrors.IsConflict(err), "a merge patch carrying a stale resourceVersion: %v", err)
+
+	staleRV, uid, wrongUID := stale.ResourceVersion, updated.UID, types.UID("someone-else")
+	err = secrets.Delete(ctx, "s", metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &staleRV}})
+	assert.True(t, apierrors.IsConflict(err), "a delete whose resourceVersion precondition is stale: %v", err)
+	err = secrets.Delete(ctx, "s", metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &wrongUID}})
+	assert.True(t, apierrors.IsConflict(err), "a delete whose UID precondition names another object: %v", err)
+
+	got, err := secrets.Get(ctx, "s", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, updated.ResourceVersion, got.ResourceVersion, "no refused write changed the object")
+	assert.Equal(t, map[string]string{names.LabelManagedBy: names.ManagedByValue, "a": "1"}, got.Labels)
+	for _, w := range o.recorded()[1:] {
+		assert.True(t, apierrors.IsConflict(w.err), "the refused %s is recorded with its error", w.verb)
+	}
+
+	// Current preconditions pass.
+	rv := got.ResourceVersion
+	require.NoError(t, secrets.Delete(ctx, "s", metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}}))
+}
+
+// A patch is a write: the object gets a new resourceVersion, as from any
+// other write, so a later write from the object before the patch is stale.
+func TestAPatchGivesANewResourceVersion(t *testing.T) {
+	o := liveCluster(t, secret("s", managed))
+	ctx := context.Background()
+	secrets := o.kube.CoreV1().Secrets("mcp-host")
+	before, err := secrets.Get(ctx, "s", metav1.GetOptions{})
+	require.NoError(t, err)
+	patch := []byte(`{"metadata":{"finalizers":["x"],"resourceVersion":"` + before.ResourceVersion + `"}}`)
+	patched, err := secrets.Patch(ctx, "s", types.MergePatchType, patch, metav1.PatchOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"x"}, patched.Finalizers)
+	assert.NotEqual(t, before.ResourceVersion, patched.ResourceVersion)
+	got, err := secrets.Get(ctx, "s", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, patched.ResourceVersion, got.ResourceVersion, "the object stored is the one returned")
+
+	before.Labels["b"] = "2"
+	_, err = secrets.Update(ctx, before, metav1.UpdateOptions{})
+	assert.True(t, apierrors.IsConflict(err), "an update from before the patch: %v", err)
+}
