@@ -37,6 +37,9 @@ import (
 // deleted is never read from the live cluster again. Writes are served as
 // the API server serves them (fakeapi) and recorded.
 type overlay struct {
+	// ctx bounds the live reads: they end with the run, however the API
+	// server answers (the client sets no timeout of its own).
+	ctx  context.Context
 	live dynamic.Interface
 	api  *fakeapi.Server
 	kube *kubefake.Clientset
@@ -81,8 +84,9 @@ type write struct {
 // resourceVersion sees exactly the overlay's later writes.
 const overlayResourceVersion = 1 << 52
 
-func newOverlay(live dynamic.Interface) *overlay {
+func newOverlay(ctx context.Context, live dynamic.Interface) *overlay {
 	o := &overlay{
+		ctx:       ctx,
 		live:      live,
 		api:       fakeapi.New(overlayResourceVersion, "diff-created-"),
 		kube:      kubefake.NewClientset(),
@@ -308,7 +312,7 @@ func (o *overlay) fill(tracker core.ObjectTracker, gvr schema.GroupVersionResour
 	}
 	live := metav1.ListOptions{LabelSelector: opts.LabelSelector, FieldSelector: opts.FieldSelector, Limit: 500}
 	for {
-		list, err := o.live.Resource(gvr).Namespace(namespace).List(context.Background(), live)
+		list, err := o.live.Resource(gvr).Namespace(namespace).List(o.ctx, live)
 		if err != nil {
 			o.fail(fmt.Errorf("listing %s in %q: %w", gvr.GroupResource(), namespace, err))
 			return
@@ -337,7 +341,7 @@ func (o *overlay) readThrough(tracker core.ObjectTracker, k objectKey) {
 	if gone {
 		return
 	}
-	u, err := o.live.Resource(k.resource).Namespace(k.namespace).Get(context.Background(), k.name, metav1.GetOptions{})
+	u, err := o.live.Resource(k.resource).Namespace(k.namespace).Get(o.ctx, k.name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return
 	}
