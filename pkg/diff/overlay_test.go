@@ -3,10 +3,12 @@ package diff
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -80,4 +82,37 @@ func TestAPatchGivesANewResourceVersion(t *testing.T) {
 	before.Labels["b"] = "2"
 	_, err = secrets.Update(ctx, before, metav1.UpdateOptions{})
 	assert.True(t, apierrors.IsConflict(err), "an update from before the patch: %v", err)
+}
+
+// A watch tells only what its selectors select, as the API server's: an
+// informer of HCC's objects never sees another's, and an object that stops
+// matching leaves it as a deletion.
+func TestAWatchSeesWhatItsSelectorsSelect(t *testing.T) {
+	o := liveCluster(t)
+	ctx := context.Background()
+	secrets := o.kube.CoreV1().Secrets("mcp-host")
+	w, err := secrets.Watch(ctx, metav1.ListOptions{LabelSelector: names.LabelManagedBy + "=" + names.ManagedByValue})
+	require.NoError(t, err)
+	defer w.Stop()
+
+	_, err = secrets.Create(ctx, secret("theirs", nil), metav1.CreateOptions{})
+	require.NoError(t, err)
+	ours, err := secrets.Create(ctx, secret("ours", map[string]string{names.LabelManagedBy: names.ManagedByValue}), metav1.CreateOptions{})
+	require.NoError(t, err)
+	ours.Labels = nil
+	_, err = secrets.Update(ctx, ours, metav1.UpdateOptions{})
+	require.NoError(t, err)
+
+	var seen []string
+	for len(seen) < 2 {
+		select {
+		case e := <-w.ResultChan():
+			m, err := meta.Accessor(e.Object)
+			require.NoError(t, err)
+			seen = append(seen, string(e.Type)+" "+m.GetName())
+		case <-time.After(2 * time.Second):
+			t.Fatalf("the watch told only %v", seen)
+		}
+	}
+	assert.Equal(t, []string{"ADDED ours", "DELETED ours"}, seen, "theirs is never told; ours leaves the selector as a deletion")
 }
