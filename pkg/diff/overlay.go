@@ -120,7 +120,12 @@ func (o *overlay) serve(fake *core.Fake, tracker core.ObjectTracker) {
 		o.readThrough(tracker, k)
 		before, _ := tracker.Get(k.resource, k.namespace, k.name)
 		handled, obj, err := true, runtime.Object(nil), precondition(action, before)
-		if err == nil {
+		_, deleting := action.(core.DeleteActionImpl)
+		switch {
+		case err != nil:
+		case deleting && len(finalizersOf(before)) > 0:
+			obj, err = o.markDeleted(tracker, k.resource, before)
+		default:
 			action = o.withNewResourceVersion(action)
 			handled, obj, err = serveWrite(action)
 			if !handled {
@@ -132,11 +137,12 @@ func (o *overlay) serve(fake *core.Fake, tracker core.ObjectTracker) {
 		}
 		w := write{verb: action.GetVerb(), subresource: action.GetSubresource(), resource: k.resource,
 			namespace: k.namespace, name: k.name, before: before, err: err}
-		if err == nil && action.GetVerb() != "delete" {
+		if err == nil && !deleting {
 			w.after, _ = tracker.Get(k.resource, k.namespace, k.name)
+			finish(tracker, k)
 		}
 		o.mu.Lock()
-		if action.GetVerb() == "delete" && err == nil {
+		if _, getErr := tracker.Get(k.resource, k.namespace, k.name); err == nil && apierrors.IsNotFound(getErr) {
 			o.gone[k] = true
 		}
 		o.writes = append(o.writes, w)
@@ -169,6 +175,53 @@ func (o *overlay) serve(fake *core.Fake, tracker core.ObjectTracker) {
 			return e, true
 		}), nil
 	})
+}
+
+// markDeleted serves the delete of current, an object with finalizers, as
+// the API server does: the object stays, being deleted (a
+// deletionTimestamp, a new resourceVersion), until its last finalizer is
+// removed. A reconciler sees it go only then (a claim's
+// kubernetes.io/pvc-protection, a Host's own finalizer).
+func (o *overlay) markDeleted(tracker core.ObjectTracker, gvr schema.GroupVersionResource, current runtime.Object) (runtime.Object, error) {
+	obj := current.DeepCopyObject()
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, err
+	}
+	if m.GetDeletionTimestamp() != nil {
+		return obj, nil // already being deleted
+	}
+	now, grace := metav1.Now(), int64(0)
+	m.SetDeletionTimestamp(&now)
+	m.SetDeletionGracePeriodSeconds(&grace)
+	m.SetResourceVersion(o.api.NextResourceVersion())
+	if err := tracker.Update(gvr, obj, m.GetNamespace()); err != nil {
+		return nil, err
+	}
+	return obj, nil
+}
+
+// finish deletes k once it is being deleted and a write removed its last
+// finalizer, as the API server does.
+func finish(tracker core.ObjectTracker, k objectKey) {
+	obj, err := tracker.Get(k.resource, k.namespace, k.name)
+	if err != nil {
+		return
+	}
+	if m, err := meta.Accessor(obj); err == nil && m.GetDeletionTimestamp() != nil && len(m.GetFinalizers()) == 0 {
+		_ = tracker.Delete(k.resource, k.namespace, k.name)
+	}
+}
+
+func finalizersOf(obj runtime.Object) []string {
+	if obj == nil {
+		return nil
+	}
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return nil
+	}
+	return m.GetFinalizers()
 }
 
 // optimisticLockErrorMsg is the API server's message for a stale write.

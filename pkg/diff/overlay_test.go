@@ -7,11 +7,14 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 
+	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/names"
 )
 
@@ -115,4 +118,62 @@ func TestAWatchSeesWhatItsSelectorsSelect(t *testing.T) {
 		}
 	}
 	assert.Equal(t, []string{"ADDED ours", "DELETED ours"}, seen, "theirs is never told; ours leaves the selector as a deletion")
+}
+
+// A delete of an object with finalizers leaves it being deleted, as the
+// API server does, until a write removes its last finalizer: the Host
+// reconciler counts a child with a finalizer of its own as still on its
+// way out, and lets its Host go only once none is.
+func TestAnObjectWithFinalizersGoesWithTheLast(t *testing.T) {
+	claim := &corev1.PersistentVolumeClaim{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "mcp-host", Name: "h1-workspace", UID: "claim-uid", ResourceVersion: "5",
+			Finalizers: []string{"kubernetes.io/pvc-protection"}}}
+	o := liveCluster(t, claim)
+	ctx := context.Background()
+	claims := o.kube.CoreV1().PersistentVolumeClaims("mcp-host")
+	w, err := claims.Watch(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	defer w.Stop()
+
+	require.NoError(t, claims.Delete(ctx, "h1-workspace", metav1.DeleteOptions{}))
+	terminating, err := claims.Get(ctx, "h1-workspace", metav1.GetOptions{})
+	require.NoError(t, err, "a claim with a finalizer stays")
+	assert.NotNil(t, terminating.DeletionTimestamp)
+	assert.NotEqual(t, "5", terminating.ResourceVersion)
+	_, err = claims.Create(ctx, claim.DeepCopy(), metav1.CreateOptions{})
+	assert.True(t, apierrors.IsAlreadyExists(err), "its name is still taken: %v", err)
+	require.NoError(t, claims.Delete(ctx, "h1-workspace", metav1.DeleteOptions{}), "deleting it again is no error")
+
+	terminating.Finalizers = nil
+	_, err = claims.Update(ctx, terminating, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	_, err = claims.Get(ctx, "h1-workspace", metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "gone with its last finalizer: %v", err)
+	list, err := claims.List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	assert.Empty(t, list.Items, "and never read from the live cluster again")
+
+	var seen []watch.EventType
+	for len(seen) < 4 {
+		select {
+		case e := <-w.ResultChan():
+			seen = append(seen, e.Type)
+		case <-time.After(2 * time.Second):
+			t.Fatalf("the watch told only %v", seen)
+		}
+	}
+	assert.Equal(t, []watch.EventType{watch.Added, watch.Modified, watch.Modified, watch.Deleted}, seen,
+		"read through, being deleted, its finalizer removed, gone")
+
+	// A Host being deleted goes when the merge patch that removes HCC's
+	// finalizer is served.
+	h := &clerumv1alpha1.Host{TypeMeta: metav1.TypeMeta{APIVersion: "clerum.io/v1alpha1", Kind: "Host"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "mcp-host", Name: "h1", ResourceVersion: "8",
+			DeletionTimestamp: &metav1.Time{Time: time.Now()}, Finalizers: []string{clerumv1alpha1.FinalizerHostCleanup}}}
+	o = liveCluster(t, h)
+	hosts := o.hcc.ClerumV1alpha1().Hosts("mcp-host")
+	_, err = hosts.Patch(ctx, "h1", types.MergePatchType, []byte(`{"metadata":{"finalizers":[],"resourceVersion":"8"}}`), metav1.PatchOptions{})
+	require.NoError(t, err)
+	_, err = hosts.Get(ctx, "h1", metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "the Host went with HCC's finalizer: %v", err)
 }
