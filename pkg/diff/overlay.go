@@ -47,8 +47,12 @@ type overlay struct {
 
 	mu     sync.Mutex
 	listed map[listKey]bool
-	gone   map[objectKey]bool
-	writes []write
+	// listRVs maps, by resource, the resourceVersion a list returned to
+	// the tracker's own at that list (see list), the smallest when
+	// several lists returned one.
+	listRVs map[schema.GroupVersionResource]map[string]int64
+	gone    map[objectKey]bool
+	writes  []write
 	// primaries are the clerum.io objects as first read from the live
 	// cluster: their status says what is already reported.
 	primaries map[objectKey]runtime.Object
@@ -92,6 +96,7 @@ func newOverlay(ctx context.Context, live dynamic.Interface) *overlay {
 		kube:      kubefake.NewClientset(),
 		hcc:       hccfake.NewSimpleClientset(),
 		listed:    map[listKey]bool{},
+		listRVs:   map[schema.GroupVersionResource]map[string]int64{},
 		gone:      map[objectKey]bool{},
 		primaries: map[objectKey]runtime.Object{},
 	}
@@ -154,7 +159,14 @@ func (o *overlay) serve(fake *core.Fake, tracker core.ObjectTracker) {
 		if !ok {
 			return false, nil, nil
 		}
-		w, err := tracker.Watch(a.Resource, a.Namespace, a.ListOptions)
+		// A watch from a list's resourceVersion starts where that list
+		// ended: the tracker replays what was written after it, counted
+		// in the tracker's own resourceVersions.
+		opts := a.ListOptions
+		if rv, ok := o.trackerResourceVersion(a.Resource, opts.ResourceVersion); ok {
+			opts.ResourceVersion = strconv.FormatInt(rv, 10)
+		}
+		w, err := tracker.Watch(a.Resource, a.Namespace, opts)
 		if err != nil {
 			return true, nil, err
 		}
@@ -346,9 +358,37 @@ func (o *overlay) list(tracker core.ObjectTracker, a core.ListActionImpl) (bool,
 		return true, nil, err
 	}
 	if l, err := meta.ListAccessor(obj); err == nil {
+		// The tracker numbers its writes apart from the objects'
+		// resourceVersions; a watch from this list's asks it for what
+		// came after its own number at this list.
+		if at, err := strconv.ParseInt(l.GetResourceVersion(), 10, 64); err == nil {
+			o.rememberList(a.Resource, strconv.FormatUint(newest, 10), at)
+		}
 		l.SetResourceVersion(strconv.FormatUint(newest, 10))
 	}
 	return true, obj, nil
+}
+
+func (o *overlay) rememberList(gvr schema.GroupVersionResource, rv string, at int64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	byRV := o.listRVs[gvr]
+	if byRV == nil {
+		byRV = map[string]int64{}
+		o.listRVs[gvr] = byRV
+	}
+	if have, ok := byRV[rv]; !ok || at < have {
+		byRV[rv] = at
+	}
+}
+
+// trackerResourceVersion is the tracker's resourceVersion at the list that
+// returned rv.
+func (o *overlay) trackerResourceVersion(gvr schema.GroupVersionResource, rv string) (int64, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	at, ok := o.listRVs[gvr][rv]
+	return at, ok
 }
 
 // fill copies into the overlay, once per resource, namespace and

@@ -177,3 +177,30 @@ func TestAnObjectWithFinalizersGoesWithTheLast(t *testing.T) {
 	_, err = hosts.Get(ctx, "h1", metav1.GetOptions{})
 	assert.True(t, apierrors.IsNotFound(err), "the Host went with HCC's finalizer: %v", err)
 }
+
+// A reflector lists, then watches from the list's resourceVersion: a write
+// between the two (another reconciler's, whose caches synced first) is in
+// the watch, as the API server's watch starts where the list ended.
+func TestAWatchFromAListSeesTheWritesBetween(t *testing.T) {
+	o := liveCluster(t, secret("ours", managed))
+	ctx := context.Background()
+	secrets := o.kube.CoreV1().Secrets("mcp-host")
+	sel := names.LabelManagedBy + "=" + names.ManagedByValue
+	list, err := secrets.List(ctx, metav1.ListOptions{LabelSelector: sel})
+	require.NoError(t, err)
+	require.Len(t, list.Items, 1)
+
+	_, err = secrets.Create(ctx, secret("between", managed), metav1.CreateOptions{})
+	require.NoError(t, err)
+	w, err := secrets.Watch(ctx, metav1.ListOptions{LabelSelector: sel, ResourceVersion: list.ResourceVersion})
+	require.NoError(t, err)
+	defer w.Stop()
+	select {
+	case e := <-w.ResultChan():
+		m, err := meta.Accessor(e.Object)
+		require.NoError(t, err)
+		assert.Equal(t, "ADDED between", string(e.Type)+" "+m.GetName(), "the write after the list, and nothing the list had")
+	case <-time.After(2 * time.Second):
+		t.Fatal("the watch lost the write made between the list and it")
+	}
+}
