@@ -139,7 +139,9 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if opts.Timeout <= 0 {
 		opts.Timeout = 5 * time.Minute
 	}
-	o := newOverlay(opts.Live)
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	o := newOverlay(runCtx, opts.Live)
 	registry := prometheus.NewRegistry()
 	events := &recorder{}
 	readiness := health.NewReadiness()
@@ -160,8 +162,6 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		return nil, err
 	}
 
-	runCtx, stop := context.WithCancel(ctx)
-	defer stop()
 	deps.Informers.Start(runCtx.Done())
 	done := make(chan error, 1)
 	go func() { done <- kit.RunAll(runCtx, reconcilers) }()
@@ -169,11 +169,11 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	stop()
 	runErr := <-done
 	deps.Informers.Shutdown()
-	if err := o.failure(); err != nil {
-		return nil, err
-	}
 	if settleErr != nil {
 		return nil, settleErr
+	}
+	if err := o.failure(); err != nil {
+		return nil, err
 	}
 	if runErr != nil && !errors.Is(runErr, context.Canceled) {
 		return nil, runErr
@@ -205,8 +205,8 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 // settle returns once the reconcilers have had nothing to do for settle:
 // the NetworkPolicy operator has finished a full pass, every queue is
 // empty with no item in flight, and no write or event came for the whole
-// period. A reconciler that stops early, or a run longer than timeout, is
-// an error.
+// period. A failed read of the live cluster, a reconciler that stops
+// early, or a run longer than timeout, is an error.
 func settle(ctx context.Context, registry *prometheus.Registry, o *overlay, events *recorder, settle, timeout time.Duration, done <-chan error) error {
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
@@ -226,6 +226,11 @@ func settle(ctx context.Context, registry *prometheus.Registry, o *overlay, even
 		case <-deadline.C:
 			return fmt.Errorf("the reconcilers did not settle within %s (queued or in-flight work: %d; NetworkPolicy passes: %d)", timeout, last.pending, last.passes)
 		case now := <-tick.C:
+			// A read the live cluster refused voids the run: stop now,
+			// not once the reconcilers settle on what they could read.
+			if err := o.failure(); err != nil {
+				return err
+			}
 			a, err := measure(registry, o, events)
 			if err != nil {
 				return err

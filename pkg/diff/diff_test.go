@@ -21,7 +21,7 @@ import (
 
 func liveCluster(t *testing.T, objs ...runtime.Object) *overlay {
 	t.Helper()
-	return newOverlay(dynamicfake.NewSimpleDynamicClient(scheme, objs...))
+	return newOverlay(context.Background(), dynamicfake.NewSimpleDynamicClient(scheme, objs...))
 }
 
 func secret(name string, labels map[string]string) *corev1.Secret {

@@ -2,6 +2,8 @@ package diff
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"strconv"
@@ -16,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	kubefake "k8s.io/client-go/kubernetes/fake"
@@ -34,6 +37,9 @@ import (
 // deleted is never read from the live cluster again. Writes are served as
 // the API server serves them (fakeapi) and recorded.
 type overlay struct {
+	// ctx bounds the live reads: they end with the run, however the API
+	// server answers (the client sets no timeout of its own).
+	ctx  context.Context
 	live dynamic.Interface
 	api  *fakeapi.Server
 	kube *kubefake.Clientset
@@ -41,8 +47,12 @@ type overlay struct {
 
 	mu     sync.Mutex
 	listed map[listKey]bool
-	gone   map[objectKey]bool
-	writes []write
+	// listRVs maps, by resource, the resourceVersion a list returned to
+	// the tracker's own at that list (see list), the smallest when
+	// several lists returned one.
+	listRVs map[schema.GroupVersionResource]map[string]int64
+	gone    map[objectKey]bool
+	writes  []write
 	// primaries are the clerum.io objects as first read from the live
 	// cluster: their status says what is already reported.
 	primaries map[objectKey]runtime.Object
@@ -78,13 +88,15 @@ type write struct {
 // resourceVersion sees exactly the overlay's later writes.
 const overlayResourceVersion = 1 << 52
 
-func newOverlay(live dynamic.Interface) *overlay {
+func newOverlay(ctx context.Context, live dynamic.Interface) *overlay {
 	o := &overlay{
+		ctx:       ctx,
 		live:      live,
 		api:       fakeapi.New(overlayResourceVersion, "diff-created-"),
 		kube:      kubefake.NewClientset(),
 		hcc:       hccfake.NewSimpleClientset(),
 		listed:    map[listKey]bool{},
+		listRVs:   map[schema.GroupVersionResource]map[string]int64{},
 		gone:      map[objectKey]bool{},
 		primaries: map[objectKey]runtime.Object{},
 	}
@@ -112,20 +124,30 @@ func (o *overlay) serve(fake *core.Fake, tracker core.ObjectTracker) {
 		}
 		o.readThrough(tracker, k)
 		before, _ := tracker.Get(k.resource, k.namespace, k.name)
-		handled, obj, err := serveWrite(action)
-		if !handled {
-			handled, obj, err = applyStatus(action)
-		}
-		if !handled {
-			handled, obj, err = fallback(action)
+		handled, obj, err := true, runtime.Object(nil), precondition(action, before)
+		_, deleting := action.(core.DeleteActionImpl)
+		switch {
+		case err != nil:
+		case deleting && len(finalizersOf(before)) > 0:
+			obj, err = o.markDeleted(tracker, k.resource, before)
+		default:
+			action = o.withNewResourceVersion(action)
+			handled, obj, err = serveWrite(action)
+			if !handled {
+				handled, obj, err = applyStatus(action)
+			}
+			if !handled {
+				handled, obj, err = fallback(action)
+			}
 		}
 		w := write{verb: action.GetVerb(), subresource: action.GetSubresource(), resource: k.resource,
 			namespace: k.namespace, name: k.name, before: before, err: err}
-		if err == nil && action.GetVerb() != "delete" {
+		if err == nil && !deleting {
 			w.after, _ = tracker.Get(k.resource, k.namespace, k.name)
+			finish(tracker, k)
 		}
 		o.mu.Lock()
-		if action.GetVerb() == "delete" && err == nil {
+		if _, getErr := tracker.Get(k.resource, k.namespace, k.name); err == nil && apierrors.IsNotFound(getErr) {
 			o.gone[k] = true
 		}
 		o.writes = append(o.writes, w)
@@ -137,7 +159,14 @@ func (o *overlay) serve(fake *core.Fake, tracker core.ObjectTracker) {
 		if !ok {
 			return false, nil, nil
 		}
-		w, err := tracker.Watch(a.Resource, a.Namespace, a.ListOptions)
+		// A watch from a list's resourceVersion starts where that list
+		// ended: the tracker replays what was written after it, counted
+		// in the tracker's own resourceVersions.
+		opts := a.ListOptions
+		if rv, ok := o.trackerResourceVersion(a.Resource, opts.ResourceVersion); ok {
+			opts.ResourceVersion = strconv.FormatInt(rv, 10)
+		}
+		w, err := tracker.Watch(a.Resource, a.Namespace, opts)
 		if err != nil {
 			return true, nil, err
 		}
@@ -158,6 +187,142 @@ func (o *overlay) serve(fake *core.Fake, tracker core.ObjectTracker) {
 			return e, true
 		}), nil
 	})
+}
+
+// markDeleted serves the delete of current, an object with finalizers, as
+// the API server does: the object stays, being deleted (a
+// deletionTimestamp, a new resourceVersion), until its last finalizer is
+// removed. A reconciler sees it go only then (a claim's
+// kubernetes.io/pvc-protection, a Host's own finalizer).
+func (o *overlay) markDeleted(tracker core.ObjectTracker, gvr schema.GroupVersionResource, current runtime.Object) (runtime.Object, error) {
+	obj := current.DeepCopyObject()
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, err
+	}
+	if m.GetDeletionTimestamp() != nil {
+		return obj, nil // already being deleted
+	}
+	now, grace := metav1.Now(), int64(0)
+	m.SetDeletionTimestamp(&now)
+	m.SetDeletionGracePeriodSeconds(&grace)
+	m.SetResourceVersion(o.api.NextResourceVersion())
+	if err := tracker.Update(gvr, obj, m.GetNamespace()); err != nil {
+		return nil, err
+	}
+	return obj, nil
+}
+
+// finish deletes k once it is being deleted and a write removed its last
+// finalizer, as the API server does.
+func finish(tracker core.ObjectTracker, k objectKey) {
+	obj, err := tracker.Get(k.resource, k.namespace, k.name)
+	if err != nil {
+		return
+	}
+	if m, err := meta.Accessor(obj); err == nil && m.GetDeletionTimestamp() != nil && len(m.GetFinalizers()) == 0 {
+		_ = tracker.Delete(k.resource, k.namespace, k.name)
+	}
+}
+
+func finalizersOf(obj runtime.Object) []string {
+	if obj == nil {
+		return nil
+	}
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return nil
+	}
+	return m.GetFinalizers()
+}
+
+// optimisticLockErrorMsg is the API server's message for a stale write.
+const optimisticLockErrorMsg = "the object has been modified; please apply your changes to the latest version and try again"
+
+// precondition is the API server's optimistic concurrency: a write that
+// names a resourceVersion (an update from a cached object, a patch that
+// carries one) or a delete with preconditions is refused with a Conflict
+// unless they match the object as it is now. The reconcilers rely on it:
+// a write computed from a cache one write behind must fail and be
+// retried, not overwrite what it did not see.
+func precondition(action core.Action, current runtime.Object) error {
+	if current == nil {
+		return nil // the tracker answers NotFound, or creates
+	}
+	m, err := meta.Accessor(current)
+	if err != nil {
+		return nil
+	}
+	gr := action.GetResource().GroupResource()
+	stale := func() error {
+		return apierrors.NewConflict(gr, m.GetName(),
+			errors.New(optimisticLockErrorMsg))
+	}
+	switch a := action.(type) {
+	case core.UpdateActionImpl:
+		if w, err := meta.Accessor(a.Object); err == nil && w.GetResourceVersion() != "" && w.GetResourceVersion() != m.GetResourceVersion() {
+			return stale()
+		}
+	case core.PatchActionImpl:
+		if a.PatchType == types.JSONPatchType {
+			return nil
+		}
+		var patch struct {
+			Metadata struct {
+				ResourceVersion string `json:"resourceVersion"`
+			} `json:"metadata"`
+		}
+		if json.Unmarshal(a.Patch, &patch) == nil && patch.Metadata.ResourceVersion != "" && patch.Metadata.ResourceVersion != m.GetResourceVersion() {
+			return stale()
+		}
+	case core.DeleteActionImpl:
+		p := a.DeleteOptions.Preconditions
+		if p == nil {
+			return nil
+		}
+		if p.UID != nil && *p.UID != m.GetUID() {
+			return apierrors.NewConflict(gr, m.GetName(),
+				fmt.Errorf("Precondition failed: UID in precondition: %v, UID in object meta: %v", *p.UID, m.GetUID()))
+		}
+		if p.ResourceVersion != nil && *p.ResourceVersion != m.GetResourceVersion() {
+			return apierrors.NewConflict(gr, m.GetName(),
+				fmt.Errorf("Precondition failed: ResourceVersion in precondition: %v, ResourceVersion in object meta: %v", *p.ResourceVersion, m.GetResourceVersion()))
+		}
+	}
+	return nil
+}
+
+// withNewResourceVersion makes a patch of the main resource (not an apply,
+// which fakeapi serves) set the object's next resourceVersion, as the API
+// server gives one to every write: the fake's patch keeps the old one.
+func (o *overlay) withNewResourceVersion(action core.Action) core.Action {
+	a, ok := action.(core.PatchActionImpl)
+	if !ok || a.PatchType == types.ApplyPatchType {
+		return action
+	}
+	rv := o.api.NextResourceVersion()
+	switch a.PatchType {
+	case types.JSONPatchType:
+		var ops []any
+		if json.Unmarshal(a.Patch, &ops) != nil {
+			return action
+		}
+		ops = append(ops, map[string]any{"op": "add", "path": "/metadata/resourceVersion", "value": rv})
+		a.Patch, _ = json.Marshal(ops)
+	case types.MergePatchType, types.StrategicMergePatchType:
+		var patch map[string]any
+		if json.Unmarshal(a.Patch, &patch) != nil || patch == nil {
+			return action
+		}
+		md, _ := patch["metadata"].(map[string]any)
+		if md == nil {
+			md = map[string]any{}
+		}
+		md["resourceVersion"] = rv
+		patch["metadata"] = md
+		a.Patch, _ = json.Marshal(patch)
+	}
+	return a
 }
 
 // list answers a list from the overlay, filling it from the live cluster
@@ -193,9 +358,37 @@ func (o *overlay) list(tracker core.ObjectTracker, a core.ListActionImpl) (bool,
 		return true, nil, err
 	}
 	if l, err := meta.ListAccessor(obj); err == nil {
+		// The tracker numbers its writes apart from the objects'
+		// resourceVersions; a watch from this list's asks it for what
+		// came after its own number at this list.
+		if at, err := strconv.ParseInt(l.GetResourceVersion(), 10, 64); err == nil {
+			o.rememberList(a.Resource, strconv.FormatUint(newest, 10), at)
+		}
 		l.SetResourceVersion(strconv.FormatUint(newest, 10))
 	}
 	return true, obj, nil
+}
+
+func (o *overlay) rememberList(gvr schema.GroupVersionResource, rv string, at int64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	byRV := o.listRVs[gvr]
+	if byRV == nil {
+		byRV = map[string]int64{}
+		o.listRVs[gvr] = byRV
+	}
+	if have, ok := byRV[rv]; !ok || at < have {
+		byRV[rv] = at
+	}
+}
+
+// trackerResourceVersion is the tracker's resourceVersion at the list that
+// returned rv.
+func (o *overlay) trackerResourceVersion(gvr schema.GroupVersionResource, rv string) (int64, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	at, ok := o.listRVs[gvr][rv]
+	return at, ok
 }
 
 // fill copies into the overlay, once per resource, namespace and
@@ -212,7 +405,7 @@ func (o *overlay) fill(tracker core.ObjectTracker, gvr schema.GroupVersionResour
 	}
 	live := metav1.ListOptions{LabelSelector: opts.LabelSelector, FieldSelector: opts.FieldSelector, Limit: 500}
 	for {
-		list, err := o.live.Resource(gvr).Namespace(namespace).List(context.Background(), live)
+		list, err := o.live.Resource(gvr).Namespace(namespace).List(o.ctx, live)
 		if err != nil {
 			o.fail(fmt.Errorf("listing %s in %q: %w", gvr.GroupResource(), namespace, err))
 			return
@@ -241,7 +434,7 @@ func (o *overlay) readThrough(tracker core.ObjectTracker, k objectKey) {
 	if gone {
 		return
 	}
-	u, err := o.live.Resource(k.resource).Namespace(k.namespace).Get(context.Background(), k.name, metav1.GetOptions{})
+	u, err := o.live.Resource(k.resource).Namespace(k.namespace).Get(o.ctx, k.name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return
 	}
