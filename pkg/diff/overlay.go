@@ -282,11 +282,11 @@ func precondition(action core.Action, current runtime.Object) error {
 		}
 		if p.UID != nil && *p.UID != m.GetUID() {
 			return apierrors.NewConflict(gr, m.GetName(),
-				fmt.Errorf("Precondition failed: UID in precondition: %v, UID in object meta: %v", *p.UID, m.GetUID()))
+				fmt.Errorf("precondition failed: UID in precondition: %v, UID in object meta: %v", *p.UID, m.GetUID()))
 		}
 		if p.ResourceVersion != nil && *p.ResourceVersion != m.GetResourceVersion() {
 			return apierrors.NewConflict(gr, m.GetName(),
-				fmt.Errorf("Precondition failed: ResourceVersion in precondition: %v, ResourceVersion in object meta: %v", *p.ResourceVersion, m.GetResourceVersion()))
+				fmt.Errorf("precondition failed: ResourceVersion in precondition: %v, ResourceVersion in object meta: %v", *p.ResourceVersion, m.GetResourceVersion()))
 		}
 	}
 	return nil
