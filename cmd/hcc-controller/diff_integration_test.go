@@ -133,7 +133,7 @@ func TestDiffSaysWhatTheLeaderWrites(t *testing.T) {
 	assert.Equal(t, 1, report.CredentialsIssued, "the Host's credential would be asked for")
 	assert.Zero(t, controlAPI.bootstrapCalls(), "diff never calls the Control API")
 	assert.Contains(t, report.Refusals, diff.Refusal{Controller: "mcpserver", Type: "block", Kind: "McpServer",
-		Namespace: "mcp-server", Name: "beta", Reason: reasons.InvalidSpec, Message: refusalMessage(report, "beta")})
+		Namespace: "mcp-server", Name: "beta", Reason: reasons.InvalidSpec, Message: "a stdio server needs spec.command: the stdio shim starts it, so the image's entrypoint cannot be used"})
 	assert.True(t, hasRefusal(report, "Service", "alpha", reasons.EventUnmanagedConflict), "the foreign Service is refused: %v", report.Refusals)
 	assert.True(t, report.NetworkPolicy.Certified, report.NetworkPolicy.Message)
 
@@ -264,15 +264,6 @@ func runDiffAs(t *testing.T, kubeconfig string, env map[string]string, args ...s
 	var stdout, stderr bytes.Buffer
 	code := run(context.Background(), append([]string{"diff", "--kubeconfig", kubeconfig, "--settle", "1s"}, args...), &stdout, &stderr)
 	return code, stdout.String(), stderr.String()
-}
-
-func refusalMessage(r diff.Report, name string) string {
-	for _, x := range r.Refusals {
-		if x.Name == name {
-			return x.Message
-		}
-	}
-	return ""
 }
 
 func hasRefusal(r diff.Report, kind, name, reason string) bool {

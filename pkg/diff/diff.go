@@ -278,7 +278,7 @@ func measure(registry *prometheus.Registry, o *overlay, events *recorder) (activ
 			}
 		}
 	}
-	a.writes = len(o.recorded())
+	a.writes = o.writeCount()
 	a.events = events.count()
 	return a, nil
 }

@@ -53,9 +53,9 @@ type overlay struct {
 	listRVs map[schema.GroupVersionResource]map[string]int64
 	gone    map[objectKey]bool
 	writes  []write
-	// primaries are the clerum.io objects as first read from the live
-	// cluster: their status says what is already reported.
-	primaries map[objectKey]runtime.Object
+	// shown are the status conditions of the clerum.io objects as first
+	// read from the live cluster: what is already reported.
+	shown map[shownKey][]metav1.Condition
 	// err is the first failure to read the live cluster: the run is void,
 	// since a reconciler that could not read would decide from less than a
 	// leader sees.
@@ -98,7 +98,7 @@ func newOverlay(ctx context.Context, live dynamic.Interface) *overlay {
 		listed:    map[listKey]bool{},
 		listRVs:   map[schema.GroupVersionResource]map[string]int64{},
 		gone:      map[objectKey]bool{},
-		primaries: map[objectKey]runtime.Object{},
+		shown:     map[shownKey][]metav1.Condition{},
 	}
 	o.serve(&o.kube.Fake, o.kube.Tracker())
 	o.serve(&o.hcc.Fake, o.hcc.Tracker())
@@ -239,9 +239,9 @@ func finalizersOf(obj runtime.Object) []string {
 // optimisticLockErrorMsg is the API server's message for a stale write.
 const optimisticLockErrorMsg = "the object has been modified; please apply your changes to the latest version and try again"
 
-// precondition is the API server's optimistic concurrency: a write that
-// names a resourceVersion (an update from a cached object, a patch that
-// carries one) or a delete with preconditions is refused with a Conflict
+// precondition is the API server's optimistic concurrency for what
+// fakeapi does not serve: a patch that carries a resourceVersion, or a
+// delete with preconditions, is refused with a Conflict
 // unless they match the object as it is now. The reconcilers rely on it:
 // a write computed from a cache one write behind must fail and be
 // retried, not overwrite what it did not see.
@@ -259,10 +259,7 @@ func precondition(action core.Action, current runtime.Object) error {
 			errors.New(optimisticLockErrorMsg))
 	}
 	switch a := action.(type) {
-	case core.UpdateActionImpl:
-		if w, err := meta.Accessor(a.Object); err == nil && w.GetResourceVersion() != "" && w.GetResourceVersion() != m.GetResourceVersion() {
-			return stale()
-		}
+	// An update from a stale copy is fakeapi's to refuse (Serve).
 	case core.PatchActionImpl:
 		if a.PatchType == types.JSONPatchType {
 			return nil
@@ -470,25 +467,21 @@ func (o *overlay) adopt(tracker core.ObjectTracker, gvr schema.GroupVersionResou
 		o.failLocked(fmt.Errorf("%s %s/%s: %w", u.GetKind(), k.namespace, k.name, err))
 	}
 	if gvr.Group == clerumv1alpha1.GroupName {
-		o.primaries[key(schema.GroupVersionResource{Group: gvr.Group, Resource: u.GetKind()}, k.namespace, k.name)] = obj
+		if status := reflect.ValueOf(obj).Elem().FieldByName("Status"); status.IsValid() {
+			conditions, _ := status.FieldByName("Conditions").Interface().([]metav1.Condition)
+			o.shown[shownKey{u.GetKind(), k.namespace, k.name}] = conditions
+		}
 	}
 }
+
+type shownKey struct{ kind, namespace, name string }
 
 // liveConditions are the status conditions the clerum.io object of kind
 // had in the live cluster, if it was read.
 func (o *overlay) liveConditions(kind, namespace, name string) []metav1.Condition {
 	o.mu.Lock()
-	obj := o.primaries[key(schema.GroupVersionResource{Group: clerumv1alpha1.GroupName, Resource: kind}, namespace, name)]
-	o.mu.Unlock()
-	if obj == nil {
-		return nil
-	}
-	status := reflect.ValueOf(obj).Elem().FieldByName("Status")
-	if !status.IsValid() {
-		return nil
-	}
-	conditions, _ := status.FieldByName("Conditions").Interface().([]metav1.Condition)
-	return conditions
+	defer o.mu.Unlock()
+	return o.shown[shownKey{kind, namespace, name}]
 }
 
 func (o *overlay) fail(err error) {
@@ -508,6 +501,13 @@ func (o *overlay) failure() error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.err
+}
+
+// writeCount is how many writes were sent so far.
+func (o *overlay) writeCount() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return len(o.writes)
 }
 
 // recorded returns the writes so far, in the order they were sent.
