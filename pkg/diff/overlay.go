@@ -90,15 +90,15 @@ const overlayResourceVersion = 1 << 52
 
 func newOverlay(ctx context.Context, live dynamic.Interface) *overlay {
 	o := &overlay{
-		ctx:       ctx,
-		live:      live,
-		api:       fakeapi.New(overlayResourceVersion, "diff-created-"),
-		kube:      kubefake.NewClientset(),
-		hcc:       hccfake.NewSimpleClientset(),
-		listed:    map[listKey]bool{},
-		listRVs:   map[schema.GroupVersionResource]map[string]int64{},
-		gone:      map[objectKey]bool{},
-		shown:     map[shownKey][]metav1.Condition{},
+		ctx:     ctx,
+		live:    live,
+		api:     fakeapi.New(overlayResourceVersion, "diff-created-"),
+		kube:    kubefake.NewClientset(),
+		hcc:     hccfake.NewSimpleClientset(),
+		listed:  map[listKey]bool{},
+		listRVs: map[schema.GroupVersionResource]map[string]int64{},
+		gone:    map[objectKey]bool{},
+		shown:   map[shownKey][]metav1.Condition{},
 	}
 	o.serve(&o.kube.Fake, o.kube.Tracker())
 	o.serve(&o.hcc.Fake, o.hcc.Tracker())
