@@ -71,7 +71,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(controlplane.RunMain(m, controlplane.Options{Cluster: true, AuditPolicy: auditPolicy}, func(c *controlplane.ControlPlane) {
+	code := controlplane.RunMain(m, controlplane.Options{Cluster: true, AuditPolicy: auditPolicy}, func(c *controlplane.ControlPlane) {
 		cluster = c
 		kube = kubernetes.NewForConfigOrDie(c.Config())
 		hcc = clientset.NewForConfigOrDie(c.Config())
@@ -79,7 +79,13 @@ func TestMain(m *testing.M) {
 			fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
 			os.Exit(1)
 		}
-	}))
+	})
+	// The race-enabled binaries are ~120 MiB each run; left in TMPDIR they
+	// fill a CI runner's disk.
+	if binDir != "" {
+		_ = os.RemoveAll(binDir)
+	}
+	os.Exit(code)
 }
 
 // setUp creates the namespaces, the shipped service accounts and RBAC, and
@@ -107,6 +113,9 @@ func setUp() error {
 // repoRoot is the repository, two levels above this package.
 var repoRoot = filepath.Join("..", "..")
 
+// binDir holds the binaries built by binaries; TestMain removes it.
+var binDir string
+
 // binaries builds hcc-controller and hcc-api once per test binary, with
 // the race detector.
 var binaries = sync.OnceValues(func() (string, error) {
@@ -114,6 +123,7 @@ var binaries = sync.OnceValues(func() (string, error) {
 	if err != nil {
 		return "", err
 	}
+	binDir = dir
 	for _, name := range []string{"hcc-controller", "hcc-api"} {
 		cmd := exec.Command("go", "build", "-race", "-o", filepath.Join(dir, name), "github.com/clerum/hcc/cmd/"+name)
 		if out, err := cmd.CombinedOutput(); err != nil {
