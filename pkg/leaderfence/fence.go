@@ -150,13 +150,12 @@ func (l *lock) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord
 func (l *lock) write(ctx context.Context, ler resourcelock.LeaderElectionRecord, send func(context.Context, resourcelock.LeaderElectionRecord) error) error {
 	f := l.fence
 	if ler.HolderIdentity != l.Identity() {
-		err := f.Check()
+		if err := f.Check(); err != nil {
+			return fmt.Errorf("not releasing the lease: %w", err)
+		}
 		f.mu.Lock()
 		f.released = true
 		f.mu.Unlock()
-		if err != nil {
-			return fmt.Errorf("not releasing the lease: %w", err)
-		}
 		return send(ctx, ler)
 	}
 	started := f.clock.Now()

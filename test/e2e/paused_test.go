@@ -81,6 +81,11 @@ func TestPausedLeader(t *testing.T) {
 	logText, err := os.ReadFile(a.log)
 	require.NoError(t, err)
 	assert.Contains(t, string(logText), "lost the leader lease")
+	for line := range strings.SplitSeq(string(logText), "\n") {
+		if strings.Contains(line, "refusing a write") || strings.Contains(line, "lost the leader lease") {
+			t.Logf("replica-a: %s", line)
+		}
+	}
 
 	e.waitConverged(3 * time.Minute)
 	assert.Equal(t, e.expectedSet(), actualSet(t), "exactly the planned objects")
