@@ -379,6 +379,7 @@ type auditEvent struct {
 	} `json:"responseStatus"`
 	RequestObject json.RawMessage `json:"requestObject"`
 	Received      string          `json:"requestReceivedTimestamp"`
+	UserAgent     string          `json:"userAgent"`
 }
 
 // target names the object and subresource of a write.
