@@ -211,7 +211,6 @@ func (q *simQueue) next() time.Time {
 // Host with that Host's lifetime, or, while down, answers 503 or drops the
 // connection. It counts requests (attempts) and issuances per Host.
 type controlAPI struct {
-	t      *testing.T
 	clock  *clocktesting.FakeClock
 	secret []byte
 	drop   bool // down: drop connections instead of answering 503
@@ -341,7 +340,7 @@ func newOutageSim(t *testing.T, drop bool) *outageSim {
 		objs = append(objs, resourcestest.NewHost(h))
 	}
 	kf := kittest.NewFixture(t, objs...)
-	api := &controlAPI{t: t, clock: kf.Clock, secret: []byte("hmac-secret"), drop: drop, requests: map[string]int{}, issued: map[string]int{}}
+	api := &controlAPI{clock: kf.Clock, secret: []byte("hmac-secret"), drop: drop, requests: map[string]int{}, issued: map[string]int{}}
 	srv := httptest.NewServer(api)
 	t.Cleanup(srv.Close)
 	client, err := controlapi.New(controlapi.Options{
