@@ -57,6 +57,12 @@ func TestProcessUnexpected(t *testing.T) {
 		require.NoError(t, p.Stop())
 		assert.ErrorContains(t, p.Unexpected(), "race detector")
 	})
+	t.Run("port taken", func(t *testing.T) {
+		p := startShell(t, "echo 'listen tcp 127.0.0.1:8080: bind: address already in use'; exit 1")
+		exited(t, p)
+		assert.True(t, p.LoggedAddressInUse(), "the caller can retry on another port")
+		assert.Error(t, p.Unexpected())
+	})
 	t.Run("race report in the log", func(t *testing.T) {
 		p := startShell(t, "echo 'WARNING: DATA RACE'; sleep 30")
 		require.Eventually(t, func() bool { return p.Unexpected() != nil }, 10*time.Second, 50*time.Millisecond, "judged while running")
