@@ -66,8 +66,11 @@ rules:
 // AuditEvent is the part of a kube-apiserver audit event (audit.k8s.io/v1
 // Event) the tests read.
 type AuditEvent struct {
-	Verb             string `json:"verb"`
-	RequestURI       string `json:"requestURI"`
+	Verb       string `json:"verb"`
+	RequestURI string `json:"requestURI"`
+	// UserAgent tells replicas of one identity apart: HCC's names the
+	// replica.
+	UserAgent        string `json:"userAgent"`
 	ImpersonatedUser *struct {
 		Username string `json:"username"`
 	} `json:"impersonatedUser"`

@@ -236,6 +236,11 @@ func (p *Process) Kill() {
 	<-p.p.done
 }
 
+// ExpectExit tells Unexpected that the process will exit by itself and
+// that this is what the test wants (a leader that lost its lease exits):
+// any exit status but the race detector's is then accepted.
+func (p *Process) ExpectExit() { p.p.requested.Store(true) }
+
 // Unexpected returns why the process's run must fail the test, nil if
 // nothing does: its log holds a report of the race detector ("WARNING:
 // DATA RACE"), it exited with the race detector's status 66 (after Stop

@@ -57,6 +57,12 @@ func TestProcessUnexpected(t *testing.T) {
 		require.NoError(t, p.Stop())
 		assert.ErrorContains(t, p.Unexpected(), "race detector")
 	})
+	t.Run("exit expected", func(t *testing.T) {
+		p := startShell(t, "sleep 0.2; exit 1")
+		p.ExpectExit()
+		exited(t, p)
+		assert.NoError(t, p.Unexpected())
+	})
 	t.Run("port taken", func(t *testing.T) {
 		p := startShell(t, "echo 'listen tcp 127.0.0.1:8080: bind: address already in use'; exit 1")
 		exited(t, p)
