@@ -44,6 +44,7 @@ import (
 	clerumscheme "github.com/clerum/hcc/pkg/generated/clientset/versioned/scheme"
 	"github.com/clerum/hcc/pkg/health"
 	"github.com/clerum/hcc/pkg/imagepolicy"
+	"github.com/clerum/hcc/pkg/leaderfence"
 	"github.com/clerum/hcc/pkg/mark"
 	"github.com/clerum/hcc/pkg/netpol"
 )
@@ -77,11 +78,19 @@ func runController(ctx context.Context, log zerolog.Logger, flags startup.Flags,
 	}
 	log.Info().Str("server", restCfg.Host).Msg("connected to the Kubernetes API server")
 
-	kubeClient, err := kubernetes.NewForConfig(restCfg)
+	// Under leader election every write of the reconcilers' clients waits
+	// on the fence: a leader paused past its lease must not write after a
+	// standby took over (pkg/leaderfence). Without an election it is open.
+	var fence *leaderfence.Fence
+	if cfg.Core.LeaderElect {
+		fence = leaderfence.New(clock.RealClock{}, cfg.Core.LeaderLease, log)
+	}
+	ctrlCfg := controllerConfig(restCfg, cfg.Core.PodName, fence)
+	kubeClient, err := kubernetes.NewForConfig(ctrlCfg)
 	if err != nil {
 		return fmt.Errorf("building the Kubernetes client: %w", err)
 	}
-	hccClient, err := clientset.NewForConfig(restCfg)
+	hccClient, err := clientset.NewForConfig(ctrlCfg)
 	if err != nil {
 		return fmt.Errorf("building the clerum.io client: %w", err)
 	}
@@ -93,11 +102,35 @@ func runController(ctx context.Context, log zerolog.Logger, flags startup.Flags,
 		if !cfg.Core.LeaderElect {
 			return reconcile(ctx, log, cfg, clients, readiness, registry)
 		}
-		return runLeaderElected(ctx, log, restCfg, cfg, func(ctx context.Context) error {
+		return runLeaderElected(ctx, log, leaderElectionConfig(restCfg, cfg.Core.PodName), fence, cfg, func(ctx context.Context) error {
 			return reconcile(ctx, log, cfg, clients, readiness, registry)
 		})
 	})
 	return g.Wait()
+}
+
+// controllerConfig is the configuration of the reconcilers' clients: the
+// user agent names the replica (identity), so the audit log tells two
+// replicas' writes apart, and a non-nil fence gates their writes. restCfg
+// is not changed.
+func controllerConfig(restCfg *rest.Config, identity string, fence *leaderfence.Fence) *rest.Config {
+	c := rest.CopyConfig(restCfg)
+	c.UserAgent = restCfg.UserAgent + "/" + identity
+	if fence != nil {
+		c.Wrap(fence.WrapTransport)
+	}
+	return c
+}
+
+// leaderElectionConfig is the configuration of the leader-election client:
+// never fenced (it is what keeps the fence open), and with a limiter of its
+// own, since lease renewals queued behind a busy reconciler's requests
+// would miss the renew deadline. restCfg is not changed.
+func leaderElectionConfig(restCfg *rest.Config, identity string) *rest.Config {
+	c := rest.CopyConfig(restCfg)
+	c.UserAgent = restCfg.UserAgent + "/" + identity + "/leader-election"
+	c.RateLimiter = nil
+	return c
 }
 
 // newReadiness returns the process's readiness. Standby replicas are
@@ -264,23 +297,22 @@ func eventScheme() *runtime.Scheme {
 	return scheme
 }
 
-// runLeaderElected runs lead while this replica holds the Lease. Losing the
-// lease ends the process: another replica has taken over, and continuing would
-// make two writers.
-func runLeaderElected(ctx context.Context, log zerolog.Logger, restCfg *rest.Config, cfg *config.Config, lead func(context.Context) error) error {
-	// Lease renewals have a limiter of their own: queued behind a busy
-	// reconciler's requests they would miss the renew deadline.
-	leCfg := rest.AddUserAgent(restCfg, "leader-election")
-	leCfg.RateLimiter = nil
+// runLeaderElected runs lead while this replica holds the Lease, through a
+// client built from leCfg; fence observes the renewals. Losing the lease
+// ends the process: another replica has taken over, and continuing would
+// make two writers. So does a write the fence refused (the lease was not
+// renewed within its duration, as after a pause): the elector may not have
+// noticed yet.
+func runLeaderElected(ctx context.Context, log zerolog.Logger, leCfg *rest.Config, fence *leaderfence.Fence, cfg *config.Config, lead func(context.Context) error) error {
 	leClient, err := kubernetes.NewForConfig(leCfg)
 	if err != nil {
 		return fmt.Errorf("building the leader-election client: %w", err)
 	}
-	lock := &resourcelock.LeaseLock{
+	lock := fence.Lock(&resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Namespace: cfg.Namespaces.ControlPlane, Name: leaseName},
 		Client:     leClient.CoordinationV1(),
 		LockConfig: resourcelock.ResourceLockConfig{Identity: cfg.Core.PodName},
-	}
+	})
 
 	leadErr := make(chan error, 1)
 	lost := make(chan struct{})
@@ -309,7 +341,16 @@ func runLeaderElected(ctx context.Context, log zerolog.Logger, restCfg *rest.Con
 	}
 	log.Info().Str("lease", cfg.Namespaces.ControlPlane+"/"+leaseName).Str("identity", cfg.Core.PodName).
 		Msg("waiting for leadership")
-	elector.Run(ctx)
+	electCtx, stopElecting := context.WithCancel(ctx)
+	defer stopElecting()
+	go func() {
+		select {
+		case <-fence.Lost():
+			stopElecting()
+		case <-electCtx.Done():
+		}
+	}()
+	elector.Run(electCtx)
 
 	select {
 	case err := <-leadErr:
@@ -322,5 +363,8 @@ func runLeaderElected(ctx context.Context, log zerolog.Logger, restCfg *rest.Con
 		return nil
 	}
 	<-lost
+	if err := fence.Check(); err != nil {
+		return fmt.Errorf("lost the leader lease %s/%s: %w", cfg.Namespaces.ControlPlane, leaseName, err)
+	}
 	return fmt.Errorf("lost the leader lease %s/%s", cfg.Namespaces.ControlPlane, leaseName)
 }

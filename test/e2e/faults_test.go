@@ -64,9 +64,9 @@ func holder(l *coordinationv1.Lease) string {
 
 // Two leader-elected controllers; the leader is killed with SIGKILL in the
 // middle of convergence. The standby takes over within the lease duration
-// plus the retry period (as client-go bounds it, jitter included), finishes
-// convergence with exactly the planned objects, and no object is written
-// twice with the same content.
+// plus two jittered retry periods (as client-go bounds it; docs/deploy.md,
+// "Failover"), finishes convergence with exactly the planned objects, and
+// no object is written twice with the same content.
 func TestFailover(t *testing.T) {
 	e := newEnv(t)
 	offset := auditOffset(t)

@@ -84,6 +84,12 @@ const (
 	// hand, and no event of HCC's informers (which watch managed objects)
 	// would say so.
 	refusedRetry = 5 * time.Minute
+	// retryBase and retryMax are the main queue's backoff: a failed sync
+	// retries after retryBase, doubling per failure to at most retryMax.
+	// In a Control API outage it paces each Host's syncs; the breaker
+	// (breaker.go) bounds the calls across all of them.
+	retryBase = time.Second
+	retryMax  = 5 * time.Minute
 )
 
 // Controller is the Host operator (docs/host.md).
@@ -190,10 +196,8 @@ func New(d kit.Deps, issuer controlapi.CredentialIssuer, cfg Config) *Controller
 		state:             newHostState(),
 		breaker:           &breaker{},
 	}
-	// A failed sync retries after 1 s, doubling to at most 5 min: a
-	// Control API outage costs each Host one call per backoff step.
 	c.base = kit.NewController(d, kit.Spec[cache.ObjectName]{Name: "host", Sync: c.syncHost,
-		Resource: clerumv1alpha1.Resource("hosts"), BaseDelay: time.Second, MaxDelay: 5 * time.Minute,
+		Resource: clerumv1alpha1.Resource("hosts"), BaseDelay: retryBase, MaxDelay: retryMax,
 		Workers: cfg.Workers, ErrorsMetric: "clerum_hcc_host_reconcile_errors_total"})
 	c.queue, c.log = c.base.Queue(), c.base.Log()
 	c.metrics = NewMetrics(d.Registry, func() float64 { return c.state.soonestExpiry(c.clock.Now()) })

@@ -465,7 +465,15 @@ func (c *Controller) ensureCredential(ctx context.Context, h *clerumv1alpha1.Hos
 			st.auth(metav1.ConditionTrue, reason, fmt.Sprintf("bootstrap credential valid until %s; refreshing it failed: %v",
 				expiresAt.UTC().Format(time.RFC3339), err), expiresAt)
 		} else {
-			st.auth(metav1.ConditionFalse, reason, fmt.Sprintf("%s; obtaining one failed: %v", why, err), time.Time{})
+			// An expired credential of this Host's is still what its pods
+			// mount: its expiry stays in the status and in the expiry
+			// gauge, which goes negative, so an outage that outlasts a
+			// credential shows instead of the Host dropping out of it.
+			var mounted time.Time
+			if present {
+				mounted = expiresAt
+			}
+			st.auth(metav1.ConditionFalse, reason, fmt.Sprintf("%s; obtaining one failed: %v", why, err), mounted)
 		}
 		if result.retryAfter > 0 {
 			return result, nil // the Control API said when; the queue comes back then

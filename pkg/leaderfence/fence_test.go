@@ -1,0 +1,157 @@
+package leaderfence
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+const lease = 10 * time.Second
+
+// fakeLock is the elector's lock: each write takes took on the fake clock
+// and fails with err.
+type fakeLock struct {
+	resourcelock.Interface
+	clock *clocktesting.FakeClock
+	took  time.Duration
+	err   error
+	sent  []resourcelock.LeaderElectionRecord
+}
+
+func (l *fakeLock) Identity() string { return "replica-a" }
+
+func (l *fakeLock) Update(_ context.Context, ler resourcelock.LeaderElectionRecord) error {
+	l.clock.Step(l.took)
+	l.sent = append(l.sent, ler)
+	return l.err
+}
+
+func (l *fakeLock) Create(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	return l.Update(ctx, ler)
+}
+
+var held = resourcelock.LeaderElectionRecord{HolderIdentity: "replica-a"}
+
+// fixture is a fence, the lock it observes and a client whose writes it
+// gates, against a server that answers 200 to everything.
+type fixture struct {
+	clock  *clocktesting.FakeClock
+	fence  *Fence
+	lock   *fakeLock
+	locked resourcelock.Interface
+	client *http.Client
+	url    string
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	t.Cleanup(srv.Close)
+	clk := clocktesting.NewFakeClock(time.Unix(1_000_000, 0))
+	f := New(clk, lease, zerolog.Nop())
+	l := &fakeLock{clock: clk}
+	return &fixture{clock: clk, fence: f, lock: l, locked: f.Lock(l),
+		client: &http.Client{Transport: f.WrapTransport(http.DefaultTransport)}, url: srv.URL}
+}
+
+// do sends method and returns the transport's error.
+func (x *fixture) do(t *testing.T, method string) error {
+	t.Helper()
+	req, err := http.NewRequest(method, x.url, nil)
+	require.NoError(t, err)
+	resp, err := x.client.Do(req)
+	if err == nil {
+		resp.Body.Close()
+	}
+	return err
+}
+
+func lost(f *Fence) bool {
+	select {
+	case <-f.Lost():
+		return true
+	default:
+		return false
+	}
+}
+
+func TestWritesPassOnlyWithinTheLease(t *testing.T) {
+	x := newFixture(t)
+	assert.ErrorIs(t, x.do(t, http.MethodPost), ErrLeaseStale, "no write before the lease is acquired")
+	assert.NoError(t, x.do(t, http.MethodGet), "reads are never gated")
+
+	require.NoError(t, x.locked.Create(context.Background(), held))
+	for _, m := range []string{http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodGet} {
+		assert.NoError(t, x.do(t, m), m+" while the lease is held")
+	}
+
+	x.clock.Step(lease - Margin - time.Millisecond)
+	assert.NoError(t, x.do(t, http.MethodPatch), "just inside the window")
+	assert.False(t, lost(x.fence))
+
+	x.clock.Step(time.Millisecond)
+	for _, m := range []string{http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		err := x.do(t, m)
+		assert.ErrorIs(t, err, ErrLeaseStale, m+" once the lease may have passed")
+	}
+	assert.NoError(t, x.do(t, http.MethodGet), "reads still pass")
+	assert.True(t, lost(x.fence), "a refused write tells the process to stop")
+
+	// A renewal reopens it (the process is stopping anyway, but the
+	// fence's own rule is the last renewal's age).
+	require.NoError(t, x.locked.Update(context.Background(), held))
+	assert.NoError(t, x.do(t, http.MethodPost))
+}
+
+// A renewal counts from when its request started: a slow renewal buys the
+// lease from the moment the record was sent, not from its answer.
+func TestARenewalCountsFromItsStart(t *testing.T) {
+	x := newFixture(t)
+	x.lock.took = 4 * time.Second
+	require.NoError(t, x.locked.Update(context.Background(), held))
+	x.clock.Step(lease - Margin - x.lock.took) // window after the start
+	assert.ErrorIs(t, x.do(t, http.MethodPost), ErrLeaseStale)
+}
+
+// A failed renewal buys nothing.
+func TestAFailedRenewalDoesNotOpenTheFence(t *testing.T) {
+	x := newFixture(t)
+	require.NoError(t, x.locked.Update(context.Background(), held))
+	x.clock.Step(lease / 2)
+	x.lock.err = errors.New("conflict")
+	require.Error(t, x.locked.Update(context.Background(), held))
+	x.clock.Step(lease/2 - Margin)
+	assert.ErrorIs(t, x.do(t, http.MethodPost), ErrLeaseStale)
+}
+
+// The elector's release (a record with no holder) closes the fence before
+// it is sent, and without stopping the process: shutting down is not
+// losing the lease.
+func TestAReleaseClosesTheFence(t *testing.T) {
+	x := newFixture(t)
+	require.NoError(t, x.locked.Update(context.Background(), held))
+	require.NoError(t, x.locked.Update(context.Background(), resourcelock.LeaderElectionRecord{}))
+	assert.Len(t, x.lock.sent, 2)
+	assert.ErrorIs(t, x.do(t, http.MethodPost), ErrLeaseStale)
+	assert.False(t, lost(x.fence))
+}
+
+// After a pause the elector may still believe it leads and release the
+// lease: that would overwrite the new leader's record, so it is not sent.
+func TestAStaleReleaseIsNotSent(t *testing.T) {
+	x := newFixture(t)
+	require.NoError(t, x.locked.Update(context.Background(), held))
+	x.clock.Step(lease)
+	err := x.locked.Update(context.Background(), resourcelock.LeaderElectionRecord{})
+	assert.ErrorIs(t, err, ErrLeaseStale)
+	assert.Len(t, x.lock.sent, 1, "only the renewal was sent")
+}

@@ -1,0 +1,159 @@
+//go:build integration
+
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	coordinationv1 "k8s.io/api/coordination/v1"
+
+	"github.com/clerum/hcc/internal/testing/controlplane"
+)
+
+// Two leader-elected controllers; the leader is paused (SIGSTOP) in the
+// middle of convergence, with work in hand, until the standby has taken
+// over and written, then continued (SIGCONT). Client-go's election has no
+// fencing, so what keeps the resumed leader from writing what it had in
+// hand is the controller's own fence (pkg/leaderfence): no write of the old
+// leader reaches the API server after its lease ran out (its last renewal
+// plus the lease duration), it exits with "lost the leader lease", it
+// leaves the new leader's Lease alone, and the fleet converges to exactly
+// the planned objects.
+//
+// Writes are told apart by the user agent, which names the replica; every
+// mutating request counts, whatever its answer. The reconcilers' client
+// budget is lowered so that, at the pause, the leader has writes queued
+// behind its rate limiter: the in-flight work a resumed leader would send.
+func TestPausedLeader(t *testing.T) {
+	e := newEnv(t)
+	slow := []string{"HCC_KUBE_API_QPS=10", "HCC_KUBE_API_BURST=10"}
+	a := e.startController("replica-a", slow...)
+	e.eventually("replica-a leads", 30*time.Second, func() bool { return holder(lease(t)) == "replica-a" })
+	e.startController("replica-b", slow...)
+	defer e.cleanUp()
+	offset := auditOffset(t)
+
+	e.fleet(16, 2)
+	e.waitMidConvergence()
+	require.NoError(t, a.Pause())
+	paused := time.Now()
+	defer func() { _ = a.Resume() }() // a failed test must not leave it stopped
+
+	// The last renewal replica-a made is the last record naming it before
+	// replica-b's: a renewal in flight at the pause still lands.
+	var last, taken *coordinationv1.Lease
+	e.eventually("replica-b takes over", 30*time.Second, func() bool {
+		l := lease(t)
+		switch holder(l) {
+		case "replica-a":
+			last = l
+		case "replica-b":
+			taken = l
+		}
+		return taken != nil
+	})
+	require.NotNil(t, last, "the Lease was read while replica-a held it")
+	expiry := last.Spec.RenewTime.Add(time.Duration(*last.Spec.LeaseDurationSeconds) * time.Second)
+	t.Logf("replica-a paused; its lease ran out %s after the pause; replica-b acquired %s after the pause",
+		expiry.Sub(paused).Round(time.Millisecond), taken.Spec.AcquireTime.Sub(paused).Round(time.Millisecond))
+	e.eventually("replica-b writes", 30*time.Second, func() bool { return len(writesBy(t, offset, "replica-b")) > 0 })
+
+	// The one exit of this scenario that is expected (below); a race
+	// reported by the race detector still fails the test.
+	a.ExpectExit()
+	require.NoError(t, a.Resume())
+	resumed := time.Now()
+	select {
+	case <-a.Done():
+	case <-time.After(30 * time.Second):
+		t.Fatal("replica-a still runs 30 s after it was continued")
+	}
+	t.Logf("replica-a exited %s after SIGCONT: %v", time.Since(resumed).Round(time.Millisecond), a.Err())
+	// The one exit of this scenario that is expected: a leader that finds
+	// it lost its lease stops, and its kubelet would restart it.
+	require.Error(t, a.Err(), "a leader that lost its lease exits non-zero")
+	logText, err := os.ReadFile(a.log)
+	require.NoError(t, err)
+	assert.Contains(t, string(logText), "lost the leader lease")
+	for line := range strings.SplitSeq(string(logText), "\n") {
+		if strings.Contains(line, "refusing a write") || strings.Contains(line, "lost the leader lease") {
+			t.Logf("replica-a: %s", line)
+		}
+	}
+
+	e.waitConverged(3 * time.Minute)
+	assert.Equal(t, e.expectedSet(), actualSet(t), "exactly the planned objects")
+	assert.Equal(t, "replica-b", holder(lease(t)), "the old leader did not release the new leader's Lease")
+
+	var late []string
+	writesA := writesBy(t, offset, "replica-a")
+	for _, w := range writesA {
+		if !w.Received.Before(expiry) {
+			late = append(late, w.Received.Format(time.RFC3339Nano)+" "+describe(w))
+		}
+	}
+	t.Logf("replica-a: %d writes, its lease ran out at %s; replica-b: %d writes", len(writesA), expiry.Format(time.RFC3339Nano), len(writesBy(t, offset, "replica-b")))
+	assert.Empty(t, late, "replica-a writes nothing after its lease ran out")
+}
+
+// writesBy returns every mutating request (any verb, any answer) the
+// reconcilers of replica identity made after offset in the audit log
+// (controllerWrites, told apart by the user agent, which names the
+// replica).
+func writesBy(t *testing.T, offset int64, identity string) []controlplane.AuditEvent {
+	t.Helper()
+	var out []controlplane.AuditEvent
+	for _, ev := range controllerWrites(t, offset) {
+		if strings.HasSuffix(ev.UserAgent, "/"+identity) {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+// The failover of TestFailover with the shipped leader-election timings
+// (deploy/base: lease 15 s, renew 10 s, retry 2 s) and a small fleet: the
+// leader is killed, and the standby must take over within the bound
+// client-go gives — the lease duration plus two jittered retry periods of
+// at most 2.2 × 2 s each, 23.8 s (see TestFailover for why two).
+func TestFailoverShippedTimings(t *testing.T) {
+	e := newEnv(t)
+	var shipped []string
+	for _, kv := range shippedEnv(t, filepath.Join(repoRoot, "deploy", "base", "controller", "deployment.yaml")) {
+		if strings.HasPrefix(kv, "HCC_LEADER_") {
+			shipped = append(shipped, kv)
+		}
+	}
+	require.ElementsMatch(t, []string{"HCC_LEADER_LEASE_SEC=15", "HCC_LEADER_RENEW_SEC=10", "HCC_LEADER_RETRY_SEC=2"}, shipped,
+		"the shipped timings this bound is for")
+	const shippedLease, shippedRetry = 15 * time.Second, 2 * time.Second
+
+	a := e.startController("replica-a", shipped...)
+	e.eventually("replica-a leads", 30*time.Second, func() bool { return holder(lease(t)) == "replica-a" })
+	e.startController("replica-b", shipped...)
+	defer e.cleanUp()
+	e.fleet(4, 1)
+	e.waitConverged(3 * time.Minute)
+
+	killed := time.Now()
+	a.Kill()
+	var l *coordinationv1.Lease
+	e.eventually("replica-b takes over", time.Minute, func() bool {
+		l = lease(t)
+		return holder(l) == "replica-b"
+	})
+	require.NotNil(t, l.Spec.AcquireTime)
+	takeover := l.Spec.AcquireTime.Sub(killed)
+	bound := shippedLease + 2*time.Duration(2.2*float64(shippedRetry))
+	t.Logf("takeover %s after the SIGKILL (shipped timings: lease %s, retry %s; bound %s)", takeover.Round(time.Millisecond), shippedLease, shippedRetry, bound)
+	assert.LessOrEqual(t, takeover, bound)
+
+	e.waitConverged(time.Minute)
+	assert.Equal(t, e.expectedSet(), actualSet(t))
+}
