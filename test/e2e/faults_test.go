@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/util/yaml"
 )
 
@@ -116,29 +118,59 @@ func TestFailover(t *testing.T) {
 }
 
 // kube-apiserver is stopped and started again in the middle of
-// convergence. Both binaries recover: the controller converges to exactly
-// the planned objects, and hcc-api serves the inventory again. (The
-// controller runs without leader election here: a leader that cannot
-// renew for HCC_LEADER_RENEW_SEC exits by design, and its restart is the
-// kubelet's job, not the binary's.)
+// convergence, for longer than the renew deadline. The controller runs
+// with leader election on, as shipped: it loses its lease and exits, and a
+// supervisor restarts it as the kubelet would (restartPolicy: Always, with
+// backoff); the test logs how many restarts that took. Both binaries
+// recover to state that did not exist before the outage, so neither can
+// pass on what it had cached: the Context drops a server just before the
+// stop, and right after the restart drops twelve more and names four new
+// servers. The controller converges to exactly the planned objects, and
+// hcc-api's inventory shows exactly the new set.
 func TestAPIServerRestart(t *testing.T) {
 	e := newEnv(t)
-	e.startController("solo", "HCC_LEADER_ELECT=false")
+	ctrl := e.superviseController("solo")
+	e.eventually("solo leads", 30*time.Second, func() bool { return holder(lease(t)) == "solo" })
 	api := e.startAPI()
 	defer e.cleanUp()
 
 	e.fleet(24, 2)
 	e.waitMidConvergence()
+	var before []string
+	for i := range 23 {
+		before = append(before, fmt.Sprintf("srv-%02d", i))
+	}
+	e.update(contextOf("fleet", before...)) // srv-23 leaves just before the outage
 	require.NoError(t, cluster.StopAPIServer())
-	time.Sleep(3 * time.Second)
+	// Past the renew deadline (HCC_LEADER_RENEW_SEC): the leader cannot
+	// renew, loses its lease and exits.
+	time.Sleep(time.Duration(leaseSec+2) * time.Second)
 	require.NoError(t, cluster.StartAPIServer())
+	restarted := time.Now()
+
+	want := slices.Clone(before[12:])
+	for i := range 4 {
+		name := fmt.Sprintf("new-%02d", i)
+		e.create(sseServer(name))
+		want = append(want, name)
+	}
+	e.update(contextOf("fleet", want...))
+	slices.Sort(want)
 
 	e.waitConverged(3 * time.Minute)
+	t.Logf("converged %s after the API server came back", time.Since(restarted).Round(time.Millisecond))
 	assert.Equal(t, e.expectedSet(), actualSet(t), "exactly the planned objects: nothing missing, nothing extra")
 	token := e.accessToken("fleet-0")
-	e.eventually("hcc-api lists the fleet again", time.Minute, func() bool {
-		return len(inventory(t, api, token)) == 24
+	var got []string
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		got = entryNames(inventory(t, api, token))
+		return slices.Equal(got, want), nil
 	})
+	assert.NoError(t, err, "hcc-api lists exactly the Context's servers after the outage; last saw %v, want %v", got, want)
+
+	t.Logf("hcc-controller restarts: %d (%s)", ctrl.Restarts(), strings.Join(ctrl.Exits(), "; "))
+	assert.GreaterOrEqual(t, ctrl.Restarts(), 1, "an outage past the renew deadline costs the leader its lease")
+	assert.Empty(t, ctrl.Bad(), "every exit is one a healthy binary makes")
 }
 
 // After convergence on the shipped examples (every kind, every transport),
