@@ -400,21 +400,24 @@ func checkPolicies(t *testing.T) {
 
 	// L2: ingress to S from the Context's Host pods (and rpc-proxy,
 	// mcp-proxy) on S's transport port; the egress half in the host
-	// namespace; rpc-proxy's egress to S.
+	// namespace; rpc-proxy's egress to S. Server pods are selected by
+	// clerum.io/mcpserver (docs/upgrade.md: "the server pods selected by
+	// clerum.io/mcpserver"), which only HCC's pods carry, not by app, which
+	// any pod may; Host pods by their Context and HCC's managed-by label.
 	ports := map[string]string{"fetch": "TCP/8080", "notes": "TCP/8080", "tracker": "TCP/3000"}
 	for _, cs := range [][2]string{{"research", "fetch"}, {"research", "notes"}, {"research", "tracker"}, {"support", "notes"}} {
 		cid, s := cs[0], cs[1]
 		owner := map[string]string{managedBy: hccValue, "clerum.io/policy-type": "context-allow", "clerum.io/mcpserver": s, "clerum.io/context": cid}
 		in := getPolicy(t, "mcp-server", "ctx-"+cid+"-"+s)
 		assertLabels(t, in, owner)
-		assert.Equal(t, s, in.Spec.PodSelector.MatchLabels["app"], "ctx-%s-%s selects %s's pods", cid, s)
+		assert.Equal(t, s, in.Spec.PodSelector.MatchLabels["clerum.io/mcpserver"], "ctx-%s-%s selects the server's pods", cid, s)
 		assert.Equal(t, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}, in.Spec.PolicyTypes)
 		var from []string
 		for _, r := range in.Spec.Ingress {
 			assert.Equal(t, []string{ports[s]}, rulePorts(r.Ports), "ctx-%s-%s: port", cid, s)
 			from = append(from, peers(r.From)...)
 		}
-		assert.Contains(t, from, "ns:mcp-host clerum.io/context="+cid, "ctx-%s-%s admits the Context's Host pods", cid, s)
+		assert.Contains(t, from, "ns:mcp-host clerum.io/context="+cid+","+managedBy+"="+hccValue, "ctx-%s-%s admits the Context's Host pods", cid, s)
 		assert.Contains(t, from, "ns:rpc-proxy app=rpc-proxy")
 		assert.Contains(t, from, "ns:control-plane app=mcp-proxy")
 
@@ -423,7 +426,7 @@ func checkPolicies(t *testing.T) {
 		assert.Equal(t, cid, out.Spec.PodSelector.MatchLabels["clerum.io/context"], "ctx-%s-%s-egress selects the Context's Host pods", cid, s)
 		assert.Equal(t, []networkingv1.PolicyType{networkingv1.PolicyTypeEgress}, out.Spec.PolicyTypes)
 		if assert.Len(t, out.Spec.Egress, 1) {
-			assert.Equal(t, []string{"ns:mcp-server app=" + s}, peers(out.Spec.Egress[0].To))
+			assert.Equal(t, []string{"ns:mcp-server clerum.io/mcpserver=" + s}, peers(out.Spec.Egress[0].To))
 			assert.Equal(t, []string{ports[s]}, rulePorts(out.Spec.Egress[0].Ports))
 		}
 
@@ -431,7 +434,7 @@ func checkPolicies(t *testing.T) {
 		assertLabels(t, rpc, map[string]string{"clerum.io/policy-type": "rpc-proxy-egress", "clerum.io/mcpserver": s, "clerum.io/context": cid})
 		assert.Equal(t, "rpc-proxy", rpc.Spec.PodSelector.MatchLabels["app"])
 		if assert.Len(t, rpc.Spec.Egress, 1) {
-			assert.Equal(t, []string{"ns:mcp-server app=" + s}, peers(rpc.Spec.Egress[0].To))
+			assert.Equal(t, []string{"ns:mcp-server clerum.io/mcpserver=" + s}, peers(rpc.Spec.Egress[0].To))
 			assert.Equal(t, []string{ports[s]}, rulePorts(rpc.Spec.Egress[0].Ports))
 		}
 	}
@@ -440,7 +443,7 @@ func checkPolicies(t *testing.T) {
 	// ranges; the CIDR binding is that network on its port.
 	web := getPolicy(t, "mcp-server", "ext-egress-fetch-web")
 	assertLabels(t, web, map[string]string{"clerum.io/policy-type": "external-egress", "clerum.io/mcpserver": "fetch", "clerum.io/egress-binding": "web"})
-	assert.Equal(t, "fetch", web.Spec.PodSelector.MatchLabels["app"])
+	assert.Equal(t, "fetch", web.Spec.PodSelector.MatchLabels["clerum.io/mcpserver"])
 	assert.Equal(t, []networkingv1.PolicyType{networkingv1.PolicyTypeEgress}, web.Spec.PolicyTypes)
 	if assert.Len(t, web.Spec.Egress, 1) && assert.Len(t, web.Spec.Egress[0].To, 1) && assert.NotNil(t, web.Spec.Egress[0].To[0].IPBlock) {
 		block := web.Spec.Egress[0].To[0].IPBlock
@@ -451,7 +454,7 @@ func checkPolicies(t *testing.T) {
 	}
 	tr := getPolicy(t, "mcp-server", "ext-egress-tracker-tracker")
 	assertLabels(t, tr, map[string]string{"clerum.io/policy-type": "external-egress", "clerum.io/mcpserver": "tracker", "clerum.io/egress-binding": "tracker"})
-	assert.Equal(t, "tracker", tr.Spec.PodSelector.MatchLabels["app"])
+	assert.Equal(t, "tracker", tr.Spec.PodSelector.MatchLabels["clerum.io/mcpserver"])
 	if assert.Len(t, tr.Spec.Egress, 1) && assert.Len(t, tr.Spec.Egress[0].To, 1) && assert.NotNil(t, tr.Spec.Egress[0].To[0].IPBlock) {
 		assert.Equal(t, "140.82.112.0/20", tr.Spec.Egress[0].To[0].IPBlock.CIDR)
 		assert.Equal(t, []string{"TCP/443"}, rulePorts(tr.Spec.Egress[0].Ports))

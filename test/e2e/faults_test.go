@@ -175,8 +175,10 @@ func TestAPIServerRestart(t *testing.T) {
 
 // After convergence on the shipped examples (every kind, every transport),
 // a forced full resync — a controller restart, which syncs every object
-// from a cold cache, and every periodic resync firing twice — writes
-// nothing.
+// from a cold cache, and every periodic resync firing at least twice, as
+// the controller's own metrics show — writes nothing. The converged
+// cluster also matches the hand-written expectation for deploy/examples
+// (examples_test.go), besides render's plan.
 func TestResyncWritesNothing(t *testing.T) {
 	e := newEnv(t)
 	resync := []string{"HCC_LEADER_ELECT=false", "CONTEXT_MAPPER_HOST_RESYNC_SEC=2", "CONTEXT_MAPPER_SFS_RESYNC_SEC=2",
@@ -191,7 +193,49 @@ func TestResyncWritesNothing(t *testing.T) {
 	second := e.startController("second", resync...)
 	defer e.cleanUp()
 	e.eventually("the restarted controller is ready", time.Minute, func() bool { return ready(second) })
-	time.Sleep(5 * time.Second) // two rounds of every 2 s resync
+
+	// Every periodic resync has fired at least twice since /ready: the
+	// NetworkPolicy ticks (full and defaults-only passes), the Host sweep,
+	// which queues every Host, and the file-system resyncs, which queue
+	// every file system. Three rounds are required, so that adds made by
+	// the cold start before the baseline cannot stand in for a resync.
+	ctx := context.Background()
+	hosts, err := hcc.ClerumV1alpha1().Hosts("mcp-host").List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	sfs, err := hcc.ClerumV1alpha1().SharedFileSystems(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	gfs, err := hcc.ClerumV1alpha1().GlobalFileSystems(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	const rounds = 3
+	want := map[string]float64{
+		netpolPasses("full"):          rounds,
+		netpolPasses("defaults"):      rounds,
+		queueAdds("host-sweep"):       rounds,
+		queueAdds("host"):             rounds * float64(len(hosts.Items)),
+		queueAdds("sharedfilesystem"): rounds * float64(len(sfs.Items)),
+		queueAdds("globalfilesystem"): rounds * float64(len(gfs.Items)),
+	}
+	before := scrape(t, second)
+	since := time.Now()
+	var now map[string]float64
+	e.eventually("every periodic resync fired at least twice", time.Minute, func() bool {
+		now = scrape(t, second)
+		for series, n := range want {
+			if now[series]-before[series] < n {
+				return false
+			}
+		}
+		return true
+	})
+	var deltas []string
+	for series := range now {
+		if strings.HasPrefix(series, "workqueue_adds_total") || strings.HasPrefix(series, "clerum_hcc_netpol_pass_duration_seconds_count") {
+			deltas = append(deltas, fmt.Sprintf("%s +%g", series, now[series]-before[series]))
+		}
+	}
+	slices.Sort(deltas)
+	t.Logf("in %s after /ready: %s", time.Since(since).Round(time.Millisecond), strings.Join(deltas, ", "))
+
 	e.waitConverged(time.Minute)
 	writes := controllerWrites(t, offset)
 	var what []string
@@ -201,6 +245,7 @@ func TestResyncWritesNothing(t *testing.T) {
 	t.Logf("writes after the restart and resyncs: %d", len(writes))
 	assert.Empty(t, what, "a resync over a converged cluster writes nothing")
 	assert.Equal(t, e.expectedSet(), actualSet(t))
+	checkExamples(t)
 }
 
 // createFiles creates every object of the YAML files under dir.
