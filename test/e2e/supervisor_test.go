@@ -140,7 +140,8 @@ func (s *supervisor) loop(p *controlplane.Process) {
 // classifyExit says why a run ended and whether a healthy binary may end
 // that way under the faults the scenarios inject: losing the leader lease
 // (the API server was away past the renew deadline: the binary exits by
-// design, docs/operations) or finding the API server unreachable at start.
+// design, runLeaderElected in cmd/hcc-controller) or finding the API server
+// unreachable at start.
 // Anything else — a data race (the race detector's exit status 66, or its
 // report in the log), a panic, another error — fails the test. (Kept in one
 // function so the harness's own exit-status check can replace it.)
