@@ -81,13 +81,16 @@ var exampleObjects = func() []string {
 // checkExamples checks the live cluster, converged on deploy/examples,
 // against the hand-written expectation: the set of objects, and the key
 // fields of each.
-func checkExamples(t *testing.T) {
+// The scenario's own objects, extra, are added to the expected set.
+func checkExamples(t *testing.T, extra ...string) {
 	t.Helper()
 	got := actualSet(t)
 	// The seed Job runs until it has succeeded once (docs/globalfilesystem.md);
 	// whether it is still listed depends on timing, not on the builders.
 	got = slices.DeleteFunc(got, func(s string) bool { return s == "Job gfs/gfsc-main-seed" })
-	assert.Equal(t, exampleObjects, got, "the objects deploy/examples must produce (hand-written)")
+	want := append(slices.Clone(exampleObjects), extra...)
+	slices.Sort(want)
+	assert.Equal(t, want, got, "the objects deploy/examples must produce (hand-written)")
 
 	checkServers(t)
 	checkHost(t)

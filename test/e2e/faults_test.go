@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,12 +15,15 @@ import (
 	"testing"
 	"time"
 
+	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/utils/ptr"
 )
 
 // fleet creates n sse servers in one Context and hosts Hosts using it.
@@ -198,8 +202,16 @@ func TestResyncWritesNothing(t *testing.T) {
 	resync := []string{"HCC_LEADER_ELECT=false", "CONTEXT_MAPPER_HOST_RESYNC_SEC=2", "CONTEXT_MAPPER_SFS_RESYNC_SEC=2",
 		"CONTEXT_MAPPER_GFS_RESYNC_SEC=2", "CONTEXT_MAPPER_NETPOL_RESYNC_SEC=2", "CONTEXT_MAPPER_NETPOL_DEFAULTS_RESYNC_SEC=2",
 		"HCC_EXTERNAL_EGRESS_RESYNC_SEC=2"}
+	// A hostname egress binding, so the DNS refresh has something to
+	// resolve, at a DNS server the test runs.
+	dns := startDNS(t, map[string]string{"api.example.com": "93.184.216.34"})
+	resync = append(resync, "HCC_EXTERNAL_EGRESS_DNS_SERVER="+dns.addr)
+	e.resolve = map[string][]netip.Addr{"api.example.com": {netip.MustParseAddr("93.184.216.34")}}
 	first := e.startController("first", resync...)
 	e.createFiles(filepath.Join(repoRoot, "deploy", "examples"))
+	lookup := sseServer("lookup")
+	lookup.Spec.EgressBindings = []clerumv1alpha1.EgressBinding{{Name: "api", Mode: clerumv1alpha1.EgressModeExactHost, Host: "api.example.com", Port: ptr.To[int32](443)}}
+	e.create(lookup)
 	e.waitConverged(3 * time.Minute)
 	require.NoError(t, first.Stop())
 
@@ -228,8 +240,11 @@ func TestResyncWritesNothing(t *testing.T) {
 		queueAdds("host"):             rounds * float64(len(hosts.Items)),
 		queueAdds("sharedfilesystem"): rounds * float64(len(sfs.Items)),
 		queueAdds("globalfilesystem"): rounds * float64(len(gfs.Items)),
+		// The coordinator requeues a hostname server for its refresh.
+		queueAdds("external-egress"): rounds,
 	}
 	before := scrape(t, second)
+	queriesBefore := dns.Queries("api.example.com")
 	since := time.Now()
 	var now map[string]float64
 	e.eventually("every periodic resync fired at least twice", time.Minute, func() bool {
@@ -239,8 +254,11 @@ func TestResyncWritesNothing(t *testing.T) {
 				return false
 			}
 		}
-		return true
+		// At least two lookups reached the DNS server (one or two
+		// queries each: A, and AAAA when both families are asked).
+		return dns.Queries("api.example.com")-queriesBefore >= rounds
 	})
+	t.Logf("DNS queries for api.example.com since /ready: %d", dns.Queries("api.example.com")-queriesBefore)
 	var deltas []string
 	for series := range now {
 		if strings.HasPrefix(series, "workqueue_adds_total") || strings.HasPrefix(series, "clerum_hcc_netpol_pass_duration_seconds_count") {
@@ -259,7 +277,13 @@ func TestResyncWritesNothing(t *testing.T) {
 	t.Logf("writes after the restart and resyncs: %d", len(writes))
 	assert.Empty(t, what, "a resync over a converged cluster writes nothing")
 	assert.Equal(t, e.expectedSet(), actualSet(t))
-	checkExamples(t)
+	checkExamples(t, "Deployment mcp-server/lookup", "Service mcp-server/lookup", "NetworkPolicy mcp-server/ext-egress-lookup-api")
+	// The hostname's allow is the DNS server's answer.
+	api := getPolicy(t, "mcp-server", "ext-egress-lookup-api")
+	if assert.Len(t, api.Spec.Egress, 1) {
+		assert.Equal(t, []string{"cidr:93.184.216.34/32"}, peers(api.Spec.Egress[0].To))
+		assert.Equal(t, []string{"TCP/443"}, rulePorts(api.Spec.Egress[0].Ports))
+	}
 }
 
 // createFiles creates every object of the YAML files under dir.
