@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -54,6 +55,9 @@ type env struct {
 	// created are the YAML documents of the objects the scenario created,
 	// for the expected set (render).
 	created map[string][]byte
+	// resolve answers the hostnames of the created objects for render, as
+	// the scenario's DNS server answers them for the controller.
+	resolve map[string][]netip.Addr
 }
 
 func newEnv(t *testing.T) *env {
@@ -237,7 +241,7 @@ func (e *env) expectedSet() []string {
 	e.t.Setenv("CONTEXT_MAPPER_HOST_WORKSPACE_STORAGE_CLASS", controlplane.StorageClass)
 	cfg, err := config.Load(config.Render)
 	require.NoError(e.t, err)
-	out, err := render.Render(context.Background(), render.Options{Paths: []string{dir}, Config: cfg, Warn: func(string, ...any) {}})
+	out, err := render.Render(context.Background(), render.Options{Paths: []string{dir}, Overrides: e.resolve, Config: cfg, Warn: func(string, ...any) {}})
 	require.NoError(e.t, err)
 	var set []string
 	for doc := range strings.SplitSeq(string(out), "\n---\n") {
