@@ -178,7 +178,7 @@ func reconcile(ctx context.Context, log zerolog.Logger, cfg *config.Config, clie
 	if err != nil {
 		return err
 	}
-	reconcilers, err := newReconcilers(deps, net.DefaultResolver, issuer)
+	reconcilers, err := newReconcilers(deps, egressResolver(cfg.McpServer.ExternalEgressDNSServer), issuer)
 	if err != nil {
 		return err
 	}
@@ -194,6 +194,22 @@ func reconcile(ctx context.Context, log zerolog.Logger, cfg *config.Config, clie
 	}()
 	log.Info().Msg("reconciling")
 	return kit.RunAll(ctx, reconcilers)
+}
+
+// egressResolver is the resolver of external egress hostnames: the
+// system's, or, with HCC_EXTERNAL_EGRESS_DNS_SERVER set, Go's own resolver
+// asking only that server (the end-to-end tests run one).
+func egressResolver(server string) *net.Resolver {
+	if server == "" {
+		return net.DefaultResolver
+	}
+	return &net.Resolver{
+		PreferGo: true,
+		Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, network, server)
+		},
+	}
 }
 
 // newIssuer is the Control API client that issues the Hosts' credentials.

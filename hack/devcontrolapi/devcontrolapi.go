@@ -98,6 +98,9 @@ type Server struct {
 	grants map[[sha256.Size]byte]Grant
 	// current maps a Host UID to the digest of its newest credential.
 	current map[string][sha256.Size]byte
+	// issued counts the bootstrap credentials issued, replaced ones
+	// included.
+	issued int
 }
 
 // Grant is what a bootstrap credential was issued for.
@@ -207,6 +210,7 @@ func (s *Server) bootstrapCredentials(w http.ResponseWriter, r *http.Request) {
 	}
 	s.grants[digest] = Grant{Namespace: req.Namespace, HostRef: req.HostRef, HostUID: req.HostUID, ExpiresAt: expiresAt}
 	s.current[req.HostUID] = digest
+	s.issued++
 	s.mu.Unlock()
 	s.opts.Logf("issued a bootstrap credential for Host %s/%s (uid %s), expires %s", req.Namespace, req.HostRef, req.HostUID, expiresAt.Format(time.RFC3339))
 	writeJSON(w, http.StatusOK, map[string]string{"credential": credential, "expiresAt": expiresAt.Format(time.RFC3339)})
@@ -256,6 +260,15 @@ func (s *Server) Exchange(credential string) (string, time.Time, error) {
 		s.opts.Logf("exchanged a credential of Host %s/%s for an access token, expires %s", grant.Namespace, grant.HostRef, expiresAt.Format(time.RFC3339))
 	}
 	return token, expiresAt, err
+}
+
+// Issued is how many bootstrap credentials the server has issued, those
+// replaced since included: a test compares it with the number of Hosts to
+// catch a credential issued twice.
+func (s *Server) Issued() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.issued
 }
 
 // Grants returns what the live credentials were issued for, for tests.

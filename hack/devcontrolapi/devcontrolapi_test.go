@@ -97,14 +97,17 @@ func TestCredentialThenExchange(t *testing.T) {
 // exchanging.
 func TestReplacedAndExpiredCredentials(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
-	_, srv := newServer(t, clk)
+	s, srv := newServer(t, clk)
 	client, err := controlapi.New(controlapi.Options{BaseURL: srv.URL, HMACSecret: secret, Clock: clk})
 	require.NoError(t, err)
 	req := controlapi.BootstrapRequest{Namespace: "mcp-host", HostRef: "alice", HostUID: "uid-1"}
+	assert.Zero(t, s.Issued())
 	first, err := client.BootstrapCredential(context.Background(), req)
 	require.NoError(t, err)
 	second, err := client.BootstrapCredential(context.Background(), req)
 	require.NoError(t, err)
+	assert.Equal(t, 2, s.Issued(), "a replaced credential is counted")
+	assert.Len(t, s.Grants(), 1, "but is not live")
 
 	code, _ := post(t, srv.URL+RouteTokenExchange, "", `{"credential":"`+first.Value+`"}`)
 	assert.Equal(t, http.StatusUnauthorized, code, "replaced")

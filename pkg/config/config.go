@@ -107,6 +107,9 @@ type McpServer struct {
 	// ExternalEgressResync is the periodic DNS re-resolution interval; 0 disables it.
 	ExternalEgressResync     time.Duration
 	ExternalEgressDNSTimeout time.Duration
+	// ExternalEgressDNSServer is the IP:port of the DNS server hostname
+	// bindings are resolved with; empty: the system resolver.
+	ExternalEgressDNSServer string
 }
 
 // Host configures the mcp-host workloads reconciled for Host objects.

@@ -304,7 +304,7 @@ func TestEveryVariableIsDeclaredOnce(t *testing.T) {
 		"CONTEXT_MAPPER_MCPSERVER_IMAGE_PULL_POLICY", "CONTEXT_MAPPER_EGRESS_PROXY_IMAGE", "CONTEXT_MAPPER_STDIO_BRIDGE_IMAGE",
 		"CONTEXT_MAPPER_STDIO_BRIDGE_REQUEST_MEMORY", "CONTEXT_MAPPER_STDIO_BRIDGE_REQUEST_CPU",
 		"CONTEXT_MAPPER_STDIO_BRIDGE_LIMIT_MEMORY", "CONTEXT_MAPPER_STDIO_BRIDGE_LIMIT_CPU",
-		"HCC_EXTERNAL_EGRESS_RESYNC_SEC", "HCC_EXTERNAL_EGRESS_DNS_TIMEOUT_MS",
+		"HCC_EXTERNAL_EGRESS_RESYNC_SEC", "HCC_EXTERNAL_EGRESS_DNS_TIMEOUT_MS", "HCC_EXTERNAL_EGRESS_DNS_SERVER",
 		// mcp-host provisioning.
 		"CONTEXT_MAPPER_HOST_IMAGE", "CONTEXT_MAPPER_HOST_IMAGE_PULL_POLICY", "CONTEXT_MAPPER_HOST_IMAGE_PULL_SECRET",
 		"CONTEXT_MAPPER_HOST_PORT", "CONTEXT_MAPPER_HOST_CONFIGMAP_NAME", "CONTEXT_MAPPER_HOST_SERVICE_ACCOUNT",
@@ -1300,5 +1300,19 @@ func TestLeaderTimings(t *testing.T) {
 	for _, bad := range [][3]string{{"10", "10", "2"}, {"10", "15", "2"}, {"15", "10", "9"}, {"15", "10", "0"}, {"1e1", "5", "1"}} {
 		_, err := load(bad[0], bad[1], bad[2])
 		assert.Error(t, err, "lease %s renew %s retry %s", bad[0], bad[1], bad[2])
+	}
+}
+
+// TestDNSServerIsAnIPAndPort: HCC_EXTERNAL_EGRESS_DNS_SERVER is empty (the
+// system resolver) or an IP literal and a port; anything else fails closed.
+func TestDNSServerIsAnIPAndPort(t *testing.T) {
+	assert.Empty(t, mustLoad(t, Controller, nil).McpServer.ExternalEgressDNSServer)
+	assert.Equal(t, "127.0.0.1:5353", mustLoad(t, Controller, env{"HCC_EXTERNAL_EGRESS_DNS_SERVER": "127.0.0.1:5353"}).McpServer.ExternalEgressDNSServer)
+	assert.Equal(t, "[::1]:53", mustLoad(t, Controller, env{"HCC_EXTERNAL_EGRESS_DNS_SERVER": "[::1]:53"}).McpServer.ExternalEgressDNSServer)
+	for _, bad := range []string{"127.0.0.1", "localhost:53", "127.0.0.1:dns", "127.0.0.1:0", "127.0.0.1:053", "127.0.0.1:70000"} {
+		_, err := LoadFrom(Controller, required(t, Controller, env{"HCC_EXTERNAL_EGRESS_DNS_SERVER": bad}).lookup)
+		if assert.Error(t, err, bad) {
+			assert.Contains(t, err.Error(), "HCC_EXTERNAL_EGRESS_DNS_SERVER", bad)
+		}
 	}
 }

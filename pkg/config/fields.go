@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"regexp"
@@ -356,6 +358,22 @@ func validated(rule string, validate func(string) []string, p func(*Config) *str
 			return nil
 		},
 	}
+}
+
+// validateIPPort accepts an IP literal and a port number, as net.Dial
+// takes them: "127.0.0.1:53", "[::1]:5353".
+func validateIPPort(s string) []string {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return []string{err.Error()}
+	}
+	if _, err := netip.ParseAddr(host); err != nil {
+		return []string{"the host must be an IP address"}
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 || strconv.Itoa(n) != port {
+		return []string{"the port must be a number from 1 to 65535"}
+	}
+	return nil
 }
 
 func dnsLabel(p func(*Config) *string) field {

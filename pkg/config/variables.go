@@ -162,6 +162,10 @@ var groups = []group{{
 		name: "HCC_EXTERNAL_EGRESS_DNS_TIMEOUT_MS", def: "5000",
 		desc:  "Deadline of one hostname lookup.",
 		field: milliseconds(func(c *Config) *time.Duration { return &c.McpServer.ExternalEgressDNSTimeout }, 1),
+	}, {
+		name: "HCC_EXTERNAL_EGRESS_DNS_SERVER", def: "",
+		desc:  "IP:port of the DNS server that resolves external egress hostnames, asked instead of the system resolver (/etc/resolv.conf). Empty: the system resolver. Meant for tests, which run their own server.",
+		field: optional(validated("IP:port", validateIPPort, func(c *Config) *string { return &c.McpServer.ExternalEgressDNSServer })),
 	}},
 }, {
 	title: "mcp-host provisioning",

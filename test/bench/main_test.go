@@ -128,6 +128,10 @@ func startBinary(b *testing.B, name, bin, kubeconfig string, port int, environ [
 	proc := &process{Process: p, name: name, base: fmt.Sprintf("http://127.0.0.1:%d", port), log: log, started: started}
 	b.Cleanup(func() {
 		_ = p.Stop()
+		// A data race, or an exit nobody asked for, fails the benchmark.
+		if err := p.Unexpected(); err != nil {
+			b.Error(err)
+		}
 		if b.Failed() {
 			b.Logf("the end of %s's log:\n%s", name, p.LogTail(40))
 		}

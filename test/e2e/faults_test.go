@@ -4,18 +4,26 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/utils/ptr"
 )
 
 // fleet creates n sse servers in one Context and hosts Hosts using it.
@@ -71,9 +79,12 @@ func TestFailover(t *testing.T) {
 	e := newEnv(t)
 	offset := auditOffset(t)
 	replicas := map[string]*binary{"replica-a": e.startController("replica-a")}
+	// From here a controller runs to delete what the scenario made, also
+	// when a later step fails (the deferred cleanUp runs before the
+	// binaries' cleanups stop them).
+	defer e.cleanUp()
 	e.eventually("replica-a leads", 30*time.Second, func() bool { return holder(lease(t)) == "replica-a" })
 	replicas["replica-b"] = e.startController("replica-b")
-	defer e.cleanUp()
 
 	e.fleet(24, 3)
 	e.waitMidConvergence()
@@ -106,52 +117,110 @@ func TestFailover(t *testing.T) {
 	dups := duplicateWrites(writes)
 	assert.Empty(t, dups, "no change is written twice")
 	if len(dups) > 0 {
-		first := strings.SplitN(dups[0], " ", 2)[1]
+		first := strings.Fields(dups[0])[1:3]
 		for _, w := range writes {
-			if w.target() == first {
-				t.Logf("%s %s %s %s", w.Received, w.Verb, w.target(), w.RequestObject)
+			if w.Target() == first[0]+" "+first[1] {
+				t.Logf("%s %s", w.Received, describe(w))
 			}
 		}
 	}
+	// One credential per Host: a credential issued twice across the
+	// failover (the old leader's in-flight issuance and the new leader's
+	// again) is a Control API call the Host did not need.
+	hosts, err := hcc.ClerumV1alpha1().Hosts("mcp-host").List(context.Background(), metav1.ListOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, len(hosts.Items), e.controlAPI.Issued(), "the Control API issued one credential per Host")
 }
 
 // kube-apiserver is stopped and started again in the middle of
-// convergence. Both binaries recover: the controller converges to exactly
-// the planned objects, and hcc-api serves the inventory again. (The
-// controller runs without leader election here: a leader that cannot
-// renew for HCC_LEADER_RENEW_SEC exits by design, and its restart is the
-// kubelet's job, not the binary's.)
+// convergence, for longer than the renew deadline. The controller runs
+// with leader election on, as shipped: it loses its lease and exits, and a
+// supervisor restarts it as the kubelet would (restartPolicy: Always, with
+// backoff); the test logs how many restarts that took. Both binaries
+// recover to state that did not exist before the outage, so neither can
+// pass on what it had cached: the Context drops a server just before the
+// stop, and right after the restart drops twelve more and names four new
+// servers. The controller converges to exactly the planned objects, and
+// hcc-api's inventory shows exactly the new set.
 func TestAPIServerRestart(t *testing.T) {
 	e := newEnv(t)
-	e.startController("solo", "HCC_LEADER_ELECT=false")
+	ctrl := e.superviseController("solo")
+	e.eventually("solo leads", 30*time.Second, func() bool { return holder(lease(t)) == "solo" })
 	api := e.startAPI()
 	defer e.cleanUp()
 
 	e.fleet(24, 2)
 	e.waitMidConvergence()
+	var before []string
+	for i := range 23 {
+		before = append(before, fmt.Sprintf("srv-%02d", i))
+	}
+	e.update(contextOf("fleet", before...)) // srv-23 leaves just before the outage
 	require.NoError(t, cluster.StopAPIServer())
-	time.Sleep(3 * time.Second)
+	// Past the renew deadline (HCC_LEADER_RENEW_SEC): the leader cannot
+	// renew, loses its lease and exits.
+	time.Sleep(time.Duration(leaseSec+2) * time.Second)
 	require.NoError(t, cluster.StartAPIServer())
+	restarted := time.Now()
+
+	want := slices.Clone(before[12:])
+	for i := range 4 {
+		name := fmt.Sprintf("new-%02d", i)
+		e.create(sseServer(name))
+		want = append(want, name)
+	}
+	e.update(contextOf("fleet", want...))
+	slices.Sort(want)
 
 	e.waitConverged(3 * time.Minute)
+	t.Logf("converged %s after the API server came back", time.Since(restarted).Round(time.Millisecond))
 	assert.Equal(t, e.expectedSet(), actualSet(t), "exactly the planned objects: nothing missing, nothing extra")
 	token := e.accessToken("fleet-0")
-	e.eventually("hcc-api lists the fleet again", time.Minute, func() bool {
-		return len(inventory(t, api, token)) == 24
+	// Polled every second, under hcc-api's per-Host limit (120 a minute);
+	// a 429 is retried, not failed.
+	var got []string
+	var last string
+	err := wait.PollUntilContextTimeout(context.Background(), time.Second, time.Minute, true, func(context.Context) (bool, error) {
+		code, body := call(t, api, http.MethodGet, "/api/v2/hosts/self/mcpservers", token, "")
+		if code != http.StatusOK {
+			last = fmt.Sprintf("%d %s", code, body)
+			return false, nil
+		}
+		var inv struct{ Servers []inventoryEntry }
+		require.NoError(t, json.Unmarshal([]byte(body), &inv))
+		got = entryNames(inv.Servers)
+		slices.Sort(got)
+		last = fmt.Sprint(got)
+		return slices.Equal(got, want), nil
 	})
+	assert.NoError(t, err, "hcc-api lists exactly the Context's servers after the outage; last answer %s, want %v", last, want)
+
+	t.Logf("hcc-controller restarts: %d (%s)", ctrl.Restarts(), strings.Join(ctrl.Exits(), "; "))
+	assert.GreaterOrEqual(t, ctrl.Restarts(), 1, "an outage past the renew deadline costs the leader its lease")
+	assert.Empty(t, ctrl.Bad(), "every exit is one a healthy binary makes")
 }
 
 // After convergence on the shipped examples (every kind, every transport),
 // a forced full resync — a controller restart, which syncs every object
-// from a cold cache, and every periodic resync firing twice — writes
-// nothing.
+// from a cold cache, and every periodic resync firing at least twice, as
+// the controller's own metrics show — writes nothing. The converged
+// cluster also matches the hand-written expectation for deploy/examples
+// (examples_test.go), besides render's plan.
 func TestResyncWritesNothing(t *testing.T) {
 	e := newEnv(t)
 	resync := []string{"HCC_LEADER_ELECT=false", "CONTEXT_MAPPER_HOST_RESYNC_SEC=2", "CONTEXT_MAPPER_SFS_RESYNC_SEC=2",
 		"CONTEXT_MAPPER_GFS_RESYNC_SEC=2", "CONTEXT_MAPPER_NETPOL_RESYNC_SEC=2", "CONTEXT_MAPPER_NETPOL_DEFAULTS_RESYNC_SEC=2",
 		"HCC_EXTERNAL_EGRESS_RESYNC_SEC=2"}
+	// A hostname egress binding, so the DNS refresh has something to
+	// resolve, at a DNS server the test runs.
+	dns := startDNS(t, map[string]string{"api.example.com": "93.184.216.34"})
+	resync = append(resync, "HCC_EXTERNAL_EGRESS_DNS_SERVER="+dns.addr)
+	e.resolve = map[string][]netip.Addr{"api.example.com": {netip.MustParseAddr("93.184.216.34")}}
 	first := e.startController("first", resync...)
 	e.createFiles(filepath.Join(repoRoot, "deploy", "examples"))
+	lookup := sseServer("lookup")
+	lookup.Spec.EgressBindings = []clerumv1alpha1.EgressBinding{{Name: "api", Mode: clerumv1alpha1.EgressModeExactHost, Host: "api.example.com", Port: ptr.To[int32](443)}}
+	e.create(lookup)
 	e.waitConverged(3 * time.Minute)
 	require.NoError(t, first.Stop())
 
@@ -159,16 +228,71 @@ func TestResyncWritesNothing(t *testing.T) {
 	second := e.startController("second", resync...)
 	defer e.cleanUp()
 	e.eventually("the restarted controller is ready", time.Minute, func() bool { return ready(second) })
-	time.Sleep(5 * time.Second) // two rounds of every 2 s resync
+
+	// Every periodic resync has fired at least twice since /ready: the
+	// NetworkPolicy ticks (full and defaults-only passes), the Host sweep,
+	// which queues every Host, and the file-system resyncs, which queue
+	// every file system. Three rounds are required, so that adds made by
+	// the cold start before the baseline cannot stand in for a resync.
+	ctx := context.Background()
+	hosts, err := hcc.ClerumV1alpha1().Hosts("mcp-host").List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	sfs, err := hcc.ClerumV1alpha1().SharedFileSystems(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	gfs, err := hcc.ClerumV1alpha1().GlobalFileSystems(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	const rounds = 3
+	want := map[string]float64{
+		netpolPasses("full"):          rounds,
+		netpolPasses("defaults"):      rounds,
+		queueAdds("host-sweep"):       rounds,
+		queueAdds("host"):             rounds * float64(len(hosts.Items)),
+		queueAdds("sharedfilesystem"): rounds * float64(len(sfs.Items)),
+		queueAdds("globalfilesystem"): rounds * float64(len(gfs.Items)),
+		// The coordinator requeues a hostname server for its refresh.
+		queueAdds("external-egress"): rounds,
+	}
+	before := scrape(t, second)
+	queriesBefore := dns.Queries("api.example.com")
+	since := time.Now()
+	var now map[string]float64
+	e.eventually("every periodic resync fired at least twice", time.Minute, func() bool {
+		now = scrape(t, second)
+		for series, n := range want {
+			if now[series]-before[series] < n {
+				return false
+			}
+		}
+		// At least two lookups reached the DNS server (one or two
+		// queries each: A, and AAAA when both families are asked).
+		return dns.Queries("api.example.com")-queriesBefore >= rounds
+	})
+	t.Logf("DNS queries for api.example.com since /ready: %d", dns.Queries("api.example.com")-queriesBefore)
+	var deltas []string
+	for series := range now {
+		if strings.HasPrefix(series, "workqueue_adds_total") || strings.HasPrefix(series, "clerum_hcc_netpol_pass_duration_seconds_count") {
+			deltas = append(deltas, fmt.Sprintf("%s +%g", series, now[series]-before[series]))
+		}
+	}
+	slices.Sort(deltas)
+	t.Logf("in %s after /ready: %s", time.Since(since).Round(time.Millisecond), strings.Join(deltas, ", "))
+
 	e.waitConverged(time.Minute)
 	writes := controllerWrites(t, offset)
 	var what []string
 	for _, w := range writes {
-		what = append(what, w.Verb+" "+w.target()+" "+string(w.RequestObject))
+		what = append(what, describe(w))
 	}
 	t.Logf("writes after the restart and resyncs: %d", len(writes))
 	assert.Empty(t, what, "a resync over a converged cluster writes nothing")
 	assert.Equal(t, e.expectedSet(), actualSet(t))
+	checkExamples(t, "Deployment mcp-server/lookup", "Service mcp-server/lookup", "NetworkPolicy mcp-server/ext-egress-lookup-api")
+	// The hostname's allow is the DNS server's answer.
+	api := getPolicy(t, "mcp-server", "ext-egress-lookup-api")
+	if assert.Len(t, api.Spec.Egress, 1) {
+		assert.Equal(t, []string{"cidr:93.184.216.34/32"}, peers(api.Spec.Egress[0].To))
+		assert.Equal(t, []string{"TCP/443"}, rulePorts(api.Spec.Egress[0].Ports))
+	}
 }
 
 // createFiles creates every object of the YAML files under dir.

@@ -3,13 +3,12 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -56,6 +55,9 @@ type env struct {
 	// created are the YAML documents of the objects the scenario created,
 	// for the expected set (render).
 	created map[string][]byte
+	// resolve answers the hostnames of the created objects for render, as
+	// the scenario's DNS server answers them for the controller.
+	resolve map[string][]netip.Addr
 }
 
 func newEnv(t *testing.T) *env {
@@ -102,20 +104,20 @@ type binary struct {
 // startController runs hcc-controller as identity and waits for /health.
 func (e *env) startController(identity string, extra ...string) *binary {
 	e.t.Helper()
-	port := testenv.FreePort(e.t)
-	return e.start("hcc-controller", identity, controllerKubeconfig, port, e.controllerEnv(identity, port, extra...))
+	return e.start("hcc-controller", identity, controllerKubeconfig, func(port int) []string { return e.controllerEnv(identity, port, extra...) })
 }
 
 // startAPI runs hcc-api and waits for /ready.
 func (e *env) startAPI() *binary {
 	e.t.Helper()
-	port := testenv.FreePort(e.t)
 	shipped := shippedEnv(e.t, filepath.Join(repoRoot, "deploy", "base", "api", "deployment.yaml"))
-	b := e.start("hcc-api", "api", apiKubeconfig, port, append(shipped,
-		"CONTEXT_MAPPER_PORT="+strconv.Itoa(port),
-		"HCC_MCP_HOST_JWT_PUBLIC_KEY="+e.controlAPI.PublicKeyPEM(),
-		"CONTEXT_MAPPER_DESKTOP_API_TOKEN=e2e-desktop-token",
-	))
+	b := e.start("hcc-api", "api", apiKubeconfig, func(port int) []string {
+		return append(slices.Clone(shipped),
+			"CONTEXT_MAPPER_PORT="+strconv.Itoa(port),
+			"HCC_MCP_HOST_JWT_PUBLIC_KEY="+e.controlAPI.PublicKeyPEM(),
+			"CONTEXT_MAPPER_DESKTOP_API_TOKEN=e2e-desktop-token",
+		)
+	})
 	e.eventually("hcc-api ready", time.Minute, func() bool {
 		resp, err := http.Get(b.base + "/ready")
 		if err != nil {
@@ -127,34 +129,70 @@ func (e *env) startAPI() *binary {
 	return b
 }
 
-func (e *env) start(name, identity, kubeconfig string, port int, environ []string) *binary {
+// startAttempts is how often start tries a binary on a new port when the
+// port it picked was taken before the binary bound it.
+const startAttempts = 3
+
+// start runs the binary name as identity with the environment environ
+// gives for a free port, and waits for /health. When the test ends, the
+// binary is stopped, and the test fails if it exited unasked or the race
+// detector reported a race (controlplane.Process.Unexpected).
+func (e *env) start(name, identity, kubeconfig string, environ func(port int) []string) *binary {
+	e.t.Helper()
+	for attempt := 1; ; attempt++ {
+		b, err := e.startOnce(name, identity, kubeconfig, environ)
+		if err == nil {
+			return b
+		}
+		if !b.LoggedAddressInUse() || attempt == startAttempts {
+			e.t.Fatalf("%v\n%s", err, b.LogTail(40))
+		}
+		e.t.Logf("%s: its port was taken; trying another", b.name)
+	}
+}
+
+// startOnce is one attempt of start; the binary it returns has exited if
+// the error is not nil.
+func (e *env) startOnce(name, identity, kubeconfig string, environ func(port int) []string) (*binary, error) {
 	e.t.Helper()
 	dir, err := binaries()
 	require.NoError(e.t, err)
+	port := testenv.FreePort(e.t)
 	log := filepath.Join(e.t.TempDir(), name+"-"+identity+".log")
-	p, err := controlplane.StartProcess(name, filepath.Join(dir, name), []string{"--kubeconfig", kubeconfig}, append(controlplane.BinaryEnv(), environ...), log)
+	p, err := controlplane.StartProcess(name, filepath.Join(dir, name), []string{"--kubeconfig", kubeconfig}, append(controlplane.BinaryEnv(), environ(port)...), log)
 	require.NoError(e.t, err)
 	b := &binary{Process: p, name: name + " " + identity, base: fmt.Sprintf("http://127.0.0.1:%d", port), log: log}
 	e.t.Cleanup(func() {
 		_ = p.Stop()
+		// A data race, or an exit the test did not ask for, fails the
+		// test whatever it asserted.
+		if err := p.Unexpected(); err != nil && !p.LoggedAddressInUse() {
+			e.t.Errorf("%s: %v", b.name, err)
+		}
 		if e.t.Failed() {
 			e.t.Logf("the end of %s's log:\n%s", b.name, p.LogTail(40))
 		}
 	})
-	e.eventually(b.name+" healthy", time.Minute, func() bool {
+	var exited error
+	err = wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
 		select {
 		case <-p.Done():
-			e.t.Fatalf("%s exited: %v\n%s", b.name, p.Err(), p.LogTail(40))
+			exited = fmt.Errorf("%s exited: %v", b.name, p.Err())
+			return false, exited
 		default:
 		}
 		resp, err := http.Get(b.base + "/health")
 		if err != nil {
-			return false
+			return false, nil
 		}
 		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
+		return resp.StatusCode == http.StatusOK, nil
 	})
-	return b
+	if exited != nil {
+		return b, exited
+	}
+	require.NoError(e.t, err, b.name+" healthy")
+	return b, nil
 }
 
 // shippedEnv is the literal env of the Deployment manifest at path.
@@ -203,7 +241,7 @@ func (e *env) expectedSet() []string {
 	e.t.Setenv("CONTEXT_MAPPER_HOST_WORKSPACE_STORAGE_CLASS", controlplane.StorageClass)
 	cfg, err := config.Load(config.Render)
 	require.NoError(e.t, err)
-	out, err := render.Render(context.Background(), render.Options{Paths: []string{dir}, Config: cfg, Warn: func(string, ...any) {}})
+	out, err := render.Render(context.Background(), render.Options{Paths: []string{dir}, Overrides: e.resolve, Config: cfg, Warn: func(string, ...any) {}})
 	require.NoError(e.t, err)
 	var set []string
 	for doc := range strings.SplitSeq(string(out), "\n---\n") {
@@ -315,12 +353,14 @@ func converged(t *testing.T, blocked ...string) (bool, string) {
 func (e *env) waitConverged(timeout time.Duration, blocked ...string) {
 	e.t.Helper()
 	var last string
+	start := time.Now()
 	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
 		ok, what := converged(e.t, blocked...)
 		last = what
 		return ok, nil
 	})
-	require.NoError(e.t, err, "not converged; still waiting for %s", last)
+	require.NoError(e.t, err, "not converged after %s; still waiting for %s", time.Since(start).Round(time.Millisecond), last)
+	e.t.Logf("converged in %s", time.Since(start).Round(time.Millisecond))
 }
 
 // cleanUp deletes the created objects and waits until HCC has removed
@@ -362,89 +402,108 @@ func (e *env) cleanUp() {
 	})
 }
 
-// auditEvent is the part of a kube-apiserver audit event the tests read.
-type auditEvent struct {
-	Verb             string `json:"verb"`
-	ImpersonatedUser *struct {
-		Username string `json:"username"`
-	} `json:"impersonatedUser"`
-	ObjectRef *struct {
-		Resource    string `json:"resource"`
-		Namespace   string `json:"namespace"`
-		Name        string `json:"name"`
-		Subresource string `json:"subresource"`
-	} `json:"objectRef"`
-	ResponseStatus *struct {
-		Code int `json:"code"`
-	} `json:"responseStatus"`
-	RequestObject json.RawMessage `json:"requestObject"`
-	Received      string          `json:"requestReceivedTimestamp"`
-	UserAgent     string          `json:"userAgent"`
-}
-
-// target names the object and subresource of a write.
-func (a auditEvent) target() string {
-	r := a.ObjectRef
-	s := r.Resource
-	if r.Subresource != "" {
-		s += "/" + r.Subresource
-	}
-	return s + " " + r.Namespace + "/" + r.Name
-}
-
 // auditOffset is the current length of the audit log: controllerWrites
 // reads only what follows.
 func auditOffset(t *testing.T) int64 {
 	t.Helper()
-	info, err := os.Stat(cluster.AuditLog())
+	n, err := controlplane.AuditLogSize(cluster.AuditLog())
 	require.NoError(t, err)
-	return info.Size()
+	return n
 }
 
-// controllerWrites returns the successful writes hcc-controller made
-// after offset.
-func controllerWrites(t *testing.T, offset int64) []auditEvent {
+// controllerWrites returns every mutating request (create, update, patch,
+// delete, deletecollection) hcc-controller made after offset, whatever
+// its response: a 409, 403, 422 or 500 is a write the controller
+// attempted. succeeded keeps the successful ones.
+func controllerWrites(t *testing.T, offset int64) []controlplane.AuditEvent {
 	t.Helper()
-	f, err := os.Open(cluster.AuditLog())
+	events, err := controlplane.ReadAudit(cluster.AuditLog(), offset)
 	require.NoError(t, err)
-	defer f.Close()
-	_, err = f.Seek(offset, io.SeekStart)
-	require.NoError(t, err)
-	var out []auditEvent
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 16<<20)
-	for sc.Scan() {
-		var ev auditEvent
-		require.NoError(t, json.Unmarshal(sc.Bytes(), &ev))
-		if ev.ImpersonatedUser == nil || ev.ImpersonatedUser.Username != controllerUser || ev.ObjectRef == nil {
-			continue
-		}
-		if ev.ResponseStatus != nil && ev.ResponseStatus.Code >= 200 && ev.ResponseStatus.Code < 300 {
+	var out []controlplane.AuditEvent
+	for _, ev := range events {
+		if ev.User() == controllerUser && ev.Write() {
 			out = append(out, ev)
 		}
 	}
-	require.NoError(t, sc.Err())
 	return out
 }
 
-// duplicateWrites returns the writes that repeat an earlier write of the
-// same object with the same content — a change written twice. Content is
-// the body without what differs between two writes of one change: the
-// resourceVersion an update carries, managed fields, and the
-// lastTransitionTime a sync from an older cache stamps again. Events are
-// left out: a repeated Event is counted, not a repeated change.
-func duplicateWrites(events []auditEvent) []string {
-	seen := map[string]bool{}
+// succeeded returns the writes that succeeded (2xx): the changes made, for
+// a test that compares them with the changes planned.
+func succeeded(writes []controlplane.AuditEvent) []controlplane.AuditEvent {
+	var out []controlplane.AuditEvent
+	for _, w := range writes {
+		if w.Succeeded() {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// describe is a write as "verb target code body", for a failure message.
+func describe(w controlplane.AuditEvent) string {
+	return fmt.Sprintf("%s %s %d %s", w.Verb, w.Target(), w.Code(), w.RequestObject)
+}
+
+// duplicateWrites returns the writes that repeat a change already made to
+// the same object, whatever the verbs: an object is judged by the state
+// each successful write left it in (the audit log's response object), so
+// a create followed by an update or patch that changes nothing, or two
+// updates of one change, are caught alike. What is compared:
+//
+//   - the object without its status for writes of the object, its status
+//     for writes of /status, each without what differs between two writes
+//     of one change (resourceVersion, managed fields, generation, and the
+//     lastTransitionTime a sync from an older cache stamps again);
+//   - a successful write is a duplicate when it leaves the object in a
+//     state an earlier write in the window left it in (a no-op write, or
+//     one that undoes a change and makes it again);
+//   - a create refused with 409 AlreadyExists is a duplicate when the
+//     controller itself created or wrote the object earlier in the window:
+//     it acted on a cache that had not seen its own write. A 409 on an
+//     object the window has not seen written is the AlreadyExists race the
+//     kit handles by reading, and is not counted;
+//   - a delete is a duplicate when the controller had already deleted the
+//     object successfully;
+//   - other failed writes change nothing and are not compared (their
+//     retry is the change's first write). Events are left out: a repeated
+//     Event is counted, not a repeated change.
+func duplicateWrites(events []controlplane.AuditEvent) []string {
+	states := map[string][]string{} // per object part, the states written
+	deleted := map[string]bool{}
 	var dups []string
 	for _, ev := range events {
-		if ev.ObjectRef.Resource == "events" {
+		r := ev.ObjectRef
+		if r.Resource == "events" || r.Name == "" {
 			continue
 		}
-		key := ev.Verb + " " + ev.target() + " " + content(ev.RequestObject)
-		if seen[key] {
-			dups = append(dups, ev.Verb+" "+ev.target())
+		obj := r.APIGroup + "/" + r.Resource + " " + r.Namespace + "/" + r.Name
+		part := obj
+		if r.Subresource != "" {
+			part += "/" + r.Subresource
 		}
-		seen[key] = true
+		switch {
+		case ev.Verb == "delete":
+			if deleted[obj] {
+				dups = append(dups, "delete "+ev.Target()+" again")
+			}
+			if ev.Succeeded() {
+				deleted[obj] = true
+				delete(states, obj)
+				delete(states, obj+"/status")
+			}
+		case ev.Verb == "create" && ev.Code() == http.StatusConflict:
+			if len(states[obj]) > 0 && !deleted[obj] {
+				dups = append(dups, "create "+ev.Target()+" after writing it (409)")
+			}
+		case ev.Succeeded():
+			deleted[obj] = false
+			state := content(ev.ResponseObject, r.Subresource)
+			if slices.Contains(states[part], state) {
+				dups = append(dups, ev.Verb+" "+ev.Target())
+			}
+			states[part] = append(states[part], state)
+		}
 	}
 	return dups
 }
@@ -485,11 +544,18 @@ func ready(b *binary) bool {
 	return resp.StatusCode == http.StatusOK
 }
 
-// content is body as compared by duplicateWrites.
-func content(body json.RawMessage) string {
-	var doc any
+// content is the part of the object body a write of subresource ("" for
+// the object itself) changes, as compared by duplicateWrites.
+func content(body json.RawMessage, subresource string) string {
+	var doc map[string]any
 	if json.Unmarshal(body, &doc) != nil {
 		return string(body)
+	}
+	switch subresource {
+	case "":
+		delete(doc, "status")
+	case "status":
+		doc = map[string]any{"status": doc["status"]}
 	}
 	var strip func(v any)
 	strip = func(v any) {

@@ -33,34 +33,6 @@ const (
 // The platform's namespaces, as the shipped configuration names them.
 var namespaces = []string{"control-plane", "mcp-server", "mcp-host", "rpc-proxy", "sandbox-recipes", "sandbox-ui", "channels", "gfs"}
 
-// auditPolicy records every write at Request level except the churn of
-// the cluster's own components (pods, nodes, leases), so the tests can
-// count what HCC writes; Events only at Metadata level: the tests count
-// them, their bodies do not matter.
-const auditPolicy = `apiVersion: audit.k8s.io/v1
-kind: Policy
-omitStages: [RequestReceived]
-rules:
-  - level: None
-    resources:
-      - group: ""
-        resources: [pods, pods/status, pods/binding, nodes, nodes/status, endpoints]
-      - group: coordination.k8s.io
-        resources: [leases]
-      - group: discovery.k8s.io
-        resources: [endpointslices]
-  - level: Metadata
-    verbs: [create, update, patch]
-    resources:
-      - group: ""
-        resources: [events]
-      - group: events.k8s.io
-        resources: [events]
-  - level: Request
-    verbs: [create, update, patch, delete, deletecollection]
-  - level: None
-`
-
 var (
 	cluster *controlplane.ControlPlane
 	kube    kubernetes.Interface
@@ -71,7 +43,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	code := controlplane.RunMain(m, controlplane.Options{Cluster: true, AuditPolicy: auditPolicy}, func(c *controlplane.ControlPlane) {
+	code := controlplane.RunMain(m, controlplane.Options{Cluster: true, AuditPolicy: controlplane.AuditPolicyWrites}, func(c *controlplane.ControlPlane) {
 		cluster = c
 		kube = kubernetes.NewForConfigOrDie(c.Config())
 		hcc = clientset.NewForConfigOrDie(c.Config())

@@ -38,6 +38,10 @@ const (
 	// startAttempts is how often a start is tried with new ports when a
 	// picked port was taken before the process could bind it.
 	startAttempts = 3
+	// restartAttempts and restartRetryDelay bound how long StartAPIServer
+	// waits for its old port to be free again.
+	restartAttempts   = 10
+	restartRetryDelay = time.Second
 	// serviceClusterIPRange is required by kube-apiserver; nothing routes
 	// to it in tests. A /16 holds the thousands of Services the convergence
 	// benchmarks create (a /24 runs out at 254).
@@ -398,7 +402,19 @@ func (c *ControlPlane) StartAPIServer() error {
 	case c.apiserver != nil:
 		return errors.New("kube-apiserver already running")
 	}
-	return c.runAPIServer()
+	// The port was free while the old server held it; between its exit
+	// and this bind another process may take it for a moment (a client's
+	// ephemeral port, a test's freshly picked one). The port cannot change
+	// — configs and clients point at it — so wait and try again.
+	var err error
+	for range restartAttempts {
+		if err = c.runAPIServer(); !errors.Is(err, errAddressInUse) {
+			return err
+		}
+		c.apiserver = nil
+		time.Sleep(restartRetryDelay)
+	}
+	return err
 }
 
 // Stop stops every process and removes the temporary directory. It is

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -36,6 +37,9 @@ type process struct {
 	cmd      *exec.Cmd
 	done     chan struct{} // closed once the process has exited
 	err      error         // exit status; read only after done is closed
+	// requested is set when stop or Kill signalled the process while it
+	// still ran: its exit by that signal is expected.
+	requested atomic.Bool
 }
 
 // startProcess runs bin in its own process group with stdout and stderr
@@ -113,6 +117,7 @@ func (p *process) stop() error {
 		return nil
 	default:
 	}
+	p.requested.Store(true)
 	pgid := -p.cmd.Process.Pid
 	_ = syscall.Kill(pgid, syscall.SIGTERM)
 	select {
@@ -129,14 +134,59 @@ func (p *process) stop() error {
 	}
 }
 
+// raceExitCode is the exit status the race detector gives a program
+// that reported a data race (GORACE exitcode, default 66).
+const raceExitCode = 66
+
+// raceWarning starts every report of the race detector.
+const raceWarning = "WARNING: DATA RACE"
+
+// unexpected returns why the run's end fails the test, nil if it does
+// not: the race detector reported a race (in the log, or by exit status
+// 66 — also after a requested stop, as the detector reports at exit), or
+// the process exited non-zero without being asked to. An exit by the
+// signal stop or Kill sent is expected; so is any other status after a
+// requested stop except 66. A process still running is not judged.
+func (p *process) unexpected() error {
+	select {
+	case <-p.done:
+	default:
+		if p.loggedRace() {
+			return fmt.Errorf("%s: the race detector reported a data race; see %s", p.name, p.logPath)
+		}
+		return nil
+	}
+	if p.loggedRace() {
+		return fmt.Errorf("%s: the race detector reported a data race (%v); see %s", p.name, p.err, p.logPath)
+	}
+	var exit *exec.ExitError
+	if !errors.As(p.err, &exit) {
+		return p.err // nil, or a failure to wait
+	}
+	if exit.ExitCode() == raceExitCode {
+		return fmt.Errorf("%s exited with the race detector's status %d; see %s", p.name, raceExitCode, p.logPath)
+	}
+	if !p.requested.Load() {
+		return fmt.Errorf("%s exited unasked: %v; see %s", p.name, p.err, p.logPath)
+	}
+	return nil
+}
+
+// loggedRace reports whether this run of the process logged a report of
+// the race detector.
+func (p *process) loggedRace() bool { return p.logContains(raceWarning) }
+
 // loggedAddressInUse reports whether this run of the process logged that
 // one of its ports was taken.
-func (p *process) loggedAddressInUse() bool {
+func (p *process) loggedAddressInUse() bool { return p.logContains("address already in use") }
+
+// logContains reports whether this run's part of the log contains s.
+func (p *process) logContains(s string) bool {
 	data, err := os.ReadFile(p.logPath)
 	if err != nil || int64(len(data)) < p.logStart {
 		return false
 	}
-	return strings.Contains(string(data[p.logStart:]), "address already in use")
+	return strings.Contains(string(data[p.logStart:]), s)
 }
 
 // fileTail returns the last n lines of the file at path.
@@ -168,15 +218,40 @@ func StartProcess(name, bin string, args, env []string, logPath string) (*Proces
 	return &Process{p: p}, nil
 }
 
-// Stop ends the process group: SIGTERM, then SIGKILL after 5 s.
+// Stop ends the process group: SIGTERM, then SIGKILL after 5 s. A
+// process that had already exited is not marked as stopped on purpose:
+// Unexpected still judges its exit.
 func (p *Process) Stop() error { return p.p.stop() }
 
 // Kill ends the process group with SIGKILL at once, as a crash would, and
 // waits for the process to exit.
 func (p *Process) Kill() {
+	select {
+	case <-p.p.done:
+		return
+	default:
+	}
+	p.p.requested.Store(true)
 	_ = syscall.Kill(-p.p.cmd.Process.Pid, syscall.SIGKILL)
 	<-p.p.done
 }
+
+// ExpectExit tells Unexpected that the process will exit by itself and
+// that this is what the test wants (a leader that lost its lease exits):
+// any exit status but the race detector's is then accepted.
+func (p *Process) ExpectExit() { p.p.requested.Store(true) }
+
+// Unexpected returns why the process's run must fail the test, nil if
+// nothing does: its log holds a report of the race detector ("WARNING:
+// DATA RACE"), it exited with the race detector's status 66 (after Stop
+// too: the detector reports at exit), or it exited non-zero without Stop
+// or Kill asking it to. Call it after Stop in the cleanup of every test
+// that starts a -race binary.
+func (p *Process) Unexpected() error { return p.p.unexpected() }
+
+// LoggedAddressInUse reports whether this run of the process logged that
+// its port was taken: the caller may retry on another port.
+func (p *Process) LoggedAddressInUse() bool { return p.p.loggedAddressInUse() }
 
 // Done is closed once the process has exited.
 func (p *Process) Done() <-chan struct{} { return p.p.done }

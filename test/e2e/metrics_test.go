@@ -1,0 +1,50 @@
+//go:build integration
+
+package e2e
+
+import (
+	"bufio"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// scrape reads a binary's /metrics (the Prometheus text format) into a map
+// from series, as written ("name{label=\"v\",...}"), to value.
+func scrape(t *testing.T, b *binary) map[string]float64 {
+	t.Helper()
+	resp, err := http.Get(b.base + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		require.NoError(t, err, line)
+		out[line[:i]] = v
+	}
+	require.NoError(t, sc.Err())
+	return out
+}
+
+// queueAdds is the series of workqueue_adds_total for the queue name.
+func queueAdds(name string) string { return `workqueue_adds_total{name="` + name + `"}` }
+
+// netpolPasses is the series counting successful NetworkPolicy passes of
+// kind (full or defaults).
+func netpolPasses(kind string) string {
+	return `clerum_hcc_netpol_pass_duration_seconds_count{kind="` + kind + `",result="success"}`
+}
