@@ -6,7 +6,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -157,11 +157,12 @@ func TestCRDUpgradedUnderARunningController(t *testing.T) {
 	require.NoError(t, err, "the controller did not judge srv-01's generation %d ready; its status: %+v", gen, last.Status)
 	crdWaitIdle(e, ctl)
 	crdAlive(t, ctl)
-	var statusWrites, events int
-	crdNoWrites(t, offset, func(w auditEvent) bool {
+	statusWrites := map[string]int{} // by field manager
+	var events int
+	crdNoWrites(t, offset, func(w controlplane.AuditEvent) bool {
 		switch {
-		case w.Verb == "patch" && w.target() == "mcpservers/status mcp-server/srv-01" && crdOnlyGeneration(w, gen):
-			statusWrites++
+		case w.Verb == "patch" && w.Target() == "mcpservers/status mcp-server/srv-01" && w.Succeeded() && crdOnlyGeneration(w, gen):
+			statusWrites[w.FieldManager()]++
 		case (w.Verb == "create" || w.Verb == "patch") && w.ObjectRef.Resource == "events" && strings.HasPrefix(w.ObjectRef.Name, "srv-01."):
 			// Blocked and Released; patched when the recorder counts a
 			// repeat of one given during the first convergence.
@@ -171,10 +172,11 @@ func TestCRDUpgradedUnderARunningController(t *testing.T) {
 		}
 		return true
 	}, "a new generation with nothing new to render: only srv-01's status, for the new generation, and its gate's Events")
-	t.Logf("after the new generation: %d status writes, %d Events", statusWrites, events)
-	gated := statusWrites == 3 && events == 2
-	assert.True(t, statusWrites == 2 && events == 0 || gated,
-		"two status writes (hcc-mcpserver's, the egress coordinator's), or three and two Events when the gate closed; got %d and %d", statusWrites, events)
+	t.Logf("after the new generation: status writes by field manager %v, %d Events", statusWrites, events)
+	plain := map[string]int{clerumv1alpha1.FieldManagerMcpServer: 1, clerumv1alpha1.FieldManagerNetPol: 1}
+	gated := map[string]int{clerumv1alpha1.FieldManagerMcpServer: 2, clerumv1alpha1.FieldManagerNetPol: 1}
+	assert.True(t, maps.Equal(statusWrites, plain) && events == 0 || maps.Equal(statusWrites, gated) && events == 2,
+		"one status write by each of hcc-mcpserver and hcc-netpol (the egress coordinator), or, when the gate closed, two by hcc-mcpserver and two Events; got %v and %d", statusWrites, events)
 	assert.Empty(t, duplicateWrites(controllerWrites(t, offset)), "no status written twice")
 	s, err := dyn.Resource(crdServerGVR).Namespace("mcp-server").Get(ctx, "srv-01", metav1.GetOptions{})
 	require.NoError(t, err)
@@ -317,12 +319,12 @@ func crdAlive(t *testing.T, b *binary) {
 
 // crdNoWrites fails the test for every write by the controller after
 // offset that allowed (nil: none) does not accept, with its body.
-func crdNoWrites(t *testing.T, offset int64, allowed func(auditEvent) bool, msg string) {
+func crdNoWrites(t *testing.T, offset int64, allowed func(controlplane.AuditEvent) bool, msg string) {
 	t.Helper()
 	var bad []string
 	for _, w := range controllerWrites(t, offset) {
 		if allowed == nil || !allowed(w) {
-			bad = append(bad, fmt.Sprintf("%s %s %s", w.Verb, w.target(), w.RequestObject))
+			bad = append(bad, describe(w))
 		}
 	}
 	assert.Empty(t, bad, msg)
@@ -338,7 +340,7 @@ func crdConditionAt(conds []metav1.Condition, typ string, gen int64) bool {
 // crdOnlyGeneration reports whether every generation w's body states
 // (status.observedGeneration, each condition's observedGeneration) is gen,
 // and it states one.
-func crdOnlyGeneration(w auditEvent, gen int64) bool {
+func crdOnlyGeneration(w controlplane.AuditEvent, gen int64) bool {
 	var body struct {
 		Status struct {
 			ObservedGeneration *int64 `json:"observedGeneration"`
@@ -361,13 +363,4 @@ func crdOnlyGeneration(w auditEvent, gen int64) bool {
 		stated = true
 	}
 	return stated
-}
-
-// crdDescribe names each write as "verb resource[/subresource] ns/name".
-func crdDescribe(writes []auditEvent) []string {
-	var out []string
-	for _, w := range writes {
-		out = append(out, fmt.Sprintf("%s %s", w.Verb, w.target()))
-	}
-	return out
 }
