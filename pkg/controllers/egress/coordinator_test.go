@@ -513,3 +513,26 @@ func TestZeroRefreshTurnsTheDNSRefreshOff(t *testing.T) {
 		})
 	}
 }
+
+// A server without bindings whose spec changes elsewhere (an image, a
+// field the coordinator does not read) keeps no allow to wait for, but
+// until the coordinator has synced the new generation its gate reads
+// closed: the McpServer controller, syncing first, blocks it on
+// EgressPending. The coordinator's sync of that generation must tell the
+// gate's listener, or nothing wakes the server again (its status write
+// is status-only to the McpServer controller).
+func TestANewGenerationWithoutBindingsTellsTheGate(t *testing.T) {
+	f := newFixture(t)
+	f.c.Applied(0, netpolcontroller.EgressReport{}) // a first pass has landed
+	f.sync(t)
+	f.changes = 0
+	var told []string
+	f.c.OnGate(func(server string) { told = append(told, server) })
+
+	f.update(t, func(s *clerumv1alpha1.McpServer) { s.Spec.Image = "i2" })
+	assert.False(t, f.c.Ready(f.server), "before the coordinator syncs it, the new generation's gate reads closed")
+	f.sync(t)
+	assert.True(t, f.c.Ready(f.server), "an image edit opens no new allow")
+	assert.Equal(t, []string{"s1"}, told, "the gate's listener hears the new generation's gate open")
+	assert.Zero(t, f.changes, "no pass is needed")
+}

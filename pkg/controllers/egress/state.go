@@ -178,6 +178,11 @@ func (c *Coordinator) refresh(ctx context.Context, server *clerumv1alpha1.McpSer
 	c.mu.Unlock()
 	if changed {
 		c.onChange()
+	}
+	// The gate opens only for the generation and UID the state describes
+	// (open): a new one opens the gate even when no pass is needed, and a
+	// runtime that found it closed meanwhile must hear it.
+	if changed || !same || prev.generation != next.generation {
 		c.onGate(server.Name)
 	}
 }
