@@ -50,16 +50,17 @@ const hmacSecret = "bench-hmac-secret"
 const (
 	// maxWritesPerObject bounds the controller's mutating requests, whatever
 	// their answer, over the objects it owns once converged (the plain
-	// client's writes). Each owned object costs its create; on top each
-	// McpServer takes two status patches (its operator's and the
-	// NetworkPolicy operator's) and each Host its finalizer, its status and
-	// its claim's mark. Measured 1.26 on 2 Contexts × 2 servers and 2 Hosts;
-	// the README's default-size figures (4 writes a server, 12 a Host, 3,014
-	// policies) give 1.39. A write the fleet does not need on every
-	// Deployment, Service or policy takes it past 1.5.
-	maxWritesPerObject = 1.5
+	// client's writes). Each owned object costs its create
+	// (maxWritesPerOwnedObject); on top the fleet's own objects take their
+	// finalizer and status writes (fleetWriteBounds). Measured 1.26 on
+	// 2 Contexts × 2 servers and 2 Hosts, 1.75 at the default size, where the
+	// egress gate holds every server back for the first NetworkPolicy pass
+	// and so each McpServer's status is written pending, then deployed. A
+	// second write of every owned object takes it past 2.
+	maxWritesPerObject = 2.0
 	// maxWritesPerOwnedObject bounds the writes to any one owned object:
-	// its create, and nothing after it on a fleet that changes nothing.
+	// its create, and nothing after it on a fleet that changes nothing
+	// (ownedWriteExceptions apart).
 	maxWritesPerOwnedObject = 1
 	// maxFailedWrites: a converging controller that owns its children
 	// outright has nothing to conflict with: a 409, 403 or 422 is a bug (a
@@ -77,6 +78,18 @@ const (
 // workspace claim is marked over its own UID (kit.Marker), which only the
 // create's answer tells.
 var ownedWriteExceptions = map[string]int{"persistentvolumeclaims": 2}
+
+// fleetWriteBounds bound the writes to any one of the fleet's own objects,
+// which the admin created and the controller only annotates:
+//   - an McpServer: its status, by its operator and by the NetworkPolicy
+//     operator, each at most twice (pending behind the egress gate, then
+//     deployed and allowed; measured 4 at the default size, 2 on a fleet
+//     small enough to pass the gate at once);
+//   - a Host: its finalizer, then its status, rolling out (measured 2;
+//     one more for a status written before the credential arrives);
+//   - a Context: nothing on a valid fleet (measured 0); one status report
+//     at most.
+var fleetWriteBounds = map[string]int{"mcpservers": 4, "hosts": 3, "contexts": 1}
 
 // revocations is how many Context edits the revocation latency is the
 // median and maximum of.
@@ -266,17 +279,21 @@ func runFleetConvergence(b *testing.B, bin string, f fleet, budget clientBudget)
 	if perObject > maxWritesPerObject {
 		b.Fatalf("%d writes for %d owned objects: %.2f per object, more than %.1f (breakdown above)", len(writes), len(owned), perObject, maxWritesPerObject)
 	}
-	perOwned := map[string]int{}
+	// Per object: an owned object's writes (its create), a fleet object's
+	// (its finalizer and status, any subresource).
+	perObjectWrites := map[string]int{}
 	for i := range writes {
 		ev := &writes[i]
-		if ev.ObjectRef.Subresource == "" && !slices.Contains(fleetResources, ev.ObjectRef.Resource) {
-			perOwned[ev.ObjectRef.Resource+" "+ev.ObjectRef.Namespace+"/"+ev.ObjectRef.Name]++
-		}
+		perObjectWrites[ev.ObjectRef.Resource+" "+ev.ObjectRef.Namespace+"/"+ev.ObjectRef.Name]++
 	}
-	for key, n := range perOwned {
-		bound := maxWritesPerOwnedObject
-		if e, ok := ownedWriteExceptions[strings.Fields(key)[0]]; ok {
-			bound = e
+	for key, n := range perObjectWrites {
+		resource := strings.Fields(key)[0]
+		bound, fleetObject := fleetWriteBounds[resource]
+		if !fleetObject {
+			bound = maxWritesPerOwnedObject
+			if e, ok := ownedWriteExceptions[resource]; ok {
+				bound = e
+			}
 		}
 		if n > bound {
 			b.Fatalf("%s written %d times, more than %d", key, n, bound)

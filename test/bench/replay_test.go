@@ -5,7 +5,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"slices"
 	"testing"
 	"time"
 
@@ -34,14 +33,10 @@ type ownedObject struct {
 	obj *unstructured.Unstructured
 }
 
-// fleetResources are the kinds the benchmark creates as the admin: the
-// controller writes their finalizers and status, but owns none of them.
-var fleetResources = []string{"mcpservers", "contexts", "hosts"}
-
 // ownedObjects reads from the cluster every object the controller owns
 // (it carries managedByLabel), of every resource the controller wrote
-// (events): the objects the converged fleet must hold, whatever it took
-// the controller to write them.
+// (events) but the fleet's own kinds (fleetWriteBounds): the objects the
+// converged fleet must hold, whatever it took the controller to write them.
 func ownedObjects(b *testing.B, cp *controlplane.ControlPlane, events []auditEvent) []ownedObject {
 	b.Helper()
 	ctx := context.Background()
@@ -49,7 +44,8 @@ func ownedObjects(b *testing.B, cp *controlplane.ControlPlane, events []auditEve
 	require.NoError(b, err)
 	resources := map[schema.GroupVersionResource]bool{}
 	for i := range events {
-		if ev := &events[i]; ev.write() && !slices.Contains(fleetResources, ev.ObjectRef.Resource) {
+		ev := &events[i]
+		if _, fleet := fleetWriteBounds[ev.ObjectRef.Resource]; ev.write() && !fleet {
 			resources[gvrOf(ev)] = true
 		}
 	}
