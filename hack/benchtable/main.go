@@ -193,12 +193,12 @@ func notes(lines []line) []string {
 	if has(func(l line) bool {
 		return slices.ContainsFunc(l.metrics, func(m metric) bool { return strings.Contains(m.ratio, "x-plain") })
 	}) {
-		out = append(out, "x-plain: over a plain client (client-go on the same QPS/burst creating the same objects; pkg/api: a handler writing the same bytes).")
+		out = append(out, "x-plain: over a plain client (client-go on the same QPS/burst; test/bench: creating each object of the converged state once; pkg/api: a handler writing the same bytes).")
 	}
 	if has(func(l line) bool {
 		return slices.ContainsFunc(l.metrics, func(m metric) bool { return strings.Contains(m.ratio, "x-bare") })
 	}) {
-		out = append(out, "x-bare: over a bare HTTP handler (httptest, a fixed 200 body of hcc-api's own response) under the same open-loop load generator.")
+		out = append(out, "x-bare: over a bare HTTP handler (a process of its own, a fixed 200 body of hcc-api's own response) under the same open-loop load generator; failed requests are counted apart and fail the benchmark.")
 	}
 	if has(func(l line) bool {
 		return slices.ContainsFunc(l.metrics, func(m metric) bool { return strings.Contains(m.ratio, "x-floor") })
@@ -208,7 +208,8 @@ func notes(lines []line) []string {
 	if has(func(l line) bool { return strings.HasPrefix(l.name, "BenchmarkFleetConvergence") }) {
 		out = append(out, "FleetConvergence: the real hcc-controller from cold; converged = every McpServer status deployed, every Host's credential stored and "+
 			"Deployment rolling out (no kubelet is played: nothing makes a Deployment available), then 10 s without a controller write. "+
-			"s-converge: process start to its last write; writes/s over its first to last write, counted from the audit log.")
+			"s-converge: process start to its last write; writes/s over its first to last write, counted from the audit log; objects/s: the objects owned once converged over the same span. "+
+			"revoke-ms: a Context edit to the dropped pair's allow policies gone (10 edits).")
 	}
 	if has(func(l line) bool { return strings.HasPrefix(l.name, "BenchmarkAPIScale") }) {
 		out = append(out, "APIScale: the real hcc-api; latency from each request's scheduled time, offered open-loop, the first second discarded.")

@@ -16,7 +16,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -37,6 +38,18 @@ const (
 	routeCredential = "/api/v2/hosts/self/mcpservers/credential"
 )
 
+// The counts BenchmarkAPIScale asserts.
+const (
+	// maxFailedRequests: under an offered load within the rate limit, every
+	// request is a valid Host's and gets its 200; a failure of hcc-api or of
+	// the bare handler (a transport error, a 429, a 5xx) fails the
+	// benchmark, and failed requests are counted apart from the latencies.
+	maxFailedRequests = 0
+	// shippedRateLimit is HCC_MCP_HOST_API_RATE_LIMIT_PER_MINUTE as
+	// deploy/base/api ships it: unset there, so pkg/config's default.
+	shippedRateLimit = 120
+)
+
 // apiFleet is what the hcc-api benchmark serves.
 type apiFleet struct {
 	servers, contexts, hosts int
@@ -52,7 +65,11 @@ func (f apiFleet) perContext() int { return f.servers / f.contexts }
 // inventory and of a credential read at an offered, open-loop load (1,000
 // requests/s over every Host, 15 s, the first second discarded), beside a
 // bare handler on the same machine serving a fixed body of hcc-api's own
-// response to the same load generator.
+// response to the same load generator. The bare handler is a process of
+// its own (test/bench/internal/barehandler), built and started as hcc-api
+// is. hcc-api runs with the shipped rate limit unless the fleet is so small
+// that a Host's share of the load would exceed it; then the limit is raised
+// and the output says so (a progress line and rate-limit/min).
 func BenchmarkAPIScale(b *testing.B) {
 	f := apiFleet{
 		servers:  size(b, "HCC_BENCH_API_SERVERS", 10000),
@@ -63,6 +80,7 @@ func BenchmarkAPIScale(b *testing.B) {
 	rps := size(b, "HCC_BENCH_API_RPS", 1000)
 	duration := time.Duration(size(b, "HCC_BENCH_API_SECONDS", 15)) * time.Second
 	bin := buildBinary(b, "hcc-api")
+	bareBin := buildPackage(b, "barehandler", "github.com/clerum/hcc/test/bench/internal/barehandler")
 	ctx := context.Background()
 	cp := startControlPlane(b, "", "api")
 	admin := cp.Config()
@@ -104,14 +122,24 @@ func BenchmarkAPIScale(b *testing.B) {
 	der, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
 	require.NoError(b, err)
 	port := testenv.FreePort(b)
-	api := startBinary(b, "hcc-api", bin, cp.ImpersonatingKubeconfig(apiUser, saGroups...), port, append(shippedEnv(b, "api"),
+	environ := append(shippedEnv(b, "api"),
 		"CONTEXT_MAPPER_PORT="+strconv.Itoa(port),
 		"HCC_MCP_HOST_JWT_PUBLIC_KEY="+string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})),
 		"CONTEXT_MAPPER_DESKTOP_API_TOKEN=bench-desktop-token",
-		// Each Host sends about rps/hosts requests a second per action;
-		// the limit is not what is measured.
-		"HCC_MCP_HOST_API_RATE_LIMIT_PER_MINUTE=1000000",
-	))
+	)
+	// The most one Host sends in a minute: both routes' runs, if one
+	// clock-aligned window holds them all, and the two body probes.
+	perHost := (2*rps*int(duration.Seconds())+f.hosts-1)/f.hosts + 2
+	limit := shippedRateLimit
+	if perHost > limit {
+		limit = 2 * perHost
+		progressf("hcc-api: HCC_MCP_HOST_API_RATE_LIMIT_PER_MINUTE=%d, not the shipped %d: %d Hosts share %d requests/s, up to %d a Host a minute",
+			limit, shippedRateLimit, f.hosts, rps, perHost)
+		environ = append(environ, "HCC_MCP_HOST_API_RATE_LIMIT_PER_MINUTE="+strconv.Itoa(limit))
+	} else {
+		progressf("hcc-api: the shipped rate limit, %d a Host a minute (up to %d sent)", shippedRateLimit, perHost)
+	}
+	api := startBinary(b, "hcc-api", bin, cp.ImpersonatingKubeconfig(apiUser, saGroups...), port, environ)
 	readyAfter := api.waitHTTP(b, "/ready", 10*time.Minute).Sub(api.started)
 
 	// The tokens the Control API would have issued, one per Host.
@@ -162,18 +190,15 @@ func BenchmarkAPIScale(b *testing.B) {
 	var inv struct{ Servers []json.RawMessage }
 	require.NoError(b, json.Unmarshal(bodies[routeInventory], &inv))
 	require.Len(b, inv.Servers, f.perContext(), "a Host's inventory lists its Context's servers")
-	bare := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		body, ok := bodies[r.URL.Path]
-		if !ok {
-			http.NotFound(w, r)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("Cache-Control", "no-store")
-		_, _ = w.Write(body)
-	}))
-	defer bare.Close()
+	bareArgs := []string{}
+	for route, body := range bodies {
+		file := filepath.Join(b.TempDir(), "body.json")
+		require.NoError(b, os.WriteFile(file, body, 0o600))
+		bareArgs = append(bareArgs, "--body", route+"="+file)
+	}
+	barePort := testenv.FreePort(b)
+	bare := startProcess(b, "barehandler", bareBin, append([]string{"--port", strconv.Itoa(barePort)}, bareArgs...), barePort, nil)
+	bare.waitHTTP(b, "/ready", time.Minute)
 
 	for _, route := range []struct{ name, path string }{{"inventory", routeInventory}, {"credential", routeCredential}} {
 		b.Run(route.name, func(b *testing.B) {
@@ -188,7 +213,7 @@ func BenchmarkAPIScale(b *testing.B) {
 					progressf("%s %s: p50 %s, p99 %s, %.0f req/s, statuses %v", base, route.path, res.p50, res.p99, res.achieved, res.statuses)
 					return res
 				}
-				got, base := load(api.base), load(bare.URL)
+				got, base := load(api.base), load(bare.base)
 				ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 				b.ReportMetric(ms(got.p50), "p50-ms")
 				b.ReportMetric(ms(got.p99), "p99-ms")
@@ -200,7 +225,13 @@ func BenchmarkAPIScale(b *testing.B) {
 				b.ReportMetric(ms(base.p50), "bare-p50-ms")
 				b.ReportMetric(ms(base.p99), "bare-p99-ms")
 				b.ReportMetric(base.achieved, "bare-req/s")
+				b.ReportMetric(float64(base.failures), "bare-failed-req")
 				b.ReportMetric(float64(len(bodies[route.path])), "body-bytes")
+				b.ReportMetric(float64(limit), "rate-limit/min")
+				if got.failures > maxFailedRequests || base.failures > maxFailedRequests {
+					b.Fatalf("failed requests: hcc-api %d (statuses %v), bare handler %d (statuses %v); at most %d each",
+						got.failures, got.statuses, base.failures, base.statuses, maxFailedRequests)
+				}
 			}
 		})
 	}
@@ -214,6 +245,9 @@ func BenchmarkAPIScale(b *testing.B) {
 			b.ReportMetric(api.peakRSS(b), "MiB-rss")
 			b.ReportMetric(float64(nErrors), "log-errors")
 			b.ReportMetric(float64(nWarnings), "log-warnings")
+			if nErrors > maxLogErrors {
+				b.Fatalf("hcc-api logged %d errors, more than %d (the first above)", nErrors, maxLogErrors)
+			}
 		}
 	})
 }
@@ -228,10 +262,12 @@ func hostToken(key *rsa.PrivateKey, host string, uid types.UID) (string, error) 
 		return "", err
 	}
 	claims, err := json.Marshal(map[string]any{
-		"iss":          "control-api",
-		"aud":          []string{"host-context-controller", "workflow-controller"},
-		"iat":          now.Unix(),
-		"exp":          now.Add(10 * time.Minute).Unix(),
+		"iss": "control-api",
+		"aud": []string{"host-context-controller", "workflow-controller"},
+		"iat": now.Unix(),
+		// Within HCC_MCP_HOST_JWT_MAX_TTL_SECONDS as shipped (300): a
+		// longer token is refused for its lifetime.
+		"exp":          now.Add(5 * time.Minute).Unix(),
 		"hostRefs":     []string{host},
 		"host_uid":     string(uid),
 		"capabilities": []string{"mcp:credential:read"},

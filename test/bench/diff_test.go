@@ -73,7 +73,7 @@ func BenchmarkDiff(b *testing.B) {
 		for _, r := range report.Refusals {
 			byReason[r.Type+" "+r.Kind+" "+r.Reason]++
 		}
-		run := converge(b, cp, bin, f, budgets[0])
+		run := converge(b, cp, bin, f, budgets[0], nil)
 		var want, got []string
 		for _, w := range report.Writes {
 			want = append(want, w.Verb+" "+w.Resource+" "+w.Namespace+"/"+w.Name)

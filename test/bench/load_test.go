@@ -23,7 +23,7 @@ const loadWarmup = time.Second
 type loadResult struct {
 	p50, p99 time.Duration
 	achieved float64     // completed requests per second
-	failures int         // transport errors and unexpected statuses
+	failures int         // transport errors and unexpected statuses, not in p50 and p99
 	statuses map[int]int // every status seen, for the log
 }
 
@@ -83,16 +83,18 @@ func offerLoad(rps int, d time.Duration, want int, do func(i int) (int, error)) 
 	for _, s := range samples[first:] {
 		res.statuses[s.status]++
 		if s.status != want {
+			// Counted apart: a fast refusal is not a fast answer.
 			res.failures++
+		} else {
+			latencies = append(latencies, s.latency)
 		}
-		latencies = append(latencies, s.latency)
 		if s.done.After(last) {
 			last = s.done
 		}
 	}
 	slices.Sort(latencies)
 	res.p50, res.p99 = percentile(latencies, 0.50), percentile(latencies, 0.99)
-	res.achieved = float64(len(latencies)) / last.Sub(windowStart).Seconds()
+	res.achieved = float64(len(samples)-first) / last.Sub(windowStart).Seconds()
 	return res
 }
 

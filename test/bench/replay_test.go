@@ -4,7 +4,6 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
@@ -12,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
@@ -26,67 +24,60 @@ const plainPrefix = "plain-"
 // budget, not the round trip, bounds its rate.
 const plainWorkers = 64
 
-type plainResult struct {
-	rate       float64 // creates per second, first to last
-	unreplayed int     // writes with no object of their kind to create
-}
+// managedByLabel marks every object HCC owns (docs/names.md).
+const managedByLabel = "clerum.io/managed-by"
 
-// replayCreate is one create of the plain client.
-type replayCreate struct {
+// ownedObject is one object the controller owns in the converged state.
+type ownedObject struct {
 	gvr schema.GroupVersionResource
 	obj *unstructured.Unstructured
 }
 
-// replayPlain creates, with a client-go client on budget, one object per
-// controller write, in the controller's order: for a write whose body is
-// a whole object (a create, an update, an apply) that object, else (a
-// status write, a merge patch, a delete) an object of the same kind — the
-// controller's own body of that kind, or one of templates (the fleet's
-// kinds). Names repeated by the controller's updates get a suffix.
-func replayPlain(b *testing.B, cp *controlplane.ControlPlane, writes []auditEvent, templates []runtime.Object, budget clientBudget) plainResult {
+// ownedObjects reads from the cluster every object the controller owns
+// (it carries managedByLabel), of every resource the controller wrote
+// (events) but the fleet's own kinds (fleetWriteBounds): the objects the
+// converged fleet must hold, whatever it took the controller to write them.
+func ownedObjects(b *testing.B, cp *controlplane.ControlPlane, events []auditEvent) []ownedObject {
 	b.Helper()
 	ctx := context.Background()
-	byGVR := map[schema.GroupVersionResource]*unstructured.Unstructured{}
-	for _, t := range templates {
-		u := toUnstructured(b, t)
-		gvk := u.GroupVersionKind()
-		byGVR[gvk.GroupVersion().WithResource(resourceOf(gvk.Kind))] = u
-	}
-	bodies := make([]*unstructured.Unstructured, len(writes))
-	for i := range writes {
-		if u := wholeObject(&writes[i]); u != nil {
-			bodies[i] = u
-			if _, ok := byGVR[gvrOf(&writes[i])]; !ok {
-				byGVR[gvrOf(&writes[i])] = u
-			}
+	dyn, err := dynamic.NewForConfig(cp.Config())
+	require.NoError(b, err)
+	resources := map[schema.GroupVersionResource]bool{}
+	for i := range events {
+		ev := &events[i]
+		if _, fleet := fleetWriteBounds[ev.ObjectRef.Resource]; ev.write() && !fleet {
+			resources[gvrOf(ev)] = true
 		}
 	}
+	var out []ownedObject
+	for gvr := range resources {
+		list, err := dyn.Resource(gvr).List(ctx, metav1.ListOptions{LabelSelector: managedByLabel})
+		require.NoError(b, err, "listing %s", gvr)
+		for i := range list.Items {
+			out = append(out, ownedObject{gvr: gvr, obj: &list.Items[i]})
+		}
+	}
+	return out
+}
 
-	var res plainResult
-	creates := make([]replayCreate, 0, len(writes))
-	names := map[string]int{}
+type plainResult struct {
+	rate float64 // creates per second, first to last
+}
+
+// createPlain creates, with a client-go client on budget, each of objects
+// once, in a namespace of its own named for the original's: the writes a
+// client would make that knew the final state and wrote nothing twice.
+func createPlain(b *testing.B, cp *controlplane.ControlPlane, objects []ownedObject, budget clientBudget) plainResult {
+	b.Helper()
+	ctx := context.Background()
 	namespaces := map[string]bool{}
-	for i := range writes {
-		ev := &writes[i]
-		gvr := gvrOf(ev)
-		obj := bodies[i]
-		if obj == nil {
-			if byGVR[gvr] == nil || ev.ObjectRef.Namespace == "" {
-				res.unreplayed++
-				continue
-			}
-			obj = byGVR[gvr]
-		}
-		obj = cleanForCreate(obj)
-		ns := plainPrefix + ev.ObjectRef.Namespace
-		obj.SetNamespace(ns)
-		key := gvr.String() + " " + ns + " " + obj.GetName()
-		if n := names[key]; n > 0 {
-			obj.SetName(suffixed(obj.GetName(), n))
-		}
-		names[key]++
-		namespaces[ns] = true
-		creates = append(creates, replayCreate{gvr: gvr, obj: obj})
+	creates := make([]ownedObject, 0, len(objects))
+	for _, o := range objects {
+		require.NotEmpty(b, o.obj.GetNamespace(), "%s %s: the plain client creates namespaced objects only", o.gvr, o.obj.GetName())
+		obj := cleanForCreate(o.obj)
+		obj.SetNamespace(plainPrefix + o.obj.GetNamespace())
+		namespaces[obj.GetNamespace()] = true
+		creates = append(creates, ownedObject{gvr: o.gvr, obj: obj})
 	}
 	nsList := make([]string, 0, len(namespaces))
 	for ns := range namespaces {
@@ -107,48 +98,18 @@ func replayPlain(b *testing.B, cp *controlplane.ControlPlane, writes []auditEven
 		}
 		return nil
 	})
-	res.rate = float64(len(creates)) / time.Since(start).Seconds()
-	return res
+	return plainResult{rate: float64(len(creates)) / time.Since(start).Seconds()}
 }
 
 func gvrOf(ev *auditEvent) schema.GroupVersionResource {
 	return schema.GroupVersionResource{Group: ev.ObjectRef.APIGroup, Version: ev.ObjectRef.APIVersion, Resource: ev.ObjectRef.Resource}
 }
 
-// wholeObject is the write's body when it is a whole object of the
-// written resource (not a subresource's).
-func wholeObject(ev *auditEvent) *unstructured.Unstructured {
-	if ev.ObjectRef.Subresource != "" || len(ev.RequestObject) == 0 || ev.Verb == "delete" {
-		return nil
-	}
-	var m map[string]any
-	if json.Unmarshal(ev.RequestObject, &m) != nil {
-		return nil
-	}
-	u := &unstructured.Unstructured{Object: m}
-	if u.GetKind() == "" || u.GetAPIVersion() == "" || u.GetName() == "" || u.GetKind() == "Status" {
-		return nil
-	}
-	if ev.Verb == "patch" {
-		// An apply or merge patch may set only metadata (labels, an owner
-		// reference): not an object to create.
-		content := 0
-		for k := range m {
-			if k != "apiVersion" && k != "kind" && k != "metadata" && k != "status" {
-				content++
-			}
-		}
-		if content == 0 {
-			return nil
-		}
-	}
-	return u
-}
-
-// cleanForCreate is a copy of obj with what the server assigns removed.
+// cleanForCreate is a copy of obj with what the server assigns removed,
+// and its owner references: the owners are in the original namespace.
 func cleanForCreate(obj *unstructured.Unstructured) *unstructured.Unstructured {
 	u := obj.DeepCopy()
-	for _, f := range []string{"resourceVersion", "uid", "creationTimestamp", "managedFields", "generation", "selfLink", "deletionTimestamp", "deletionGracePeriodSeconds", "finalizers"} {
+	for _, f := range []string{"resourceVersion", "uid", "creationTimestamp", "managedFields", "generation", "selfLink", "deletionTimestamp", "deletionGracePeriodSeconds", "finalizers", "ownerReferences"} {
 		unstructured.RemoveNestedField(u.Object, "metadata", f)
 	}
 	unstructured.RemoveNestedField(u.Object, "status")
@@ -158,26 +119,4 @@ func cleanForCreate(obj *unstructured.Unstructured) *unstructured.Unstructured {
 		unstructured.RemoveNestedField(u.Object, "spec", "clusterIPs")
 	}
 	return u
-}
-
-// suffixed is name with -rN, within the 63 characters of a label value.
-func suffixed(name string, n int) string {
-	s := fmt.Sprintf("-r%d", n)
-	if len(name)+len(s) > 63 {
-		name = name[:63-len(s)]
-	}
-	return name + s
-}
-
-// resourceOf is the plural resource of the fleet's kinds.
-func resourceOf(kind string) string {
-	switch kind {
-	case "McpServer":
-		return "mcpservers"
-	case "Context":
-		return "contexts"
-	case "Host":
-		return "hosts"
-	}
-	panic("resourceOf: unexpected kind " + kind)
 }

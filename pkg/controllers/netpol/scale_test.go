@@ -3,6 +3,7 @@ package netpol
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -60,6 +61,18 @@ func TestChangingOneContextWritesOnlyItsPolicies(t *testing.T) {
 	assert.Equal(t, trio("delete", "c0001", "s0001-01"), f.writes())
 }
 
+// The write counts the pass benchmarks assert: properties of the planner
+// and the diff, not timings, so a benchmark fails when they break.
+const (
+	// unchangedPassWrites: a pass over a converged cluster has nothing to
+	// change, so any write is a spurious update.
+	unchangedPassWrites = 0
+	// oneServerDroppedWrites: a Context that drops one server revokes that
+	// pair's three allows (ctx-CID-S, ctx-CID-S-egress, rpc-egress-CID-S)
+	// and touches nothing else.
+	oneServerDroppedWrites = 3
+)
+
 // BenchmarkPassUnchanged is a full pass over a converged cluster of 1,000
 // Contexts × 10 servers: it must issue no write.
 func BenchmarkPassUnchanged(b *testing.B) {
@@ -70,6 +83,9 @@ func BenchmarkPassUnchanged(b *testing.B) {
 		if _, err := c.syncFull(ctx); err != nil {
 			b.Fatal(err)
 		}
+	}
+	if got := len(f.Writes()); got != unchangedPassWrites*b.N {
+		b.Fatalf("%d passes over a converged cluster issued %d writes, want %d: %v", b.N, got, unchangedPassWrites*b.N, f.Writes())
 	}
 	b.ReportMetric(float64(len(f.Writes()))/float64(b.N), "writes/op")
 	b.ReportMetric(float64(len(f.policies)), "policies")
@@ -89,6 +105,14 @@ func BenchmarkPassOneContextChanged(b *testing.B) {
 		// same one-Context change.
 		if _, err := c.syncFull(ctx); err != nil {
 			b.Fatal(err)
+		}
+	}
+	if got := len(f.Writes()); got != oneServerDroppedWrites*b.N {
+		b.Fatalf("%d passes after one Context dropped a server issued %d writes, want %d (three deletes each)", b.N, got, oneServerDroppedWrites*b.N)
+	}
+	for _, w := range f.Writes() {
+		if !strings.HasPrefix(w, "delete ") {
+			b.Fatalf("a pass after one Context dropped a server issued %q, want only deletes", w)
 		}
 	}
 	b.ReportMetric(float64(len(f.Writes()))/float64(b.N), "writes/op")
