@@ -187,3 +187,30 @@ func scrapeMetric(t *testing.T, b *binary, name, labels string) float64 {
 	require.NoError(t, sc.Err())
 	return 0
 }
+
+// scrapeSum returns the sum of every sample of name on b's /metrics.
+func scrapeSum(t *testing.T, b *binary, name string) float64 {
+	t.Helper()
+	resp, err := http.Get(b.base + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	sum := 0.0
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		series, value, ok := strings.Cut(line, " ")
+		if !ok || strings.HasPrefix(line, "#") {
+			continue
+		}
+		if metric, _, _ := strings.Cut(series, "{"); metric != name {
+			continue
+		}
+		v, err := strconv.ParseFloat(value, 64)
+		require.NoError(t, err, line)
+		sum += v
+	}
+	require.NoError(t, sc.Err())
+	return sum
+}
