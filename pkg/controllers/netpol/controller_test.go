@@ -612,3 +612,35 @@ func TestResyncTickIsSkippedWhileARealPassRuns(t *testing.T) {
 	assert.Equal(t, passFull, kind)
 	c.queue.Done(kind)
 }
+
+// A namespace held in Terminating by a finalizer refuses creates with 403
+// "namespace is being terminated" (NamespaceLifecycle admission): like a
+// missing namespace, it is no failed pass and blocks no certification.
+func TestTerminatingNamespaceDoesNotBlockCertification(t *testing.T) {
+	f, c := newFixture(t, world{})
+	f.desired = []*networkingv1.NetworkPolicy{
+		policy("mcp-server", "deny-all-mcp-server", names.PolicyTypeDenyAll, 0),
+		policy("sandbox-recipes", "deny-all-sandbox-recipes", names.PolicyTypeDenyAll, 0),
+		policy("sandbox-recipes", "allow-dns-egress-sandbox-recipes", names.PolicyTypeInfrastructure, 0),
+	}
+	f.Kube.PrependReactor("create", "networkpolicies", func(a core.Action) (bool, runtime.Object, error) {
+		if a.GetNamespace() != "sandbox-recipes" {
+			return false, nil, nil
+		}
+		// As k8s.io/apiserver's NamespaceLifecycle admission answers.
+		err := apierrors.NewForbidden(schema.GroupResource{Group: "networking.k8s.io", Resource: "networkpolicies"}, "",
+			errors.New("unable to create new content in namespace sandbox-recipes because it is being terminated"))
+		err.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: corev1.NamespaceTerminatingCause,
+			Message: "namespace sandbox-recipes is being terminated", Field: "metadata.namespace"}}
+		return true, nil, err
+	})
+	after, err := c.syncFull(context.Background())
+	require.NoError(t, err, "a terminating namespace is no failed pass")
+	assert.Equal(t, missingNamespaceRetry, after, "the pass comes back until the namespace is gone or back")
+	assert.True(t, f.readiness.Ready(), "a terminating namespace blocks no certification")
+	assert.Zero(t, counterValue(t, c.metrics.WriteErrors.WithLabelValues(verbCreate)))
+	assert.Equal(t, map[string][]string{
+		"mcp-server":      {"create networkpolicies/deny-all-mcp-server"},
+		"sandbox-recipes": {"create networkpolicies/deny-all-sandbox-recipes"}, // tried once, then the namespace is skipped
+	}, f.writes())
+}

@@ -102,7 +102,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	})
 	m.MissingNamespaces = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "clerum_hcc_netpol_missing_namespaces",
-		Help: "Policy namespaces that do not exist, as of the last full pass; their policies are written once they do.",
+		Help: "Policy namespaces that do not exist or are being deleted, as of the last full pass; their policies are written once they exist.",
 	})
 	m.LastSuccess = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "clerum_hcc_netpol_last_success_timestamp_seconds",

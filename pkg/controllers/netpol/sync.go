@@ -296,7 +296,7 @@ func (c *Controller) reportMissing(missing sets.Set[string]) {
 	c.missingReported = summary
 	if summary != "" {
 		c.log.Warn().Strs("namespaces", sets.List(missing)).
-			Msg("namespaces do not exist; their policies are written once they do")
+			Msg("namespaces do not exist or are being deleted; their policies are written once they exist")
 	}
 }
 
@@ -466,6 +466,15 @@ func (c *Controller) writeOne(ctx context.Context, verb string, p *networkingv1.
 		case isNamespaceNotFound(err, p.Namespace):
 			// A namespace that does not exist holds no pod to protect, so it
 			// blocks neither certification nor a gate.
+			out.missing.Insert(p.Namespace)
+			return nil
+		case apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
+			// A namespace being deleted refuses every create (403, "is
+			// being terminated") and may stay so for as long as a
+			// finalizer holds it; no pod can start in it and those it
+			// has are being deleted. Skipped like a missing namespace:
+			// failing the pass would withhold certification and stall
+			// every other namespace's writes behind the backoff.
 			out.missing.Insert(p.Namespace)
 			return nil
 		case apierrors.IsAlreadyExists(err):

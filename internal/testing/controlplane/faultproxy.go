@@ -1,0 +1,158 @@
+package controlplane
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// FaultProxy is a reverse proxy in front of kube-apiserver that fails a
+// share of requests as an overloaded API server would, and watches the
+// watch streams it carries for "too old resource version". A client
+// reaches it over plain HTTP through WriteKubeconfig; it forwards as the
+// admin, passing the client's impersonation headers on, so the API server
+// (and its audit log) sees the impersonated user.
+type FaultProxy struct {
+	url      string
+	srv      *http.Server
+	failBits atomic.Uint64 // math.Float64bits of the share failed
+	// Failed counts the requests answered 429 and 500 by the proxy.
+	failed429, failed500 atomic.Int64
+	tooOld               atomic.Int64
+	dir                  string
+}
+
+// StartFaultProxy starts a FaultProxy failing nothing; Close stops it.
+func (c *ControlPlane) StartFaultProxy() (*FaultProxy, error) {
+	target, err := url.Parse(c.url())
+	if err != nil {
+		return nil, err
+	}
+	transport, err := rest.TransportFor(c.Config())
+	if err != nil {
+		return nil, err
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	p := &FaultProxy{url: "http://" + l.Addr().String(), dir: c.dir}
+	rp := httputil.NewSingleHostReverseProxy(target)
+	rp.Transport = transport
+	rp.FlushInterval = -1 // watches stream: flush every write
+	rp.ModifyResponse = func(resp *http.Response) error {
+		if isWatch(resp.Request) {
+			resp.Body = &tooOldScanner{ReadCloser: resp.Body, seen: &p.tooOld}
+		}
+		return nil
+	}
+	p.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !isWatch(r) && rand.Float64() < p.failure() {
+			p.fail(w)
+			return
+		}
+		rp.ServeHTTP(w, r)
+	})}
+	go func() { _ = p.srv.Serve(l) }()
+	return p, nil
+}
+
+// URL is the proxy's address.
+func (p *FaultProxy) URL() string { return p.url }
+
+// SetFailure makes the proxy fail share (0 to 1) of the requests that are
+// not watches, half with 429 and a Retry-After of one second, half with
+// 500; watches always pass.
+func (p *FaultProxy) SetFailure(share float64) { p.failBits.Store(math.Float64bits(share)) }
+
+func (p *FaultProxy) failure() float64 { return math.Float64frombits(p.failBits.Load()) }
+
+// Failed returns how many requests the proxy answered 429 and 500.
+func (p *FaultProxy) Failed() (tooMany, internal int64) {
+	return p.failed429.Load(), p.failed500.Load()
+}
+
+// TooOld returns how many watch responses carried "too old resource
+// version": each is an informer told to relist.
+func (p *FaultProxy) TooOld() int64 { return p.tooOld.Load() }
+
+// Close stops the proxy, ending the connections it holds.
+func (p *FaultProxy) Close() error { return p.srv.Close() }
+
+// WriteKubeconfig writes a kubeconfig that reaches the API server through
+// the proxy as user in groups, and returns its path.
+func (p *FaultProxy) WriteKubeconfig(user string, groups ...string) (string, error) {
+	const name = "hcc-test-proxy"
+	config := clientcmdapi.NewConfig()
+	config.Clusters[name] = &clientcmdapi.Cluster{Server: p.url}
+	config.AuthInfos[name] = &clientcmdapi.AuthInfo{Impersonate: user, ImpersonateGroups: groups}
+	config.Contexts[name] = &clientcmdapi.Context{Cluster: name, AuthInfo: name}
+	config.CurrentContext = name
+	path := filepath.Join(p.dir, fmt.Sprintf("kubeconfig-proxy-%s", strings.NewReplacer(":", "-", "/", "-").Replace(user)))
+	return path, clientcmd.WriteToFile(*config, path)
+}
+
+// fail answers as kube-apiserver does when it sheds load (429, with
+// Retry-After) or fails (500), alternately at random.
+func (p *FaultProxy) fail(w http.ResponseWriter) {
+	status := metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: metav1.StatusFailure}
+	if rand.IntN(2) == 0 {
+		p.failed429.Add(1)
+		status.Code, status.Reason, status.Message = http.StatusTooManyRequests, metav1.StatusReasonTooManyRequests, "fault proxy: too many requests, please try again later"
+		status.Details = &metav1.StatusDetails{RetryAfterSeconds: 1}
+		w.Header().Set("Retry-After", "1")
+	} else {
+		p.failed500.Add(1)
+		status.Code, status.Reason, status.Message = http.StatusInternalServerError, metav1.StatusReasonInternalError, "fault proxy: internal error"
+	}
+	body, _ := json.Marshal(status)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(int(status.Code))
+	_, _ = w.Write(body)
+}
+
+func isWatch(r *http.Request) bool {
+	w := r.URL.Query().Get("watch")
+	return w == "true" || w == "1"
+}
+
+// tooOldScanner counts the "too old resource version" a watch stream
+// carries, across read boundaries.
+type tooOldScanner struct {
+	io.ReadCloser
+	seen *atomic.Int64
+	mu   sync.Mutex
+	tail []byte
+}
+
+var tooOldMarker = []byte("too old resource version")
+
+func (s *tooOldScanner) Read(b []byte) (int, error) {
+	n, err := s.ReadCloser.Read(b)
+	if n > 0 {
+		s.mu.Lock()
+		buf := append(s.tail, b[:n]...)
+		s.seen.Add(int64(bytes.Count(buf, tooOldMarker)))
+		// Keep less than one marker, so no marker is counted twice.
+		keep := min(len(buf), len(tooOldMarker)-1)
+		s.tail = append([]byte(nil), buf[len(buf)-keep:]...)
+		s.mu.Unlock()
+	}
+	return n, err
+}
