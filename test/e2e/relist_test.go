@@ -15,7 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/clerum/hcc/internal/testing/controlplane"
-	"github.com/clerum/hcc/internal/testing/testenv"
 )
 
 // The controller's watches break while etcd is compacted past every
@@ -54,8 +53,8 @@ func TestWatchRelistAfterCompaction(t *testing.T) {
 	e.eventually("the relisted objects are taken in", 30*time.Second, func() bool { return scrapeSum(t, c, "workqueue_adds_total") > adds })
 	e.waitQueuesDrained(c)
 	var what []string
-	for _, w := range auditEvents(t, offset, controllerUser) {
-		what = append(what, w.Verb+" "+w.target()+" "+string(w.RequestObject))
+	for _, w := range controllerWrites(t, offset) {
+		what = append(what, describe(w))
 	}
 	assert.Empty(t, what, "a relist over a converged cluster writes nothing")
 
@@ -134,8 +133,7 @@ func (e *env) waitRelisted(proxy *controlplane.FaultProxy, before int64) {
 // and waits for /health.
 func (e *env) startControllerVia(kubeconfig, identity string, extra ...string) *binary {
 	e.t.Helper()
-	port := testenv.FreePort(e.t)
-	return e.start("hcc-controller", identity, kubeconfig, port, e.controllerEnv(identity, port, extra...))
+	return e.start("hcc-controller", identity, kubeconfig, func(port int) []string { return e.controllerEnv(identity, port, extra...) })
 }
 
 // startProxy starts a fault proxy and writes the controller's

@@ -5,10 +5,7 @@ package e2e
 import (
 	"bufio"
 	"context"
-	"encoding/json"
-	"io"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -60,8 +57,8 @@ func TestTerminatingNamespace(t *testing.T) {
 	assert.Positive(t, scrapeMetric(t, c, "clerum_hcc_netpol_pass_duration_seconds_count", `kind="full",result="success"`))
 
 	refused := 0
-	for _, ev := range auditEvents(t, offset, controllerUser) {
-		if ev.Verb == "create" && ev.ObjectRef.Namespace == terminatingNamespace && ev.ResponseStatus != nil && ev.ResponseStatus.Code == http.StatusForbidden {
+	for _, ev := range controllerWrites(t, offset) {
+		if ev.Verb == "create" && ev.ObjectRef.Namespace == terminatingNamespace && ev.Code() == http.StatusForbidden {
 			refused++
 		}
 	}
@@ -132,31 +129,6 @@ func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-}
-
-// auditEvents returns every request user made after offset that names an
-// object, whatever its response status.
-func auditEvents(t *testing.T, offset int64, user string) []auditEvent {
-	t.Helper()
-	f, err := os.Open(cluster.AuditLog())
-	require.NoError(t, err)
-	defer f.Close()
-	_, err = f.Seek(offset, io.SeekStart)
-	require.NoError(t, err)
-	var out []auditEvent
-	r := bufio.NewReader(f)
-	for {
-		line, err := r.ReadBytes('\n')
-		if err != nil {
-			break // EOF, or a last line still being written
-		}
-		var ev auditEvent
-		require.NoError(t, json.Unmarshal(line, &ev))
-		if ev.ImpersonatedUser != nil && ev.ImpersonatedUser.Username == user && ev.ObjectRef != nil {
-			out = append(out, ev)
-		}
-	}
-	return out
 }
 
 // scrapeMetric returns the value of the sample of name whose labels
