@@ -42,7 +42,11 @@ const overloadShare = 0.3
 // answered 500) was never synced again — the workers idle in the queue's
 // Get, the log silent for minutes, the Host never Ready — while the
 // netpol pass recovered. Until that is understood this test would make
-// the suite flaky.
+// the suite flaky. A rerun keeping the whole log (6 runs, 1 stalled)
+// showed the stalled Host's last sync fail on its status apply (500,
+// retries 0) and no sync of it logged again until the test deleted it
+// 3½ minutes later: its 1 s retry either never ran, or ran and returned
+// without an error and without writing the status. Not yet explained.
 func TestAPIServerOverload(t *testing.T) {
 	if os.Getenv("HCC_E2E_OVERLOAD") != "1" {
 		t.Skip("open finding: a Host can stall after the overload; set HCC_E2E_OVERLOAD=1 to run")
