@@ -18,8 +18,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -479,12 +477,4 @@ func countWrites(events []auditEvent, match func(*auditEvent) bool) int {
 		}
 	}
 	return n
-}
-
-// toUnstructured converts a typed object with TypeMeta set.
-func toUnstructured(b *testing.B, obj runtime.Object) *unstructured.Unstructured {
-	b.Helper()
-	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
-	require.NoError(b, err)
-	return &unstructured.Unstructured{Object: m}
 }
