@@ -114,6 +114,12 @@ func TestFailover(t *testing.T) {
 	assert.Equal(t, e.expectedSet(), actualSet(t), "exactly the planned objects")
 	writes := controllerWrites(t, offset)
 	t.Logf("%d writes by the two replicas", len(writes))
+	// Open finding: a NetworkPolicy create has been seen re-sent 11 ms
+	// after its own 201 during the standby's first passes (a 409, no
+	// change). It is logged, not failed on, until it is explained.
+	if refused := refusedCreates(writes); len(refused) > 0 {
+		t.Logf("creates refused after the controller's own write: %v", refused)
+	}
 	dups := duplicateWrites(writes)
 	assert.Empty(t, dups, "no change is written twice")
 	if len(dups) > 0 {
