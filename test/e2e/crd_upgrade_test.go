@@ -3,14 +3,11 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"maps"
-	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -130,11 +127,11 @@ func TestCRDUpgradedUnderARunningController(t *testing.T) {
 	// readers of McpServers see srv-01 change. That the annotation is
 	// synced proves the controller's informer watches again: its old
 	// watch is closed.
-	before := crdMetrics(t, ctl)
+	before := scrape(t, ctl)
 	crdPatch(t, dyn, "srv-00", "", `{"metadata":{"annotations":{"e2e.clerum.io/crd-upgrade":"touched"}}}`)
 	crdPatch(t, dyn, "srv-01", "status", `{"status":{"`+crdProbeField+`":"set by an admin"}}`)
 	e.eventually("the mcpserver reconciler synced srv-00", time.Minute, func() bool {
-		return crdMetrics(t, ctl)[`workqueue_adds_total{name="mcpserver"}`] > before[`workqueue_adds_total{name="mcpserver"}`]
+		return scrape(t, ctl)[`workqueue_adds_total{name="mcpserver"}`] > before[`workqueue_adds_total{name="mcpserver"}`]
 	})
 	crdWaitIdle(e, ctl)
 	crdAlive(t, ctl)
@@ -255,31 +252,6 @@ func crdPatch(t *testing.T, dyn dynamic.Interface, name, subresource, patch stri
 	return s.GetGeneration()
 }
 
-// crdMetrics reads the controller's /metrics: the value of every sample,
-// by its series (name and labels as exposed).
-func crdMetrics(t *testing.T, b *binary) map[string]float64 {
-	t.Helper()
-	resp, err := http.Get(b.base + "/metrics")
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode)
-	out := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		require.NoError(t, err, line)
-		out[line[:i]] = v
-	}
-	require.NoError(t, sc.Err())
-	return out
-}
-
 // crdWaitIdle waits until every workqueue of the controller is drained:
 // empty, and every item added has been processed (each add is one sync, so
 // the work-duration count catches up with the adds). A change the
@@ -287,7 +259,7 @@ func crdMetrics(t *testing.T, b *binary) map[string]float64 {
 func crdWaitIdle(e *env, b *binary) {
 	e.t.Helper()
 	e.eventually("the controller's workqueues are idle", time.Minute, func() bool {
-		m := crdMetrics(e.t, b)
+		m := scrape(e.t, b)
 		for series, adds := range m {
 			name, ok := strings.CutPrefix(series, "workqueue_adds_total")
 			if !ok {

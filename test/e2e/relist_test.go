@@ -43,6 +43,9 @@ func TestWatchRelistAfterCompaction(t *testing.T) {
 	e.fleet(3, 2)
 	e.waitConverged(2 * time.Minute)
 	e.eventually("the controller is ready", 30*time.Second, func() bool { return ready(c) })
+	// Ready Hosts and servers do not mean the NetworkPolicy pass for them
+	// has run: wait until every queue is idle before counting writes.
+	e.waitQueuesDrained(c)
 
 	// A relist over a converged cluster.
 	offset := auditOffset(t)

@@ -3,10 +3,10 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
+	"maps"
 	"net/http"
-	"strconv"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -133,56 +133,28 @@ func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool)
 
 // scrapeMetric returns the value of the sample of name whose labels
 // contain labels (e.g. `controller="netpol"`; "" for any) on b's
-// /metrics, or 0 when there is none.
+// /metrics — the first such series in sorted order — or 0 when there is
+// none.
 func scrapeMetric(t *testing.T, b *binary, name, labels string) float64 {
 	t.Helper()
-	resp, err := http.Get(b.base + "/metrics")
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode)
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		series, value, ok := strings.Cut(line, " ")
-		if !ok || strings.HasPrefix(line, "#") {
-			continue
-		}
+	m := scrape(t, b)
+	for _, series := range slices.Sorted(maps.Keys(m)) {
 		metric, set, _ := strings.Cut(series, "{")
-		if metric != name || !strings.Contains(set, labels) {
-			continue
+		if metric == name && strings.Contains(set, labels) {
+			return m[series]
 		}
-		v, err := strconv.ParseFloat(value, 64)
-		require.NoError(t, err, line)
-		return v
 	}
-	require.NoError(t, sc.Err())
 	return 0
 }
 
 // scrapeSum returns the sum of every sample of name on b's /metrics.
 func scrapeSum(t *testing.T, b *binary, name string) float64 {
 	t.Helper()
-	resp, err := http.Get(b.base + "/metrics")
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode)
 	sum := 0.0
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		series, value, ok := strings.Cut(line, " ")
-		if !ok || strings.HasPrefix(line, "#") {
-			continue
+	for series, v := range scrape(t, b) {
+		if metric, _, _ := strings.Cut(series, "{"); metric == name {
+			sum += v
 		}
-		if metric, _, _ := strings.Cut(series, "{"); metric != name {
-			continue
-		}
-		v, err := strconv.ParseFloat(value, 64)
-		require.NoError(t, err, line)
-		sum += v
 	}
-	require.NoError(t, sc.Err())
 	return sum
 }
