@@ -18,12 +18,22 @@
 // as the request leaves the process, after client-side rate limiting; what
 // it cannot stop is a request already past the check when the process is
 // paused — the window narrows to one in-flight request per client.
+//
+// A graceful handover closes that window: the elector releases the lease
+// the moment the leader's context ends, while the reconcilers' writes may
+// still be on their way. The fence closes first, then waits until the API
+// server has answered every write that passed it, and only then lets the
+// release go out. So that "answered" means the server is done with the
+// write, a write that passed the fence is not cancelled with its caller's
+// context (the caller stopping would only abandon it, not stop the server
+// from applying it): it runs to its answer, within WriteTimeout.
 package leaderfence
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"sync"
 	"time"
@@ -38,6 +48,10 @@ import (
 // passes the check at most Margin before the lease runs out arrives while
 // it is still held.
 const Margin = time.Second
+
+// WriteTimeout bounds a write that passed the fence and whose caller has
+// no deadline of its own: kube-apiserver's default request timeout.
+const WriteTimeout = time.Minute
 
 // ErrLeaseStale is the error of a write the fence refused.
 var ErrLeaseStale = errors.New("the leader lease is not known to be held")
@@ -58,6 +72,10 @@ type Fence struct {
 	// released is set once the elector gives the lease up: writes are
 	// refused from then on, as the shutdown they belong to expects.
 	released bool
+	// writes is how many writes passed the fence and are not answered
+	// yet; idle is closed each time that number falls to zero.
+	writes int
+	idle   chan struct{}
 
 	lostOnce sync.Once
 	lost     chan struct{}
@@ -78,34 +96,117 @@ func (f *Fence) Lost() <-chan struct{} { return f.lost }
 // started less than the lease duration less Margin ago.
 func (f *Fence) Check() error {
 	f.mu.Lock()
-	renewed, released := f.renewed, f.released
-	f.mu.Unlock()
-	if released {
+	defer f.mu.Unlock()
+	if f.released {
 		return fmt.Errorf("%w: released", ErrLeaseStale)
 	}
-	if renewed.IsZero() {
+	return f.heldLocked()
+}
+
+// heldLocked returns nil while the last renewal is younger than the window;
+// f.mu is held.
+func (f *Fence) heldLocked() error {
+	if f.renewed.IsZero() {
 		return fmt.Errorf("%w: not acquired", ErrLeaseStale)
 	}
-	if age := f.clock.Since(renewed); age >= f.window {
+	if age := f.clock.Since(f.renewed); age >= f.window {
 		return fmt.Errorf("%w: last renewed %s ago, lease %s (less a %s margin)", ErrLeaseStale, age.Round(time.Millisecond), f.lease, Margin)
 	}
 	return nil
 }
 
+// admit checks the fence for one write and, when it passes, counts the
+// write as in flight until done is called. The check and the count are
+// one step, so a release that closed the fence waits for every write that
+// passed it.
+func (f *Fence) admit() (done func(), err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.released {
+		return nil, fmt.Errorf("%w: released", ErrLeaseStale)
+	}
+	if err := f.heldLocked(); err != nil {
+		return nil, err
+	}
+	if f.writes == 0 {
+		f.idle = make(chan struct{})
+	}
+	f.writes++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			if f.writes--; f.writes == 0 {
+				close(f.idle)
+			}
+		})
+	}, nil
+}
+
+// closeForRelease closes the fence for good and returns a channel closed
+// once no write that passed it is in flight, and how many are.
+func (f *Fence) closeForRelease() (<-chan struct{}, int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.heldLocked(); err != nil {
+		return nil, 0, err
+	}
+	f.released = true
+	if f.writes == 0 {
+		done := make(chan struct{})
+		close(done)
+		return done, 0, nil
+	}
+	return f.idle, f.writes, nil
+}
+
 // WrapTransport gates rt for a rest.Config's WrapTransport: POST, PUT,
 // PATCH and DELETE are refused with ErrLeaseStale unless Check passes;
-// reads always pass. The first refusal logs an error and closes Lost.
+// reads always pass. The first refusal logs an error and closes Lost. A
+// write that passes is counted in flight until its answer arrives, and is
+// not cancelled with its caller's context: it ends at its caller's
+// deadline, or after WriteTimeout when there is none.
 func (f *Fence) WrapTransport(rt http.RoundTripper) http.RoundTripper {
 	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
 		switch req.Method {
 		case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
-			if err := f.Check(); err != nil {
-				f.refused(req, err)
-				return nil, err
-			}
+		default:
+			return rt.RoundTrip(req)
 		}
-		return rt.RoundTrip(req)
+		done, err := f.admit()
+		if err != nil {
+			f.refused(req, err)
+			return nil, err
+		}
+		defer done()
+		// Context deadlines are wall-clock time, whatever f's clock.
+		deadline, ok := req.Context().Deadline()
+		if !ok {
+			deadline = time.Now().Add(WriteTimeout)
+		}
+		ctx, cancel := context.WithDeadline(context.WithoutCancel(req.Context()), deadline)
+		resp, err := rt.RoundTrip(req.WithContext(ctx))
+		if err != nil {
+			cancel()
+			return nil, err
+		}
+		resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+		return resp, nil
 	})
+}
+
+// cancelOnClose ends a write's context once its caller has read the
+// answer.
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (b *cancelOnClose) Close() error {
+	err := b.ReadCloser.Close()
+	b.cancel()
+	return err
 }
 
 func (f *Fence) refused(req *http.Request, err error) {
@@ -143,19 +244,31 @@ func (l *lock) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord
 
 // write records a successful acquire or renewal at the time its request
 // started. A record naming no holder is the elector's release: the fence
-// closes before it is sent (the standby may take over the moment it lands),
-// and a release of a lease not known to be held is not sent at all — after
-// a pause the elector may still believe it leads, and releasing would
-// overwrite the new leader's record.
+// closes before it is sent (the standby may take over the moment it lands)
+// and the release waits until every write that passed the fence has been
+// answered. A release of a lease not known to be held is not sent at all —
+// after a pause the elector may still believe it leads, and releasing would
+// overwrite the new leader's record — and neither is one whose writes are
+// still in flight when ctx ends: the lease then runs out instead.
 func (l *lock) write(ctx context.Context, ler resourcelock.LeaderElectionRecord, send func(context.Context, resourcelock.LeaderElectionRecord) error) error {
 	f := l.fence
 	if ler.HolderIdentity != l.Identity() {
-		if err := f.Check(); err != nil {
+		idle, writes, err := f.closeForRelease()
+		if err != nil {
 			return fmt.Errorf("not releasing the lease: %w", err)
 		}
+		select {
+		case <-idle:
+		case <-ctx.Done():
+			return fmt.Errorf("not releasing the lease: %d writes still in flight: %w", writes, ctx.Err())
+		}
+		// Waiting took time: the lease must still be held.
 		f.mu.Lock()
-		f.released = true
+		err = f.heldLocked()
 		f.mu.Unlock()
+		if err != nil {
+			return fmt.Errorf("not releasing the lease: %w", err)
+		}
 		return send(ctx, ler)
 	}
 	started := f.clock.Now()

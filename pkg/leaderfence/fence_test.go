@@ -155,3 +155,123 @@ func TestAStaleReleaseIsNotSent(t *testing.T) {
 	assert.ErrorIs(t, err, ErrLeaseStale)
 	assert.Len(t, x.lock.sent, 1, "only the renewal was sent")
 }
+
+// blockingServer answers a request only once release is closed, and tells
+// arrived when one is waiting; gone is closed when a request's context
+// ends before its answer (the client gave it up).
+type blockingServer struct {
+	arrived chan struct{}
+	release chan struct{}
+	gone    chan struct{}
+}
+
+func newBlockingServer(t *testing.T) (*blockingServer, string) {
+	t.Helper()
+	b := &blockingServer{arrived: make(chan struct{}, 1), release: make(chan struct{}), gone: make(chan struct{}, 1)}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b.arrived <- struct{}{}
+		select {
+		case <-b.release:
+		case <-r.Context().Done():
+			b.gone <- struct{}{}
+		}
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() {
+		select {
+		case <-b.release:
+		default:
+			close(b.release)
+		}
+	})
+	return b, srv.URL
+}
+
+// A graceful handover: the release waits until the API server has
+// answered the write that passed the fence before it, and that write is
+// not abandoned when its caller's context ends (the reconcilers stop as
+// the release goes out).
+func TestAReleaseWaitsForTheWritesInFlight(t *testing.T) {
+	x := newFixture(t)
+	require.NoError(t, x.locked.Update(context.Background(), held))
+	srv, url := newBlockingServer(t)
+
+	callerCtx, stopCaller := context.WithCancel(context.Background())
+	written := make(chan error, 1)
+	go func() {
+		req, err := http.NewRequestWithContext(callerCtx, http.MethodPost, url, nil)
+		if err != nil {
+			written <- err
+			return
+		}
+		resp, err := x.client.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		written <- err
+	}()
+	<-srv.arrived
+	stopCaller() // the leader's context ends
+
+	released := make(chan error, 1)
+	go func() { released <- x.locked.Update(context.Background(), resourcelock.LeaderElectionRecord{}) }()
+	select {
+	case err := <-released:
+		t.Fatalf("the release went out while a write was in flight: %v", err)
+	case <-srv.gone:
+		t.Fatal("the write was abandoned with its caller's context")
+	case <-time.After(200 * time.Millisecond):
+	}
+	assert.ErrorIs(t, x.do(t, http.MethodPost), ErrLeaseStale, "the fence is closed while the release waits")
+	assert.Len(t, x.lock.sent, 1, "only the renewal was sent")
+
+	close(srv.release)
+	require.NoError(t, <-written, "the write ran to its answer")
+	require.NoError(t, <-released)
+	assert.Len(t, x.lock.sent, 2, "the release went out after the answer")
+	assert.False(t, lost(x.fence))
+}
+
+// A write still in flight when the elector's release deadline passes
+// keeps the release from being sent: the lease runs out instead, as after
+// a crash.
+func TestAReleaseIsNotSentWhileAWriteIsInFlight(t *testing.T) {
+	x := newFixture(t)
+	require.NoError(t, x.locked.Update(context.Background(), held))
+	srv, url := newBlockingServer(t)
+	go func() {
+		req, _ := http.NewRequest(http.MethodDelete, url, nil)
+		if resp, err := x.client.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	<-srv.arrived
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	err := x.locked.Update(ctx, resourcelock.LeaderElectionRecord{})
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.ErrorContains(t, err, "1 writes still in flight")
+	assert.Len(t, x.lock.sent, 1, "the release was not sent")
+}
+
+// The lease may run out while the release waits for a write: it is then
+// not sent either.
+func TestAReleaseAfterALongWaitIsNotSent(t *testing.T) {
+	x := newFixture(t)
+	require.NoError(t, x.locked.Update(context.Background(), held))
+	srv, url := newBlockingServer(t)
+	go func() {
+		req, _ := http.NewRequest(http.MethodPut, url, nil)
+		if resp, err := x.client.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	<-srv.arrived
+	released := make(chan error, 1)
+	go func() { released <- x.locked.Update(context.Background(), resourcelock.LeaderElectionRecord{}) }()
+	time.Sleep(50 * time.Millisecond) // the release is waiting
+	x.clock.Step(lease)
+	close(srv.release)
+	assert.ErrorIs(t, <-released, ErrLeaseStale)
+	assert.Len(t, x.lock.sent, 1, "the release was not sent")
+}

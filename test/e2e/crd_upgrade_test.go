@@ -77,7 +77,7 @@ func TestCRDUpgradedUnderARunningController(t *testing.T) {
 	e.fleet(3, 1)
 	e.waitConverged(3 * time.Minute)
 	t.Logf("converged %s after the start", time.Since(started).Round(time.Millisecond))
-	crdWaitIdle(e, ctl)
+	e.waitQueuesIdle(ctl)
 
 	// The CRD as the cluster holds it, to restore at the end: the cluster
 	// is shared by the whole package.
@@ -133,7 +133,7 @@ func TestCRDUpgradedUnderARunningController(t *testing.T) {
 	e.eventually("the mcpserver reconciler synced srv-00", time.Minute, func() bool {
 		return scrape(t, ctl)[`workqueue_adds_total{name="mcpserver"}`] > before[`workqueue_adds_total{name="mcpserver"}`]
 	})
-	crdWaitIdle(e, ctl)
+	e.waitQueuesIdle(ctl)
 	crdAlive(t, ctl)
 	crdNoWrites(t, offset, nil, "after the CRD change and changes of no generation, the controller writes nothing")
 
@@ -152,7 +152,7 @@ func TestCRDUpgradedUnderARunningController(t *testing.T) {
 			crdConditionAt(s.Status.Conditions, clerumv1alpha1.ConditionExternalEgressReady, gen), nil
 	})
 	require.NoError(t, err, "the controller did not judge srv-01's generation %d ready; its status: %+v", gen, last.Status)
-	crdWaitIdle(e, ctl)
+	e.waitQueuesIdle(ctl)
 	crdAlive(t, ctl)
 	statusWrites := map[string]int{} // by field manager
 	var events int
@@ -250,27 +250,6 @@ func crdPatch(t *testing.T, dyn dynamic.Interface, name, subresource, patch stri
 	s, err := dyn.Resource(crdServerGVR).Namespace("mcp-server").Patch(context.Background(), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}, sub...)
 	require.NoError(t, err)
 	return s.GetGeneration()
-}
-
-// crdWaitIdle waits until every workqueue of the controller is drained:
-// empty, and every item added has been processed (each add is one sync, so
-// the work-duration count catches up with the adds). A change the
-// informers delivered before the call has then been synced.
-func crdWaitIdle(e *env, b *binary) {
-	e.t.Helper()
-	e.eventually("the controller's workqueues are idle", time.Minute, func() bool {
-		m := scrape(e.t, b)
-		for series, adds := range m {
-			name, ok := strings.CutPrefix(series, "workqueue_adds_total")
-			if !ok {
-				continue
-			}
-			if m["workqueue_depth"+name] != 0 || m["workqueue_work_duration_seconds_count"+name] != adds {
-				return false
-			}
-		}
-		return true
-	})
 }
 
 // crdAlive fails the test if the controller exited or logged a panic or

@@ -205,8 +205,15 @@ func shippedEnv(t *testing.T, path string) []string {
 
 func (e *env) eventually(what string, timeout time.Duration, cond func() bool) {
 	e.t.Helper()
+	eventually(e.t, what, timeout, cond)
+}
+
+// eventually polls cond every 200 ms until it holds, and fails t (what
+// names the wait) once timeout passes.
+func eventually(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
 	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, func(context.Context) (bool, error) { return cond(), nil })
-	require.NoError(e.t, err, what)
+	require.NoError(t, err, what)
 }
 
 // create creates obj (a typed clerum.io or core object) as the admin and

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -47,4 +48,35 @@ func queueAdds(name string) string { return `workqueue_adds_total{name="` + name
 // kind (full or defaults).
 func netpolPasses(kind string) string {
 	return `clerum_hcc_netpol_pass_duration_seconds_count{kind="` + kind + `",result="success"}`
+}
+
+// waitQueuesIdle waits until every work queue of b is idle on two reads a
+// second apart: empty, no item in progress, and every item added processed
+// (workqueue_work_duration_seconds_count equals workqueue_adds_total).
+func (e *env) waitQueuesIdle(b *binary) {
+	e.t.Helper()
+	idle := 0
+	e.eventually("the work queues of "+b.name+" are idle", time.Minute, func() bool {
+		if queuesIdle(scrape(e.t, b)) {
+			idle++
+		} else {
+			idle = 0
+		}
+		time.Sleep(time.Second)
+		return idle >= 2
+	})
+}
+
+func queuesIdle(m map[string]float64) bool {
+	for series, adds := range m {
+		name, ok := strings.CutPrefix(series, "workqueue_adds_total")
+		if !ok {
+			continue
+		}
+		if m["workqueue_depth"+name] != 0 || m["workqueue_unfinished_work_seconds"+name] != 0 ||
+			m["workqueue_work_duration_seconds_count"+name] != adds {
+			return false
+		}
+	}
+	return true
 }

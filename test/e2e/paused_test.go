@@ -102,6 +102,62 @@ func TestPausedLeader(t *testing.T) {
 	assert.Empty(t, late, "replica-a writes nothing after its lease ran out")
 }
 
+// A graceful handover (a rollout, a drain): the leader is sent SIGTERM in
+// the middle of convergence, its writes queued behind a slow client. The
+// API server has answered every write of the old leader before the standby
+// acquires the Lease (the fence drains the writes in flight before the
+// release goes out; docs/deploy.md, "Failover"); the release is still sent,
+// so the standby takes over on one of its next polls rather than when the
+// lease runs out; the old leader exits 0; the standby converges to exactly
+// the planned objects.
+func TestGracefulHandover(t *testing.T) {
+	e := newEnv(t)
+	slow := []string{"HCC_KUBE_API_QPS=10", "HCC_KUBE_API_BURST=10"}
+	a := e.startController("replica-a", slow...)
+	e.eventually("replica-a leads", 30*time.Second, func() bool { return holder(lease(t)) == "replica-a" })
+	e.startController("replica-b", slow...)
+	defer e.cleanUp()
+	offset := auditOffset(t)
+
+	e.fleet(16, 2)
+	e.waitMidConvergence()
+	stopped := time.Now()
+	require.NoError(t, a.Stop())
+	assert.NoError(t, a.Err(), "a leader shutting down exits 0 within the grace period")
+
+	var taken *coordinationv1.Lease
+	e.eventually("replica-b takes over", 30*time.Second, func() bool {
+		l := lease(t)
+		if holder(l) == "replica-b" {
+			taken = l
+		}
+		return taken != nil
+	})
+	acquired := taken.Spec.AcquireTime.Time
+	// Released, the Lease is taken on one of the standby's next polls,
+	// each up to 2.2 retry periods apart; unreleased, not before the lease
+	// has run out (lease − retry after the stop at the earliest: 5 s).
+	bound := 2 * time.Duration(float64(retrySec)*2.2*float64(time.Second))
+	t.Logf("replica-b acquired %s after the SIGTERM (bound %s)", acquired.Sub(stopped).Round(time.Millisecond), bound)
+	assert.Less(t, acquired.Sub(stopped), bound, "the old leader released the Lease")
+
+	e.waitConverged(3 * time.Minute)
+	assert.Equal(t, e.expectedSet(), actualSet(t), "exactly the planned objects")
+	var late []string
+	answered := 0
+	writesA := writesBy(t, offset, "replica-a")
+	for _, w := range writesA {
+		if !w.Stage.Before(stopped) {
+			answered++
+		}
+		if !w.Stage.Before(acquired) {
+			late = append(late, w.Stage.Format(time.RFC3339Nano)+" "+describe(w))
+		}
+	}
+	t.Logf("replica-a: %d writes, %d answered after its SIGTERM; replica-b acquired at %s", len(writesA), answered, acquired.Format(time.RFC3339Nano))
+	assert.Empty(t, late, "every write of the old leader was answered before the standby took over")
+}
+
 // writesBy returns every mutating request (any verb, any answer) the
 // reconcilers of replica identity made after offset in the audit log
 // (controllerWrites, told apart by the user agent, which names the

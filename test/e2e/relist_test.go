@@ -45,7 +45,7 @@ func TestWatchRelistAfterCompaction(t *testing.T) {
 	e.eventually("the controller is ready", 30*time.Second, func() bool { return ready(c) })
 	// Ready Hosts and servers do not mean the NetworkPolicy pass for them
 	// has run: wait until every queue is idle before counting writes.
-	e.waitQueuesDrained(c)
+	e.waitQueuesIdle(c)
 
 	// A relist over a converged cluster.
 	offset := auditOffset(t)
@@ -54,7 +54,7 @@ func TestWatchRelistAfterCompaction(t *testing.T) {
 	breakWatches(t, c, func() {})
 	e.waitRelisted(proxy, tooOld)
 	e.eventually("the relisted objects are taken in", 30*time.Second, func() bool { return scrapeSum(t, c, "workqueue_adds_total") > adds })
-	e.waitQueuesDrained(c)
+	e.waitQueuesIdle(c)
 	var what []string
 	for _, w := range controllerWrites(t, offset) {
 		what = append(what, describe(w))
@@ -149,22 +149,6 @@ func startProxy(t *testing.T) (*controlplane.FaultProxy, string) {
 	kubeconfig, err := proxy.WriteKubeconfig(controllerUser, "system:serviceaccounts", "system:serviceaccounts:control-plane")
 	require.NoError(t, err)
 	return proxy, kubeconfig
-}
-
-// waitQueuesDrained waits until every work queue of c is empty and idle
-// on two reads a second apart.
-func (e *env) waitQueuesDrained(c *binary) {
-	e.t.Helper()
-	idle := 0
-	e.eventually("the work queues drain", time.Minute, func() bool {
-		if scrapeSum(e.t, c, "workqueue_depth") == 0 && scrapeSum(e.t, c, "workqueue_unfinished_work_seconds") == 0 {
-			idle++
-		} else {
-			idle = 0
-		}
-		time.Sleep(time.Second)
-		return idle >= 2
-	})
 }
 
 func equalSets(a, b []string) bool { return strings.Join(a, "\n") == strings.Join(b, "\n") }

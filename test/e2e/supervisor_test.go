@@ -108,7 +108,7 @@ func (s *supervisor) loop(p *controlplane.Process) {
 			return
 		}
 		log, _ := os.ReadFile(s.logPath(run))
-		why, ok := classifyExit(p.Err(), string(log))
+		why, ok := classifyExit(p, string(log))
 		s.exits = append(s.exits, fmt.Sprintf("run %d: %s", run, why))
 		if !ok {
 			s.bad = append(s.bad, fmt.Sprintf("run %d: %s\n%s", run, why, p.LogTail(40)))
@@ -137,25 +137,25 @@ func (s *supervisor) loop(p *controlplane.Process) {
 	}
 }
 
-// classifyExit says why a run ended and whether a healthy binary may end
+// classifyExit says why run p ended and whether a healthy binary may end
 // that way under the faults the scenarios inject: losing the leader lease
 // (the API server was away past the renew deadline: the binary exits by
 // design, runLeaderElected in cmd/hcc-controller) or finding the API server
-// unreachable at start.
-// Anything else — a data race (the race detector's exit status 66, or its
-// report in the log), a panic, another error — fails the test. (Kept in one
-// function so the harness's own exit-status check can replace it.)
-func classifyExit(err error, log string) (string, bool) {
-	code := 0
-	var exit *exec.ExitError
-	if errors.As(err, &exit) {
-		code = exit.ExitCode()
-	} else if err != nil {
+// unreachable at start. The harness's own check (Process.Unexpected) rules
+// first, with the exit expected: a data race — the race detector's exit
+// status 66, or its report in the log — or a failure to wait fails the
+// test. So do a panic and any other exit.
+func classifyExit(p *controlplane.Process, log string) (string, bool) {
+	p.ExpectExit()
+	if err := p.Unexpected(); err != nil {
 		return err.Error(), false
 	}
+	code := 0
+	var exit *exec.ExitError
+	if errors.As(p.Err(), &exit) {
+		code = exit.ExitCode()
+	}
 	switch {
-	case strings.Contains(log, "WARNING: DATA RACE"):
-		return fmt.Sprintf("exit %d: data race", code), false
 	case strings.Contains(log, "panic:"):
 		return fmt.Sprintf("exit %d: panic", code), false
 	case code == 1 && strings.Contains(log, "lost the leader lease"):
@@ -196,9 +196,10 @@ func (s *supervisor) stop() {
 	s.mu.Unlock()
 	_ = p.Stop()
 	<-s.done
-	// The last run was stopped on purpose: only a race it reported fails.
-	if log, _ := os.ReadFile(s.logPath(run)); strings.Contains(string(log), "WARNING: DATA RACE") {
-		s.bad = append(s.bad, fmt.Sprintf("run %d: data race\n%s", run, p.LogTail(40)))
+	// The last run was stopped on purpose: only what the harness's check
+	// finds (a race it reported) fails.
+	if err := p.Unexpected(); err != nil {
+		s.bad = append(s.bad, fmt.Sprintf("run %d: %v\n%s", run, err, p.LogTail(40)))
 	}
 	for _, b := range s.bad {
 		s.t.Errorf("%s: %s", s.name, b)

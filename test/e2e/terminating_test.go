@@ -99,13 +99,13 @@ func holdNamespaceTerminating(t *testing.T, ns string) {
 		_, err = kube.RbacV1().RoleBindings(ns).Patch(ctx, meta.Name, types.MergePatchType, release, metav1.PatchOptions{})
 		assert.NoError(t, ignoreNotFound(err))
 		_ = kube.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
-		waitFor(t, "namespace "+ns+" is gone", 2*time.Minute, func() bool {
+		eventually(t, "namespace "+ns+" is gone", 2*time.Minute, func() bool {
 			_, err := kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
 			return ignoreNotFound(err) == nil && err != nil
 		})
 	})
 	require.NoError(t, kube.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}))
-	waitFor(t, "namespace "+ns+" is Terminating with only the held objects left", time.Minute, func() bool {
+	eventually(t, "namespace "+ns+" is Terminating with only the held objects left", time.Minute, func() bool {
 		got, err := kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
 		if err != nil || got.Status.Phase != corev1.NamespaceTerminating {
 			return false
@@ -117,18 +117,6 @@ func holdNamespaceTerminating(t *testing.T, ns string) {
 		}
 		return false
 	})
-}
-
-// waitFor polls cond every 200 ms until it holds or timeout passes.
-func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting until %s", timeout, what)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
 }
 
 // scrapeMetric returns the value of the sample of name whose labels

@@ -93,6 +93,7 @@ func (l *Loop[K]) ProcessNext(ctx context.Context) bool {
 		return false
 	}
 	defer l.Queue.Done(key)
+	start := time.Now()
 	res, err := l.sync(ctx, key)
 	if err != nil && ctx.Err() != nil {
 		// Shutting down: the sync was cut short, not failed. The key stays
@@ -100,7 +101,7 @@ func (l *Loop[K]) ProcessNext(ctx context.Context) bool {
 		l.Queue.Forget(key)
 		return true
 	}
-	l.handle(key, res, err)
+	l.handle(key, res, err, time.Since(start))
 	return true
 }
 
@@ -114,11 +115,12 @@ func (l *Loop[K]) sync(ctx context.Context, key K) (res Result, err error) {
 	return l.Sync(ctx, key)
 }
 
-func (l *Loop[K]) handle(key K, res Result, err error) {
+func (l *Loop[K]) handle(key K, res Result, err error, took time.Duration) {
 	field, value := l.logKey(key)
 	log := l.Log.With().Str(LogController, l.Name).Str(field, value).Logger()
 	switch {
 	case err == nil:
+		log.Debug().Dur("took", took).Dur("requeueAfter", res.RequeueAfter).Msg("synced")
 		l.Queue.Forget(key)
 		if res.RequeueAfter > 0 {
 			l.Queue.AddAfter(key, res.RequeueAfter)

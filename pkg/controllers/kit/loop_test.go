@@ -115,7 +115,7 @@ func TestLoopErrorPolicy(t *testing.T) {
 		counted   bool // an error the metric counts
 		wantLevel string
 	}{
-		{name: "success forgets the key", err: nil},
+		{name: "success forgets the key, noted at debug", err: nil, wantLevel: "debug"},
 		{name: "a NotFound of the key's own object is absorbed", err: apierrors.NewNotFound(gr, "s1"), wantLevel: "debug"},
 		{name: "a lister NotFound (singular resource) is absorbed", err: apierrors.NewNotFound(clerumv1alpha1.Resource("mcpserver"), "s1"), wantLevel: "debug"},
 		{name: "a NotFound of a child of the same name is an error", err: apierrors.NewNotFound(schema.GroupResource{Group: "apps", Resource: "deployments"}, "s1"), retried: true, counted: true, wantLevel: "error"},
