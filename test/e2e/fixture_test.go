@@ -69,10 +69,37 @@ func newEnv(t *testing.T) *env {
 	// Each scenario calls e.cleanUp itself, while a controller still runs
 	// to delete the children.
 	e := &env{t: t, controlAPI: s, devURL: srv.URL, created: map[string][]byte{}}
+	e.keepAuditOnFailure()
 	// The Host pods' configuration, as deploy/base ships it: a Host does
 	// not start without it. deploy/examples applies its own over it.
 	e.createFile(filepath.Join(repoRoot, "deploy", "base", "mcp-host", "configmap.yaml"))
 	return e
+}
+
+// keepAuditOnFailure copies the part of the audit log the test wrote into
+// its log directory if it fails with HCC_E2E_LOG_DIR set: every request of
+// the scenario, to be read with the binaries' logs.
+func (e *env) keepAuditOnFailure() {
+	if os.Getenv("HCC_E2E_LOG_DIR") == "" {
+		return
+	}
+	offset := auditOffset(e.t)
+	e.t.Cleanup(func() {
+		if !e.t.Failed() {
+			return
+		}
+		raw, err := os.ReadFile(cluster.AuditLog())
+		if err != nil || int64(len(raw)) < offset {
+			e.t.Logf("keeping the audit log: %v", err)
+			return
+		}
+		path := filepath.Join(e.logDir(), "audit.log")
+		if err := os.WriteFile(path, raw[offset:], 0o644); err != nil {
+			e.t.Logf("keeping the audit log: %v", err)
+			return
+		}
+		e.t.Logf("the scenario's audit log: %s", path)
+	})
 }
 
 // controllerEnv is the shipped configuration (deploy/base) with the local
@@ -151,6 +178,20 @@ func (e *env) start(name, identity, kubeconfig string, environ func(port int) []
 	}
 }
 
+// logDir is where the binaries a test starts log: a directory of the
+// test's own under $HCC_E2E_LOG_DIR when that is set (kept after the run,
+// for a failure to be read whole), else a temporary one.
+func (e *env) logDir() string {
+	e.t.Helper()
+	root := os.Getenv("HCC_E2E_LOG_DIR")
+	if root == "" {
+		return e.t.TempDir()
+	}
+	dir, err := os.MkdirTemp(root, strings.NewReplacer("/", "-").Replace(e.t.Name())+"-")
+	require.NoError(e.t, err)
+	return dir
+}
+
 // startOnce is one attempt of start; the binary it returns has exited if
 // the error is not nil.
 func (e *env) startOnce(name, identity, kubeconfig string, environ func(port int) []string) (*binary, error) {
@@ -158,7 +199,7 @@ func (e *env) startOnce(name, identity, kubeconfig string, environ func(port int
 	dir, err := binaries()
 	require.NoError(e.t, err)
 	port := testenv.FreePort(e.t)
-	log := filepath.Join(e.t.TempDir(), name+"-"+identity+".log")
+	log := filepath.Join(e.logDir(), name+"-"+identity+".log")
 	p, err := controlplane.StartProcess(name, filepath.Join(dir, name), []string{"--kubeconfig", kubeconfig}, append(controlplane.BinaryEnv(), environ(port)...), log)
 	require.NoError(e.t, err)
 	b := &binary{Process: p, name: name + " " + identity, base: fmt.Sprintf("http://127.0.0.1:%d", port), log: log}
@@ -297,6 +338,16 @@ func actualSet(t *testing.T) []string {
 	return set
 }
 
+// notReady is " (Reason: message)" of the Ready condition in conds, so a
+// convergence that times out says why; "" without one.
+func notReady(conds []metav1.Condition) string {
+	c := meta.FindStatusCondition(conds, clerumv1alpha1.ConditionReady)
+	if c == nil {
+		return ""
+	}
+	return fmt.Sprintf(" (%s: %s)", c.Reason, c.Message)
+}
+
 // converged reports whether every McpServer, Host and file system says
 // ready for its generation and every Deployment HCC wrote is available.
 // The McpServers and Hosts in blocked ("Kind name") need only have been
@@ -327,7 +378,7 @@ func converged(t *testing.T, blocked ...string) (bool, string) {
 			continue
 		}
 		if h.Status.ObservedGeneration != h.Generation || !meta.IsStatusConditionTrue(h.Status.Conditions, clerumv1alpha1.ConditionReady) {
-			return false, "Host " + h.Name
+			return false, "Host " + h.Name + notReady(h.Status.Conditions)
 		}
 	}
 	sfs, err := hcc.ClerumV1alpha1().SharedFileSystems(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})

@@ -68,7 +68,7 @@ func (e *env) superviseController(identity string, extra ...string) *supervisor 
 		args:    []string{"--kubeconfig", controllerKubeconfig},
 		environ: append(controlplane.BinaryEnv(), e.controllerEnv(identity, port, extra...)...),
 		base:    fmt.Sprintf("http://127.0.0.1:%d", port),
-		logDir:  e.t.TempDir(),
+		logDir:  e.logDir(),
 		done:    make(chan struct{}),
 	}
 	first, err := s.start(0)

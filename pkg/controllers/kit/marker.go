@@ -22,18 +22,27 @@ import (
 //
 // It also remembers, per name, the child this process marked: an informer
 // can deliver the create before the update that marked it, and the child
-// is not to be judged unmarked meanwhile. A nil Marker, or one of a zero
-// Key, marks nothing and finds nothing marked.
+// is not to be judged unmarked meanwhile. And it remembers a child this
+// process created but could not mark (the update after the create failed):
+// the UID is the one the create returned, so the child is HCC's, and the
+// next Ensure writes its mark — without that memory, a claim the volume
+// binder bound in between would be refused for good as an unmarked claim
+// with a volume. A nil Marker, or one of a zero Key, marks nothing and
+// finds nothing marked.
 type Marker struct {
 	key mark.Key
 
 	mu sync.Mutex
 	// marked is, per child name, the child UID and owner UID this process
-	// marked: one entry per name, replaced when the name is created again.
+	// marked, or created and has yet to mark (pending): one entry per name,
+	// replaced when the name is created again.
 	marked map[types.NamespacedName]markedPair
 }
 
-type markedPair struct{ child, owner types.UID }
+type markedPair struct {
+	child, owner types.UID
+	pending      bool
+}
 
 // NewMarker returns a Marker signing with key (mark.NewKey(secret,
 // mark.PurposeClaim) for claims).
@@ -63,19 +72,39 @@ func markFields(owner Owner, obj metav1.Object) []string {
 // Remembered reports whether this process marked obj (this UID) for owner,
 // whatever the copy in hand shows of the mark.
 func (m *Marker) Remembered(owner Owner, obj metav1.Object) bool {
+	p, ok := m.lookup(owner, obj)
+	return ok && !p.pending
+}
+
+// Unmarked reports whether this process created obj (this UID) for owner
+// and has not marked it yet: the child is HCC's, and its mark is owed.
+func (m *Marker) Unmarked(owner Owner, obj metav1.Object) bool {
+	p, ok := m.lookup(owner, obj)
+	return ok && p.pending
+}
+
+func (m *Marker) lookup(owner Owner, obj metav1.Object) (markedPair, bool) {
 	if !m.usable() || obj.GetUID() == "" {
-		return false
+		return markedPair{}, false
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	p, ok := m.marked[types.NamespacedName{Namespace: obj.GetNamespace(), Name: obj.GetName()}]
-	return ok && p.child == obj.GetUID() && p.owner == owner.Object.GetUID()
+	return p, ok && p.child == obj.GetUID() && p.owner == owner.Object.GetUID()
 }
 
-func (m *Marker) remember(owner Owner, obj metav1.Object) {
+// remember records that this process marked obj for owner.
+func (m *Marker) remember(owner Owner, obj metav1.Object) { m.record(owner, obj, false) }
+
+// rememberCreated records that this process created obj for owner and
+// could not mark it.
+func (m *Marker) rememberCreated(owner Owner, obj metav1.Object) { m.record(owner, obj, true) }
+
+func (m *Marker) record(owner Owner, obj metav1.Object, pending bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.marked[types.NamespacedName{Namespace: obj.GetNamespace(), Name: obj.GetName()}] = markedPair{obj.GetUID(), owner.Object.GetUID()}
+	m.marked[types.NamespacedName{Namespace: obj.GetNamespace(), Name: obj.GetName()}] = markedPair{
+		child: obj.GetUID(), owner: owner.Object.GetUID(), pending: pending}
 }
 
 // WithMarker returns k whose children Ensure marks right after creating

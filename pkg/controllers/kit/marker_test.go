@@ -167,6 +167,51 @@ func TestClaimMarks(t *testing.T) {
 		requireForeignVolume(t, err) // another process has only what the copy says
 	})
 
+	t.Run("a claim whose mark failed after the create is marked by the next Ensure, though the binder bound it", func(t *testing.T) {
+		f := claimFixture()
+		kind := marked()
+		var fail atomic.Bool
+		fail.Store(true)
+		f.kube.PrependReactor("update", "persistentvolumeclaims", func(clienttesting.Action) (bool, runtime.Object, error) {
+			if fail.Load() {
+				return true, nil, apierrors.NewInternalError(errors.New("overloaded"))
+			}
+			return false, nil, nil
+		})
+		_, action, err := kit.Ensure(ctx, f.children, kind, owner, nil, buildPVC(ns, "h1-workspace", "h1"))
+		assert.Equal(t, kit.ActionCreate, action)
+		require.ErrorContains(t, err, "marking PersistentVolumeClaim")
+		// The binder binds it to a static volume before the retry.
+		bound := bindTo(t, f, "h1-workspace", "local-pv-21")
+		require.Empty(t, bound.Annotations[mark.Annotation])
+
+		_, _, err = kit.Ensure(ctx, f.children, kind, owner, bound, buildPVC(ns, "h1-workspace", "h1"))
+		require.ErrorContains(t, err, "overloaded", "still unmarked, still owed")
+		assert.Empty(t, f.refused, "a claim this process created is not refused")
+
+		fail.Store(false)
+		f.kube.ClearActions()
+		got, action, err := kit.Ensure(ctx, f.children, kind, owner, bound, buildPVC(ns, "h1-workspace", "h1"))
+		require.NoError(t, err)
+		assert.Equal(t, kit.ActionUpdate, action)
+		assert.Equal(t, []string{"update persistentvolumeclaims"}, f.writes(), "the owed mark, in one update")
+		assert.Equal(t, "local-pv-21", got.Spec.VolumeName, "the binder's write is kept")
+		live := getClaim(t, f, "h1-workspace")
+		assert.True(t, kit.NewMarker(claimKey).Verify(owner, live), "the claim is marked")
+
+		// Marked now: a stale copy without the mark sends nothing.
+		f.kube.ClearActions()
+		_, action, err = kit.Ensure(ctx, f.children, kind, owner, bound, buildPVC(ns, "h1-workspace", "h1"))
+		require.NoError(t, err)
+		assert.Equal(t, kit.ActionNone, action)
+		assert.Empty(t, f.writes())
+
+		// Another process (a restart before the mark) has only what the
+		// claim says: unmarked with a static volume is refused.
+		_, _, err = kit.Ensure(ctx, f.children, marked(), owner, bound, buildPVC(ns, "h1-workspace", "h1"))
+		requireForeignVolume(t, err)
+	})
+
 	t.Run("a forged claim pre-created with HCC's labels and a volume is refused", func(t *testing.T) {
 		forged := withRef(buildPVC(ns, "h1-workspace", "h1"), liveHost)
 		forged.Spec.VolumeName = "another-pv"

@@ -318,6 +318,9 @@ func Ensure[T Child](ctx context.Context, c *Children, kind Kind[T], owner Owner
 			// The mark names the UID the create just gave the child.
 			marked, err := MarkCreated(ctx, c, kind, created, func(o T) string { return kind.marker.Sign(owner, o) })
 			if err != nil {
+				// Owed: the next Ensure marks it, whatever the volume
+				// binder did to it meanwhile.
+				kind.marker.rememberCreated(owner, created)
 				return zero, ActionCreate, err
 			}
 			kind.marker.remember(owner, marked)
@@ -357,6 +360,9 @@ func Ensure[T Child](ctx context.Context, c *Children, kind Kind[T], owner Owner
 		return zero, ActionNone, err
 	}
 	c.forget(kind.Name, updated)
+	if kind.marker.Unmarked(owner, updated) && kind.marker.Verify(owner, updated) {
+		kind.marker.remember(owner, updated) // the owed mark is written
+	}
 	if action == ActionTakeOver {
 		c.recorder.Eventf(owner.Object, corev1.EventTypeNormal, reasons.EventTakenOver,
 			"took over %s %s/%s: its controller reference named no %s, or one that no longer exists",
@@ -421,10 +427,13 @@ func Plan[T Child](kind Kind[T], owner Owner, live, desired T) (T, Action, error
 // and marks write when live is HCC's but not marked: the take-over of an
 // unmarked child writes the mark in the same update. A child this process
 // marked whose copy in hand lacks the mark (the cache is behind) is left
-// without, so that no update is sent from the stale copy.
+// without, so that no update is sent from the stale copy. A child this
+// process created and could not mark (Marker.Unmarked) is trusted as
+// marked — the create returned its UID — and marked in this update.
 func vetAndMark[T Child](kind Kind[T], owner Owner, write, live T) error {
 	verified := kind.marker.Verify(owner, live)
-	marked := verified || kind.marker.Remembered(owner, live)
+	owed := !verified && kind.marker.Unmarked(owner, live)
+	marked := verified || owed || kind.marker.Remembered(owner, live)
 	if kind.vet != nil {
 		if err := kind.vet(write, live, marked); err != nil {
 			if refused, ok := errors.AsType[*RefusedError](err); ok {
@@ -433,7 +442,7 @@ func vetAndMark[T Child](kind Kind[T], owner Owner, write, live T) error {
 			return err
 		}
 	}
-	if marked || !kind.marker.usable() {
+	if !kind.marker.usable() || (marked && !owed) {
 		return nil
 	}
 	annotations := write.GetAnnotations()
