@@ -2,6 +2,7 @@ package controlplane
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -15,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
@@ -32,6 +34,8 @@ type FaultProxy struct {
 	url      string
 	srv      *http.Server
 	failBits atomic.Uint64 // math.Float64bits of the share failed
+	// writeDelay holds each write back this long (SetWriteDelay).
+	writeDelay atomic.Int64
 	// Failed counts the requests answered 429 and 500 by the proxy.
 	failed429, failed500 atomic.Int64
 	tooOld               atomic.Int64
@@ -67,6 +71,12 @@ func (c *ControlPlane) StartFaultProxy() (*FaultProxy, error) {
 			p.fail(w)
 			return
 		}
+		if d := time.Duration(p.writeDelay.Load()); d > 0 && isDelayedWrite(r) {
+			// A write the API server already has in hand: the client
+			// giving up does not stop it.
+			time.Sleep(d)
+			r = r.WithContext(context.WithoutCancel(r.Context()))
+		}
 		rp.ServeHTTP(w, r)
 	})}
 	go func() { _ = p.srv.Serve(l) }()
@@ -82,6 +92,21 @@ func (p *FaultProxy) URL() string { return p.url }
 func (p *FaultProxy) SetFailure(share float64) { p.failBits.Store(math.Float64bits(share)) }
 
 func (p *FaultProxy) failure() float64 { return math.Float64frombits(p.failBits.Load()) }
+
+// SetWriteDelay makes the proxy hold every write (POST, PUT, PATCH,
+// DELETE) but a Lease's for d before forwarding it, and forward it even if
+// the client has given up meanwhile, as a slow API server still applies a
+// write whose client went away; 0 forwards at once. Leases pass at once, so
+// leader election keeps its timings.
+func (p *FaultProxy) SetWriteDelay(d time.Duration) { p.writeDelay.Store(int64(d)) }
+
+func isDelayedWrite(r *http.Request) bool {
+	switch r.Method {
+	case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
+		return !strings.Contains(r.URL.Path, "/apis/coordination.k8s.io/")
+	}
+	return false
+}
 
 // Failed returns how many requests the proxy answered 429 and 500.
 func (p *FaultProxy) Failed() (tooMany, internal int64) {
