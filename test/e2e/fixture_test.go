@@ -570,9 +570,10 @@ func duplicateWrites(events []controlplane.AuditEvent) []string {
 // refusedCreates returns the creates refused with 409 AlreadyExists after
 // the controller had itself written the object earlier in the window.
 func refusedCreates(events []controlplane.AuditEvent) []string {
-	written := map[string]bool{}
+	written := map[string]*controlplane.AuditEvent{}
 	var refused []string
-	for _, ev := range events {
+	for i := range events {
+		ev := &events[i]
 		r := ev.ObjectRef
 		if r.Resource == "events" || r.Name == "" || r.Subresource != "" {
 			continue
@@ -580,13 +581,15 @@ func refusedCreates(events []controlplane.AuditEvent) []string {
 		obj := r.APIGroup + "/" + r.Resource + " " + r.Namespace + "/" + r.Name
 		switch {
 		case ev.Verb == "delete" && ev.Succeeded():
-			written[obj] = false
+			delete(written, obj)
 		case ev.Verb == "create" && ev.Code() == http.StatusConflict:
-			if written[obj] {
-				refused = append(refused, "create "+ev.Target()+" after writing it (409)")
+			if last := written[obj]; last != nil {
+				refused = append(refused, fmt.Sprintf("create %s by %s, received %s, after %s %d by %s, received %s, answered %s",
+					ev.Target(), ev.UserAgent, ev.Received.Format(time.RFC3339Nano),
+					last.Verb, last.Code(), last.UserAgent, last.Received.Format(time.RFC3339Nano), last.Stage.Format(time.RFC3339Nano)))
 			}
 		case ev.Succeeded():
-			written[obj] = true
+			written[obj] = ev
 		}
 	}
 	return refused
