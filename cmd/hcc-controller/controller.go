@@ -100,10 +100,10 @@ func runController(ctx context.Context, log zerolog.Logger, flags startup.Flags,
 	g.Go(func() error { return startup.Serve(ctx, log, cfg.Core.ControllerPort, mux, drainTimeout) })
 	g.Go(func() error {
 		if !cfg.Core.LeaderElect {
-			return reconcile(ctx, log, cfg, clients, readiness, registry)
+			return reconcile(ctx, log, cfg, clients, readiness, registry, nil)
 		}
 		return runLeaderElected(ctx, log, leaderElectionConfig(restCfg, cfg.Core.PodName), fence, cfg, func(ctx context.Context) error {
-			return reconcile(ctx, log, cfg, clients, readiness, registry)
+			return reconcile(ctx, log, cfg, clients, readiness, registry, fence.Hold)
 		})
 	})
 	return g.Wait()
@@ -156,8 +156,10 @@ type clientSet struct {
 // them have stopped; the first to fail stops the others. The safety order
 // lives in the reconcilers themselves: the NetworkPolicy operator's first
 // pass waits for its caches and for the coordinator's startup DNS round,
-// and revokes stale allows before it certifies readiness.
-func reconcile(ctx context.Context, log zerolog.Logger, cfg *config.Config, clients clientSet, readiness *health.Readiness, registry prometheus.Registerer) error {
+// and revokes stale allows before it certifies readiness. A non-nil hold
+// keeps the reconcilers' create-and-mark writes together across a
+// shutdown (leaderfence.Fence.Hold).
+func reconcile(ctx context.Context, log zerolog.Logger, cfg *config.Config, clients clientSet, readiness *health.Readiness, registry prometheus.Registerer, hold kit.WriteHold) error {
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: clients.kube.CoreV1().Events("")})
 	defer broadcaster.Shutdown()
@@ -173,6 +175,7 @@ func reconcile(ctx context.Context, log zerolog.Logger, cfg *config.Config, clie
 		Log:       log,
 		Config:    cfg,
 		Readiness: readiness,
+		Hold:      hold,
 	}
 	issuer, err := newIssuer(deps)
 	if err != nil {

@@ -174,7 +174,11 @@ func (f *Fence) WrapTransport(rt http.RoundTripper) http.RoundTripper {
 		default:
 			return rt.RoundTrip(req)
 		}
-		done, err := f.admit()
+		admit := f.admit
+		if req.Context().Value(holdKey{}) == f {
+			admit = f.admitHeld
+		}
+		done, err := admit()
 		if err != nil {
 			f.refused(req, err)
 			return nil, err
@@ -194,6 +198,36 @@ func (f *Fence) WrapTransport(rt http.RoundTripper) http.RoundTripper {
 		resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
 		return resp, nil
 	})
+}
+
+// holdKey marks a context whose writes belong to a Hold.
+type holdKey struct{}
+
+// Hold admits a group of writes that must land together or not at all from
+// this process — a create and the update that marks the object it created
+// (kit.Ensure) — as one write: it passes the fence now or returns
+// ErrLeaseStale, and a release waits until done is called. The writes made
+// with the returned context pass the fence even once a release has closed
+// it, as long as the lease is still held; the context is not cancelled with
+// ctx (the group is finished, not abandoned, when the leader stops) and
+// ends after WriteTimeout or at done.
+func (f *Fence) Hold(ctx context.Context) (context.Context, func(), error) {
+	admitted, err := f.admit()
+	if err != nil {
+		return ctx, func() {}, err
+	}
+	held, cancel := context.WithTimeout(context.WithValue(context.WithoutCancel(ctx), holdKey{}, f), WriteTimeout)
+	return held, func() { cancel(); admitted() }, nil
+}
+
+// admitHeld checks a write of a Hold: only that the lease is still held.
+func (f *Fence) admitHeld() (func(), error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.heldLocked(); err != nil {
+		return nil, err
+	}
+	return func() {}, nil
 }
 
 // cancelOnClose ends a write's context once its caller has read the

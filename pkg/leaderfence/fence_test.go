@@ -275,3 +275,56 @@ func TestAReleaseAfterALongWaitIsNotSent(t *testing.T) {
 	assert.ErrorIs(t, <-released, ErrLeaseStale)
 	assert.Len(t, x.lock.sent, 1, "the release was not sent")
 }
+
+// A Hold is one write for the release: the writes made under it pass the
+// fence after a release has closed it, the release waits until the hold is
+// done, and a write outside it is refused meanwhile.
+func TestAHoldKeepsItsWritesTogetherAcrossARelease(t *testing.T) {
+	x := newFixture(t)
+	require.NoError(t, x.locked.Update(context.Background(), held))
+	caller, stop := context.WithCancel(context.Background())
+	ctx, done, err := x.fence.Hold(caller)
+	require.NoError(t, err)
+	stop() // the leader's context ends: the group is finished, not abandoned
+
+	released := make(chan error, 1)
+	go func() { released <- x.locked.Update(context.Background(), resourcelock.LeaderElectionRecord{}) }()
+	require.Eventually(t, func() bool { return errors.Is(x.do(t, http.MethodPost), ErrLeaseStale) }, time.Second, time.Millisecond,
+		"a write outside the hold is refused once the release closed the fence")
+
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, x.url, nil)
+	require.NoError(t, err)
+	resp, err := x.client.Do(req)
+	require.NoError(t, err, "the hold's second write (the mark) passes")
+	resp.Body.Close()
+	select {
+	case err := <-released:
+		t.Fatalf("the release went out while the hold was open: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	assert.Len(t, x.lock.sent, 1)
+
+	done()
+	require.NoError(t, <-released)
+	assert.Len(t, x.lock.sent, 2, "the release went out once the hold was done")
+	assert.False(t, lost(x.fence))
+}
+
+// A hold does not outlive the lease: its writes are refused once the lease
+// may have passed, and no hold is given on a fence already closed.
+func TestAHoldEndsWithTheLease(t *testing.T) {
+	x := newFixture(t)
+	_, _, err := x.fence.Hold(context.Background())
+	assert.ErrorIs(t, err, ErrLeaseStale, "not acquired")
+
+	require.NoError(t, x.locked.Update(context.Background(), held))
+	ctx, done, err := x.fence.Hold(context.Background())
+	require.NoError(t, err)
+	defer done()
+	x.clock.Step(lease)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPatch, x.url, nil)
+	require.NoError(t, err)
+	_, err = x.client.Do(req)
+	assert.ErrorIs(t, err, ErrLeaseStale)
+	assert.True(t, lost(x.fence))
+}

@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,8 +13,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/clerum/hcc/internal/testing/controlplane"
+	"github.com/clerum/hcc/pkg/mark"
 )
 
 // Two leader-elected controllers; the leader is paused (SIGSTOP) in the
@@ -107,11 +110,16 @@ func TestPausedLeader(t *testing.T) {
 // between two polls of the Lease (2.2 retry periods), so a release sent
 // before those writes are answered lets the standby take over while they
 // are still to land.
-const handoverWriteDelay = 2500 * time.Millisecond
+const handoverWriteDelay = 2 * time.Second
+
+// handoverTimings are the scenario's leader-election timings: a renew
+// deadline, which bounds how long a release waits for the writes in
+// flight, long enough for a create and its mark both held back.
+var handoverTimings = []string{"HCC_LEADER_LEASE_SEC=10", "HCC_LEADER_RENEW_SEC=8", "HCC_LEADER_RETRY_SEC=1"}
 
 // A graceful handover (a rollout, a drain): the leader is sent SIGTERM in
 // the middle of convergence while its writes are held in flight (a fault
-// proxy delays them 2.5 s, and forwards them even when the client gives
+// proxy delays them 2 s, and forwards them even when the client gives
 // up, as a slow API server still applies a write whose client went away).
 // The API server has answered every write of the old leader before the
 // standby acquires the Lease: the fence closes, waits for the writes in
@@ -123,9 +131,9 @@ const handoverWriteDelay = 2500 * time.Millisecond
 func TestGracefulHandover(t *testing.T) {
 	e := newEnv(t)
 	proxy, kubeconfig := startProxy(t)
-	a := e.startControllerVia(kubeconfig, "replica-a")
+	a := e.startControllerVia(kubeconfig, "replica-a", handoverTimings...)
 	e.eventually("replica-a leads", 30*time.Second, func() bool { return holder(lease(t)) == "replica-a" })
-	e.startController("replica-b")
+	e.startController("replica-b", handoverTimings...)
 	defer e.cleanUp()
 	offset := auditOffset(t)
 
@@ -167,6 +175,49 @@ func TestGracefulHandover(t *testing.T) {
 	t.Logf("replica-a: %d writes, %d answered after its SIGTERM; replica-b acquired at %s", len(writesA), answered, acquired.Format(time.RFC3339Nano))
 	assert.Positive(t, answered, "writes were in flight at the SIGTERM: the drain was exercised")
 	assert.Empty(t, late, "every write of the old leader was answered before the standby took over")
+}
+
+// A leader stopped between creating a Host's workspace claim and writing
+// the mark on it: the fault proxy applies the claim's create at once and
+// holds its answer 2 s, and the SIGTERM comes as soon as the claim exists.
+// The create and its mark are one hold for the fence (kit.Children's
+// WithHold, wired to leaderfence.Fence.Hold), so the mark is written
+// before the lease is released; the standby, which never saw the create,
+// finds the claim marked, though the volume binder bound it to a static
+// volume meanwhile, and the Host converges. Without the hold the mark is
+// refused once the release has closed the fence, and the standby refuses
+// the claim for good (docs/ownership.md, "Claims").
+func TestGracefulHandoverMarksWhatItCreated(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	proxy, kubeconfig := startProxy(t)
+	a := e.startControllerVia(kubeconfig, "replica-a", handoverTimings...)
+	e.eventually("replica-a leads", 30*time.Second, func() bool { return holder(lease(t)) == "replica-a" })
+	e.startController("replica-b", handoverTimings...)
+	defer e.cleanUp()
+	e.fleet(2, 0)
+	e.waitConverged(3 * time.Minute)
+
+	proxy.SetAnswerDelay(handoverWriteDelay)
+	e.create(hostOf("late", "fleet"))
+	const claim = "late-workspace"
+	e.eventually("replica-a created the workspace claim", time.Minute, func() bool {
+		_, err := kube.CoreV1().PersistentVolumeClaims("mcp-host").Get(ctx, claim, metav1.GetOptions{})
+		return err == nil
+	})
+	stopped := time.Now()
+	require.NoError(t, a.Stop())
+	t.Logf("replica-a exited %s after the SIGTERM", time.Since(stopped).Round(time.Millisecond))
+	assert.NoError(t, a.Err(), "a leader shutting down exits 0 within the grace period")
+	proxy.SetAnswerDelay(0)
+
+	e.eventually("replica-b takes over", 30*time.Second, func() bool { return holder(lease(t)) == "replica-b" })
+	e.waitConverged(3 * time.Minute)
+	pvc, err := kube.CoreV1().PersistentVolumeClaims("mcp-host").Get(ctx, claim, metav1.GetOptions{})
+	require.NoError(t, err)
+	t.Logf("claim %s bound to %q", claim, pvc.Spec.VolumeName)
+	assert.NotEmpty(t, pvc.Annotations[mark.Annotation], "the claim carries HCC's mark")
+	assert.Equal(t, e.expectedSet(), actualSet(t), "exactly the planned objects")
 }
 
 // writesBy returns every mutating request (any verb, any answer) the

@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"path/filepath"
@@ -34,8 +36,9 @@ type FaultProxy struct {
 	url      string
 	srv      *http.Server
 	failBits atomic.Uint64 // math.Float64bits of the share failed
-	// writeDelay holds each write back this long (SetWriteDelay).
-	writeDelay atomic.Int64
+	// writeDelay holds each write back this long (SetWriteDelay),
+	// answerDelay each write's answer (SetAnswerDelay).
+	writeDelay, answerDelay atomic.Int64
 	// Failed counts the requests answered 429 and 500 by the proxy.
 	failed429, failed500 atomic.Int64
 	tooOld               atomic.Int64
@@ -71,6 +74,16 @@ func (c *ControlPlane) StartFaultProxy() (*FaultProxy, error) {
 			p.fail(w)
 			return
 		}
+		if d := time.Duration(p.answerDelay.Load()); d > 0 && isDelayedWrite(r) {
+			// Applied at once, answered late: the client cannot tell.
+			rec := httptest.NewRecorder()
+			rp.ServeHTTP(rec, r.WithContext(context.WithoutCancel(r.Context())))
+			time.Sleep(d)
+			maps.Copy(w.Header(), rec.Header())
+			w.WriteHeader(rec.Code)
+			_, _ = w.Write(rec.Body.Bytes())
+			return
+		}
 		if d := time.Duration(p.writeDelay.Load()); d > 0 && isDelayedWrite(r) {
 			// A write the API server already has in hand: the client
 			// giving up does not stop it.
@@ -99,6 +112,11 @@ func (p *FaultProxy) failure() float64 { return math.Float64frombits(p.failBits.
 // write whose client went away; 0 forwards at once. Leases pass at once, so
 // leader election keeps its timings.
 func (p *FaultProxy) SetWriteDelay(d time.Duration) { p.writeDelay.Store(int64(d)) }
+
+// SetAnswerDelay makes the proxy forward every write but a Lease's at once
+// and hold its answer for d, so the write is applied while its client still
+// waits; 0 answers at once.
+func (p *FaultProxy) SetAnswerDelay(d time.Duration) { p.answerDelay.Store(int64(d)) }
 
 func isDelayedWrite(r *http.Request) bool {
 	switch r.Method {

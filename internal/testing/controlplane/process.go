@@ -14,8 +14,9 @@ import (
 
 const (
 	// stopGracePeriod is how long a process gets to exit after SIGTERM
-	// before it is killed.
-	stopGracePeriod = 5 * time.Second
+	// before it is killed: a third of the kubelet's default (30 s), enough
+	// for a leader to finish the writes it has in flight.
+	stopGracePeriod = 10 * time.Second
 	// readyPollInterval is how often readiness is probed while starting.
 	readyPollInterval = 100 * time.Millisecond
 	// logTailLines is how much of a process log is shown on failure.
@@ -218,7 +219,7 @@ func StartProcess(name, bin string, args, env []string, logPath string) (*Proces
 	return &Process{p: p}, nil
 }
 
-// Stop ends the process group: SIGTERM, then SIGKILL after 5 s. A
+// Stop ends the process group: SIGTERM, then SIGKILL after 10 s. A
 // process that had already exited is not marked as stopped on purpose:
 // Unexpected still judges its exit.
 func (p *Process) Stop() error { return p.p.stop() }

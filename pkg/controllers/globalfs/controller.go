@@ -141,7 +141,7 @@ func New(d kit.Deps, cfg Config) *Controller {
 	c.queue, c.log = c.base.Queue(), c.base.Log()
 	c.children = kit.NewChildren(d.Kube, clerumv1alpha1.FieldManagerGlobalFileSystem, d.Recorder, func(kind string, cause kit.Cause) {
 		c.metrics.Refused.WithLabelValues(kind, string(cause)).Inc()
-	})
+	}).WithHold(d.Hold)
 
 	c.base.For(filesystems.Informer())
 	// A drive is freed when its holder goes or names another drive, and

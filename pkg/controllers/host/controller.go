@@ -204,7 +204,7 @@ func New(d kit.Deps, issuer controlapi.CredentialIssuer, cfg Config) *Controller
 	c.claimKind = kit.PersistentVolumeClaims.WithMarker(kit.NewMarker(cfg.Build.ClaimMark))
 	c.children = kit.NewChildren(d.Kube, clerumv1alpha1.FieldManagerHost, d.Recorder, func(kind string, cause kit.Cause) {
 		c.metrics.Refused.WithLabelValues(kind, string(cause)).Inc()
-	})
+	}).WithHold(d.Hold)
 	// The sweep and the stop fast path have queues and loops of their own,
 	// run beside the main workers; their failures count with the main
 	// queue's.

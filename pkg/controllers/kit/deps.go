@@ -27,7 +27,15 @@ type Deps struct {
 	Log       zerolog.Logger
 	Config    *config.Config
 	Readiness *health.Readiness
+	// Hold, when set, keeps a group of writes together across a leader's
+	// shutdown (leaderfence.Fence.Hold); nil holds nothing.
+	Hold WriteHold
 }
+
+// WriteHold admits a group of writes as one: it returns the context to make
+// them with and a func to call once they are done, or an error when none
+// may be made. The writes of the group are not cancelled with ctx.
+type WriteHold func(ctx context.Context) (context.Context, func(), error)
 
 // Reconciler is one of the controllers hcc-controller runs.
 type Reconciler interface {

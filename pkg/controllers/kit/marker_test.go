@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -210,6 +211,33 @@ func TestClaimMarks(t *testing.T) {
 		// claim says: unmarked with a static volume is refused.
 		_, _, err = kit.Ensure(ctx, f.children, marked(), owner, bound, buildPVC(ns, "h1-workspace", "h1"))
 		requireForeignVolume(t, err)
+	})
+
+	t.Run("a claim is created and marked under one hold, and not created when none is given", func(t *testing.T) {
+		f := claimFixture()
+		var log []string
+		var mu sync.Mutex
+		note := func(s string) { mu.Lock(); log = append(log, s); mu.Unlock() }
+		f.kube.PrependReactor("*", "persistentvolumeclaims", func(a clienttesting.Action) (bool, runtime.Object, error) {
+			note(a.GetVerb())
+			return false, nil, nil
+		})
+		var refuse bool
+		f.children.WithHold(func(ctx context.Context) (context.Context, func(), error) {
+			if refuse {
+				return ctx, func() {}, errors.New("the lease is not held")
+			}
+			note("hold")
+			return context.WithoutCancel(ctx), func() { note("done") }, nil
+		})
+		_, _, err := kit.Ensure(ctx, f.children, marked(), owner, nil, buildPVC(ns, "h1-workspace", "h1"))
+		require.NoError(t, err)
+		assert.Equal(t, []string{"hold", "create", "update", "done"}, log, "the mark is written before the hold is let go")
+
+		refuse, log = true, nil
+		_, _, err = kit.Ensure(ctx, f.children, marked(), owner, nil, buildPVC(ns, "h1-data", "h1"))
+		require.ErrorContains(t, err, "the lease is not held")
+		assert.Empty(t, log, "no create without the hold")
 	})
 
 	t.Run("a forged claim pre-created with HCC's labels and a volume is refused", func(t *testing.T) {

@@ -74,6 +74,8 @@ type Children struct {
 	fieldManager string
 	recorder     record.EventRecorder
 	refused      func(kind string, cause Cause)
+	// hold keeps a create and its mark together (WithHold).
+	hold WriteHold
 
 	mu sync.Mutex
 	// reported remembers the refusals already reported, as the refused
@@ -271,6 +273,17 @@ func NewChildren(kube kubernetes.Interface, fieldManager string, recorder record
 	}
 }
 
+// WithHold makes c create a child of a marked kind and write its mark
+// under one hold: a leader that stops between the two still writes the
+// mark before its lease is released, so the next leader, which does not
+// remember the create, does not find the child unmarked (and, a claim
+// bound meanwhile to a static volume, refuse it for good). nil holds
+// nothing. It returns c.
+func (c *Children) WithHold(hold WriteHold) *Children {
+	c.hold = hold
+	return c
+}
+
 // Ensure makes the child desired (from a pure builder, fully defaulted)
 // exist as the builder says, given live, the lister's copy or nil when the
 // lister has none. It returns the child as the API server now has it, or
@@ -307,6 +320,14 @@ func Ensure[T Child](ctx context.Context, c *Children, kind Kind[T], owner Owner
 		obj, _, err := Plan(kind, owner, zero, desired)
 		if err != nil {
 			return zero, ActionNone, err
+		}
+		if kind.marker.usable() && c.hold != nil {
+			held, done, err := c.hold(ctx)
+			if err != nil {
+				return zero, ActionNone, err
+			}
+			defer done()
+			ctx = held
 		}
 		created, err := client.Create(ctx, obj, metav1.CreateOptions{FieldManager: c.fieldManager})
 		if err == nil {

@@ -133,7 +133,7 @@ func New(d kit.Deps, gate Gate, cfg Config) *Controller {
 	}
 	c.children = kit.NewChildren(d.Kube, clerumv1alpha1.FieldManagerMcpServer, d.Recorder, func(kind string, cause kit.Cause) {
 		c.metrics.Refused.WithLabelValues(kind, string(cause)).Inc()
-	})
+	}).WithHold(d.Hold)
 	// A failed sync retries after 1 s, doubling to at most 5 min.
 	c.base = kit.NewController(d, kit.Spec[cache.ObjectName]{Name: "mcpserver", Sync: c.syncMcpServer,
 		Resource: clerumv1alpha1.Resource("mcpservers"), BaseDelay: time.Second, MaxDelay: 5 * time.Minute,

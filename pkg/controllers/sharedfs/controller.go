@@ -136,7 +136,7 @@ func New(d kit.Deps, cfg Config) *Controller {
 	c.claimKind = kit.PersistentVolumeClaims.WithMarker(kit.NewMarker(cfg.Build.ClaimMark))
 	c.children = kit.NewChildren(d.Kube, clerumv1alpha1.FieldManagerSharedFileSystem, d.Recorder, func(kind string, cause kit.Cause) {
 		c.metrics.Refused.WithLabelValues(kind, string(cause)).Inc()
-	})
+	}).WithHold(d.Hold)
 
 	// The primary kind, as For declares it, and its deletions recorded.
 	c.base.Watches(filesystems.Informer(), c.ownHandlers(c.base.Add))
