@@ -2,6 +2,7 @@ package netpol
 
 import (
 	"runtime"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -88,4 +89,49 @@ func TestComputeStaysWithinTheMemoryBudget(t *testing.T) {
 	t.Logf("one Compute of %d policies allocates %.1f MiB and retains %.1f MiB",
 		len(plan.Policies), float64(allocated)/(1<<20), float64(retained)/(1<<20))
 	assert.Less(t, allocated, uint64(memoryBudget))
+}
+
+// BenchmarkPlanOneContextChanged replans the benchmark fleet after one
+// Context dropped a server and took it back: plain is Compute over the
+// whole inventory, as every pass did; incremental is the Incremental
+// planner's two edits. After the loop both must hold Compute's plan.
+func BenchmarkPlanOneContextChanged(b *testing.B) {
+	inv := largeInventory(benchContexts, benchServersPerContext, benchServers)
+	opts := defaultOptions(b)
+	original := inv.Contexts[benchContexts/2]
+	changed := original.DeepCopy()
+	changed.Spec.McpServers = changed.Spec.McpServers[1:]
+	want := Compute(inv, opts)
+
+	b.Run("plain", func(b *testing.B) {
+		b.ReportAllocs()
+		var plan *Plan
+		for b.Loop() {
+			inv.Contexts[benchContexts/2] = changed
+			Compute(inv, opts)
+			inv.Contexts[benchContexts/2] = original
+			plan = Compute(inv, opts)
+		}
+		if len(plan.Policies) != len(want.Policies) {
+			b.Fatalf("planned %d policies, want %d", len(plan.Policies), len(want.Policies))
+		}
+	})
+	b.Run("incremental", func(b *testing.B) {
+		inc := NewIncremental(inv, opts)
+		b.ReportAllocs()
+		touched := 0
+		for b.Loop() {
+			inc.SetContext(changed)
+			inc.SetContext(original)
+			touched = inc.Touched().Len()
+		}
+		if got := inc.Plan(); len(got.Policies) != len(want.Policies) || !slices.EqualFunc(got.Policies, want.Policies,
+			func(a, b *networkingv1.NetworkPolicy) bool { return apiequality.Semantic.DeepEqual(a, b) }) {
+			b.Fatalf("the incremental plan after the edits is not Compute's")
+		}
+		if touched != 3*benchServersPerContext {
+			b.Fatalf("one Context's edits touched %d names, want its %d allows", touched, 3*benchServersPerContext)
+		}
+		b.ReportMetric(float64(touched), "touched/op")
+	})
 }
