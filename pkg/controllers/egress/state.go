@@ -386,6 +386,9 @@ func (c *Coordinator) view(server *clerumv1alpha1.McpServer) (serverState, bool)
 // plannedBindingless reports whether the pass of report planned server
 // name at st's UID and generation, or a newer one, without bindings.
 func plannedBindingless(report netpolcontroller.EgressReport, name string, st *serverState) bool {
-	p, ok := report.Bindingless[name]
+	if report.Bindingless == nil {
+		return false
+	}
+	p, ok := report.Bindingless(name)
 	return ok && p.UID == st.uid && p.Generation >= st.generation
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"sync"
@@ -107,10 +108,12 @@ func objects[T runtime.Object](items []T) []runtime.Object {
 type fakeEgress struct {
 	version, applied uint64
 	report           EgressReport
+	// resolved are the DNS answers Snapshot returns.
+	resolved map[string]map[string]netpol.Resolution
 }
 
 func (f *fakeEgress) Snapshot() (map[string]map[string]netpol.Resolution, uint64) {
-	return nil, f.version
+	return maps.Clone(f.resolved), f.version
 }
 func (f *fakeEgress) Applied(v uint64, r EgressReport) { f.applied, f.report = v, r }
 func (f *fakeEgress) Primed() <-chan struct{}          { return primed }

@@ -106,7 +106,7 @@ func TestRemovingElevenBindingsRevokesElevenPolicies(t *testing.T) {
 	}
 	servers := []*clerumv1alpha1.McpServer{server}
 	f, c := newFixture(t, world{servers: servers, policies: netpol.Compute(netpol.Inventory{Servers: servers}, testPlanOpts).Policies})
-	c.plan = netpol.Compute
+	c.plan = nil // the real planner over the seeded listers
 	f.running(c)
 
 	fewer := server.DeepCopy()
@@ -121,7 +121,7 @@ func TestATrippedCapHoldsBackOnlyTheUnexplained(t *testing.T) {
 	contexts, servers := inventory(3, 2)
 	f, c := newFixture(t, world{contexts: contexts, servers: servers, policies: append(
 		netpol.Compute(netpol.Inventory{Contexts: contexts, Servers: servers}, testPlanOpts).Policies, unexplained(20)...)})
-	c.plan = netpol.Compute
+	c.plan = nil // the real planner over the seeded listers
 	c.caughtUp.Store(true) // after the certifying pass, read the caches
 
 	require.NoError(t, fullPass(c))
@@ -424,7 +424,7 @@ func TestADeletionDuringAPassIsNotForgotten(t *testing.T) {
 func TestObservationsOutliveACacheThatIsBehind(t *testing.T) {
 	contexts, servers := inventory(1, 4)
 	f, c := newFixture(t, world{contexts: contexts, servers: servers})
-	c.plan = netpol.Compute
+	c.plan = nil // the real planner over the seeded listers
 	c.caughtUp.Store(true)          // after the certifying pass, read the caches
 	require.NoError(t, fullPass(c)) // creates L0/L1 and 12 allows; the cache has not seen them
 	for _, s := range f.servers {
