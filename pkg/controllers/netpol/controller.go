@@ -230,11 +230,11 @@ func New(d kit.Deps, egress EgressSource, opts Options) *Controller {
 		dirty:         newDirtySet(),
 
 		policyListersByNS: map[string]networkinglisters.NetworkPolicyLister{},
-		created:       newCreatedPolicies(),
-		conflicted:    sets.New[string](),
-		rejected:      sets.New[string](),
-		unmanaged:     sets.New[policyKey](),
-		grantsWarned:  sets.New[string](),
+		created:           newCreatedPolicies(),
+		conflicted:        sets.New[string](),
+		rejected:          sets.New[string](),
+		unmanaged:         sets.New[policyKey](),
+		grantsWarned:      sets.New[string](),
 	}
 	// A failed pass retries after 1 s, doubling to at most 2 min: fast
 	// enough to converge after a blip, slow enough not to hammer an API

@@ -31,8 +31,8 @@ import (
 func handlers(c *Controller) map[schema.GroupVersionKind]cache.ResourceEventHandler {
 	gv := schema.GroupVersion(clerumv1alpha1.GroupVersion)
 	return map[schema.GroupVersionKind]cache.ResourceEventHandler{
-		gv.WithKind("Context"):   c.contextHandlers(),
-		gv.WithKind("McpServer"): c.serverHandlers(),
+		gv.WithKind("Context"):                                    c.contextHandlers(),
+		gv.WithKind("McpServer"):                                  c.serverHandlers(),
 		networkingv1.SchemeGroupVersion.WithKind("NetworkPolicy"): c.policyHandlers(),
 	}
 }

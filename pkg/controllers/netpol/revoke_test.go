@@ -121,7 +121,7 @@ func TestATrippedCapHoldsBackOnlyTheUnexplained(t *testing.T) {
 	contexts, servers := inventory(3, 2)
 	f, c := newFixture(t, world{contexts: contexts, servers: servers, policies: append(
 		netpol.Compute(netpol.Inventory{Contexts: contexts, Servers: servers}, testPlanOpts).Policies, unexplained(20)...)})
-	c.plan = nil // the real planner over the seeded listers
+	c.plan = nil           // the real planner over the seeded listers
 	c.caughtUp.Store(true) // after the certifying pass, read the caches
 
 	require.NoError(t, fullPass(c))
@@ -424,7 +424,7 @@ func TestADeletionDuringAPassIsNotForgotten(t *testing.T) {
 func TestObservationsOutliveACacheThatIsBehind(t *testing.T) {
 	contexts, servers := inventory(1, 4)
 	f, c := newFixture(t, world{contexts: contexts, servers: servers})
-	c.plan = nil // the real planner over the seeded listers
+	c.plan = nil                    // the real planner over the seeded listers
 	c.caughtUp.Store(true)          // after the certifying pass, read the caches
 	require.NoError(t, fullPass(c)) // creates L0/L1 and 12 allows; the cache has not seen them
 	for _, s := range f.servers {
