@@ -42,7 +42,7 @@ func TestChosenDefaultsAreDocumented(t *testing.T) {
 			}
 		}
 		require.NotEmpty(t, def, "%s has a default", name)
-		assert.Contains(t, section, "`"+def+"`", "docs/configuration.md states the default of %s", name)
-		assert.Contains(t, string(readme), "`"+def+"`", "the README states the default of %s", name)
+		assert.True(t, strings.Contains(section, "`"+def+"`"), "docs/configuration.md states the default of %s, `%s`", name, def)
+		assert.True(t, strings.Contains(string(readme), "`"+def+"`"), "the README states the default of %s, `%s`", name, def)
 	}
 }
