@@ -13,7 +13,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -38,8 +37,9 @@ var outputDocs = []string{
 
 // TestDocumentedOutputIsPrinted: the block the README and docs/make-run.md
 // show under outputMarker is, line for line, what printReport and
-// writeInventoryCommand print for a cluster holding the objects below (a
-// few of those a real make run holds, with their real names and states).
+// writeInventoryCommand print for a cluster holding the objects below: a
+// few of those a real make run held, with their names and states, and
+// that run's endpoints (make run on 2026-12-04).
 // A changed line of the output, or of a document, fails until the other
 // follows.
 func TestDocumentedOutputIsPrinted(t *testing.T) {
@@ -60,20 +60,20 @@ func fixtureOutput(t *testing.T) string {
 	w := &watcher{kube: kubefake.NewClientset(kubeFixture()...), hcc: hccfake.NewClientset(hccFixture()...)}
 	var out bytes.Buffer
 	require.NoError(t, w.printReport(context.Background(), &out, summary{
-		kubeconfig:   "/tmp/hcc-controlplane-1960529113/kubeconfig",
-		api:          "http://127.0.0.1:40331",
-		desktopToken: "4f1c9a0e",
-		controller:   "http://127.0.0.1:35587",
-		controlAPI:   "http://127.0.0.1:39217",
-		logs:         "/tmp/hcc-run-2211360491",
+		kubeconfig:   "/tmp/hcc-controlplane-1415500318/kubeconfig",
+		api:          "http://127.0.0.1:34177",
+		desktopToken: "241b91c32dd5c3716ec4a854b2d9f98ec32dabb233f2697e3bb658770e5cace8",
+		controller:   "http://127.0.0.1:44283",
+		controlAPI:   "http://127.0.0.1:43141",
+		logs:         "/tmp/hcc-run-2230904957",
 	}))
 	writeInventoryCommand(&out, inventoryCommand{
 		host:    "mcp-host/research-1",
 		servers: 3,
 		status:  200,
-		expires: time.Date(2026, 12, 2, 20, 41, 7, 0, time.UTC),
+		expires: time.Date(2026, 12, 4, 22, 24, 48, 0, time.UTC),
 		token:   "eyJhbGciOiJSUzI1NiIsImtpZCI6…",
-		apiURL:  "http://127.0.0.1:40331",
+		apiURL:  "http://127.0.0.1:34177",
 	})
 	s, ok := strings.CutPrefix(out.String(), "\n")
 	require.True(t, ok, "the summary starts with an empty line")
@@ -87,14 +87,14 @@ func hccFixture() []runtime.Object {
 	server := func(name string) runtime.Object {
 		return &clerumv1alpha1.McpServer{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "mcp-server"},
-			Status:     clerumv1alpha1.McpServerStatus{Deployed: true, Ready: true, Conditions: ready("Ready")},
+			Status:     clerumv1alpha1.McpServerStatus{Deployed: true, Ready: true, Conditions: ready("Available")},
 		}
 	}
 	return []runtime.Object{
 		server("fetch"), server("notes"), server("tracker"),
 		&clerumv1alpha1.Host{
 			ObjectMeta: metav1.ObjectMeta{Name: "research-1", Namespace: "mcp-host"},
-			Status:     clerumv1alpha1.HostStatus{Conditions: ready("Ready")},
+			Status:     clerumv1alpha1.HostStatus{Conditions: ready("Available")},
 		},
 		&clerumv1alpha1.SharedFileSystem{
 			ObjectMeta: metav1.ObjectMeta{Name: "team-docs", Namespace: "mcp-host"},
@@ -117,8 +117,6 @@ func kubeFixture() []runtime.Object {
 	}
 	return []runtime.Object{
 		deployment("mcp-server", "fetch"),
-		deployment("mcp-host", "research-1"),
-		&batchv1.Job{ObjectMeta: meta("gfs", "gfsc-main-seed"), Status: batchv1.JobStatus{Succeeded: 1}},
 		&corev1.PersistentVolumeClaim{ObjectMeta: meta("mcp-host", "research-1-workspace"),
 			Status: corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound}},
 		&corev1.Secret{ObjectMeta: meta("mcp-host", "host-research-1-mcp-host-runtime-tokens")},
