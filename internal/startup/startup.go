@@ -84,8 +84,8 @@ func PrintInvalidConfig(stderr io.Writer, binary string, err error) {
 }
 
 // Connect returns the client configuration for the cluster found in the
-// documented lookup order (README, "Running the binaries"), after checking
-// that its API server answers.
+// documented lookup order (docs/operating.md, "Running the binaries"),
+// after checking that its API server answers.
 func Connect(ctx context.Context, binary string, flags Flags, core config.Core) (*rest.Config, error) {
 	restCfg, err := kube.RESTConfig(flags.Kubeconfig, binary+"/"+version.Version, core.KubeAPIQPS, core.KubeAPIBurst)
 	if err != nil {

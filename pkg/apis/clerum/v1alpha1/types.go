@@ -60,7 +60,7 @@ const (
 )
 
 // Field managers for server-side apply of McpServer status; each owns a
-// disjoint set of status fields (README, "The API").
+// disjoint set of status fields (docs/api-reference.md).
 const (
 	FieldManagerMcpServer = "hcc-mcpserver"
 	FieldManagerNetPol    = "hcc-netpol"
