@@ -40,7 +40,7 @@ var shortNames = map[string][]string{
 // answers to it.
 func (e *env) testCategoryAndShortNames(t *testing.T) {
 	disco := e.kube.Discovery()
-	list, err := disco.ServerResourcesForGroupVersion(clerumv1alpha1.SchemeGroupVersion.String())
+	list, err := disco.ServerResourcesForGroupVersion(clerumv1alpha1.GroupVersion.String())
 	require.NoError(t, err)
 	served := map[string]metav1.APIResource{}
 	for _, r := range list.APIResources {
@@ -77,7 +77,7 @@ func (e *env) testCategoryAndShortNames(t *testing.T) {
 		for _, s := range short {
 			gvr, err := mapper.ResourceFor(schema.GroupVersionResource{Resource: s})
 			require.NoError(t, err, s)
-			assert.Equal(t, clerumv1alpha1.SchemeGroupVersion.WithResource(name), gvr, "kubectl get %s", s)
+			assert.Equal(t, schema.GroupVersionResource{Group: clerumv1alpha1.GroupName, Version: clerumv1alpha1.GroupVersion.Version, Resource: name}, gvr, "kubectl get %s", s)
 		}
 	}
 	assert.Empty(t, warnings)
@@ -86,7 +86,7 @@ func (e *env) testCategoryAndShortNames(t *testing.T) {
 	_, builtIn, err := disco.ServerGroupsAndResources()
 	require.NoError(t, err)
 	for _, l := range builtIn {
-		if l.GroupVersion == clerumv1alpha1.SchemeGroupVersion.String() {
+		if l.GroupVersion == clerumv1alpha1.GroupVersion.String() {
 			continue
 		}
 		for _, r := range l.APIResources {
