@@ -29,6 +29,17 @@ build: ## Build bin/hcc-controller and bin/hcc-api.
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN_DIR)/hcc-controller ./cmd/hcc-controller
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN_DIR)/hcc-api ./cmd/hcc-api
 
+# make install-plugin installs bin/hcc-controller as $(PREFIX)/bin/kubectl-hcc:
+# by default ~/.local/bin, which needs no root; PREFIX=/usr/local for every
+# user. Any directory on PATH will do: kubectl finds plugins there.
+PREFIX ?= $(HOME)/.local
+
+.PHONY: install-plugin
+install-plugin: build ## Install the kubectl plugin `kubectl hcc` (render, census, diff) as PREFIX/bin/kubectl-hcc; PREFIX=~/.local unless set.
+	install -d '$(PREFIX)/bin'
+	install -m 0755 $(BIN_DIR)/hcc-controller '$(PREFIX)/bin/kubectl-hcc'
+	@echo "installed $(PREFIX)/bin/kubectl-hcc; kubectl finds it when $(PREFIX)/bin is on PATH (kubectl plugin list)"
+
 .PHONY: generate
 generate: ## Regenerate clients, deepcopy, CRDs and docs/configuration.md.
 	hack/update-codegen.sh
