@@ -206,6 +206,9 @@ func TestIndexNamesEachPlatform(t *testing.T) {
 // TestMetaIsRequired: an image that cannot say what it is, or when, is not
 // built; in particular a missing time is never filled in from the clock.
 func TestMetaIsRequired(t *testing.T) {
+	images := []v1.Image{mustImage(t, fakeBinary("one"), amd64, testMeta())}
+	_, err := Index(images, testMeta())
+	require.NoError(t, err)
 	for what, edit := range map[string]func(*Meta){
 		"no version":         func(m *Meta) { m.Version = "" },
 		"no commit":          func(m *Meta) { m.Commit = "" },
@@ -217,10 +220,12 @@ func TestMetaIsRequired(t *testing.T) {
 		edit(&m)
 		_, err := Image(fakeBinary("one"), amd64, m)
 		assert.Error(t, err, what)
-		_, err = Index(nil, m)
+		_, err = Index(images, m)
 		assert.Error(t, err, what)
 	}
-	_, err := Image(nil, amd64, testMeta())
+	_, err = Index(nil, testMeta())
+	assert.ErrorContains(t, err, "no image")
+	_, err = Image(nil, amd64, testMeta())
 	assert.ErrorContains(t, err, "empty binary")
 	_, err = Image(fakeBinary("one"), v1.Platform{OS: "linux"}, testMeta())
 	assert.Error(t, err)
