@@ -17,6 +17,11 @@ import (
 	"os/signal"
 	"syscall"
 
+	// The trusted roots when the system has none: the images hold the
+	// binary alone (docs/deploy.md, "The images"). With a certificate
+	// bundle on the system, that bundle is used instead.
+	_ "golang.org/x/crypto/x509roots/fallback"
+
 	"github.com/clerum/hcc/internal/startup"
 	"github.com/clerum/hcc/pkg/config"
 	"github.com/clerum/hcc/pkg/version"
