@@ -130,7 +130,7 @@ func (f *fakeEgress) Landed(v uint64, servers []string, _ map[string]map[string]
 		}
 	}
 }
-func (f *fakeEgress) Primed() <-chan struct{}          { return primed }
+func (f *fakeEgress) Primed() <-chan struct{} { return primed }
 
 // primed is a closed channel: the fake's startup round is always done.
 var primed = func() chan struct{} { c := make(chan struct{}); close(c); return c }()

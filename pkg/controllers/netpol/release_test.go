@@ -113,4 +113,3 @@ func TestAServerWithAFailedWriteIsNotReleasedEarly(t *testing.T) {
 		assert.Empty(t, f.egress.landed)
 	})
 }
-
