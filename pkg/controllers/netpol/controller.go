@@ -49,6 +49,12 @@ const (
 	passDefaults passKind = "defaults"
 )
 
+// The results of a pass: the label result of its duration.
+const (
+	passSuccess = "success"
+	passError   = "error"
+)
+
 // EgressSource supplies the resolved external egress the planner needs. The
 // external-egress coordinator implements it.
 type EgressSource interface {
@@ -315,9 +321,9 @@ func (c *Controller) sync(ctx context.Context, kind passKind) (kit.Result, error
 		after, err = c.syncDefaults(ctx)
 		c.defaultsInFlight.Store(false)
 	}
-	result := "success"
+	result := passSuccess
 	if err != nil {
-		result = "error"
+		result = passError
 	}
 	took := c.clock.Since(start).Seconds()
 	c.metrics.PassDuration.WithLabelValues(string(kind), result).Observe(took)
