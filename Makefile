@@ -30,13 +30,15 @@ build: ## Build bin/hcc-controller and bin/hcc-api.
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN_DIR)/hcc-api ./cmd/hcc-api
 
 .PHONY: generate
-generate: ## Regenerate clients, deepcopy, CRDs and docs/configuration.md.
+generate: ## Regenerate clients, deepcopy, CRDs, docs/configuration.md and deploy/monitoring.
 	hack/update-codegen.sh
 	$(GO) run ./pkg/config/internal/gendocs
+	cd hack/monitoring && $(GO) run .
 
 .PHONY: verify
-verify: ## Fail when generated code, CRDs, docs, go.mod/go.sum or formatting are stale, on a forbidden import, or on vet or staticcheck findings.
+verify: ## Fail when generated code, CRDs, docs, deploy/monitoring, go.mod/go.sum or formatting are stale, on a forbidden import, or on vet or staticcheck findings.
 	hack/verify-codegen.sh
+	hack/verify-monitoring.sh
 	hack/verify-gomod.sh
 	hack/verify-render-deps.sh
 	@# gofmt of the toolchain that runs everything else, not whichever is on PATH.
@@ -45,6 +47,7 @@ verify: ## Fail when generated code, CRDs, docs, go.mod/go.sum or formatting are
 	$(GO) vet ./...
 	$(GO) vet -tags integration ./...
 	cd hack/controlplane && $(GO) vet ./...
+	cd hack/monitoring && $(GO) vet ./...
 	@# The import guard (the layering of docs/style.md; it parses the sources,
 	@# builds none of them) and staticcheck both run, so one pass reports both.
 	@status=0; \
@@ -61,8 +64,9 @@ verify-fresh: ## make verify in a clone of HEAD with empty module, build and too
 	hack/verify-fresh.sh
 
 .PHONY: test-unit
-test-unit: ## Unit tests (fake clientsets, no cluster), with the race detector.
+test-unit: ## Unit tests (fake clientsets, no cluster), with the race detector; hack/monitoring's rule tests too.
 	$(GO) test -race -count=1 ./...
+	cd hack/monitoring && $(GO) test -race -count=1 ./...
 
 .PHONY: test-integration
 test-integration: ## Integration tests against a real etcd and kube-apiserver.
