@@ -98,9 +98,10 @@ sum(rate(clerum_hcc_netpol_pass_duration_seconds_count{kind="full",result="succe
 		description: "HCC leaves those objects alone and skips the policies it would write under their names.",
 	},
 	{
-		// The window is shorter than the hold, so a lone failure never
-		// fires; a lookup that keeps failing is retried at most 5 minutes
-		// apart, so each window holds one.
+		// The window is 5 minutes shorter than the hold, so failures must
+		// go on for over 5 minutes to fire it (with both 15 minutes, two
+		// failures a minute apart did); a lookup that keeps failing is
+		// retried at most 5 minutes apart, so each window holds one.
 		name:        "HCCEgressDNSFailures",
 		expr:        `sum by (server) (increase(clerum_hcc_netpol_dns_failures_total[10m])) > 0`,
 		hold:        "15m",
@@ -146,10 +147,10 @@ sum(rate(clerum_hcc_netpol_pass_duration_seconds_count{kind="full",result="succe
 	},
 	{
 		// canceled is the controller's own context ending (a shutdown or a
-		// lost lease), not an answer of the Control API. The window is
-		// shorter than the hold, so a lone error never fires; a Host that
-		// keeps failing is retried, and the breaker probes, at most 5
-		// minutes apart.
+		// lost lease), not an answer of the Control API. The window is 5
+		// minutes shorter than the hold, so errors must go on for over 5
+		// minutes to fire it; a Host that keeps failing is retried, and the
+		// breaker probes, at most 5 minutes apart.
 		name:        "HCCControlAPIErrors",
 		expr:        `sum by (code) (rate(clerum_hcc_host_control_api_requests_total{code!~"200|canceled"}[10m])) > 0`,
 		hold:        "15m",
@@ -211,7 +212,8 @@ var resyncAlerts = []alert{
 // apiAlerts read hcc-api's series; every replica exports them.
 var apiAlerts = []alert{
 	{
-		// The window is shorter than the hold: one bad token never fires.
+		// The window is 5 minutes shorter than the hold: refusals must go
+		// on for over 5 minutes to fire it.
 		name:        "HCCHostTokensRefused",
 		expr:        `sum by (reason) (rate(clerum_hcc_api_auth_failures_total{reason=~"signature|unknown_kid|issuer|audience"}[5m])) > 0`,
 		hold:        "10m",
@@ -228,8 +230,8 @@ var apiAlerts = []alert{
 		description: "The replica answers its API routes 503 and is not ready until every informer cache has synced.",
 	},
 	{
-		// A 5-minute window under a 10-minute hold: one error alone never
-		// fires, an error every few minutes does.
+		// A 5-minute window under a 10-minute hold: errors must go on for
+		// over 5 minutes to fire it.
 		name: "HCCAPIErrors",
 		expr: `sum by (route) (rate(clerum_hcc_api_requests_total{` + apiRoutes + `,code=~"5.."}[5m]))
 /
