@@ -54,7 +54,7 @@ func TestDashboardDecodesStrictly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var board dashboard.Dashboard
+	var board dashboard.Dashboard //lint:ignore SA1019 the model buildDashboard writes.
 	// The SDK returns its error list typed even when it is empty.
 	if err := board.UnmarshalJSONStrict(raw); err != nil {
 		if errs, ok := err.(cog.BuildErrors); !ok || len(errs) > 0 {

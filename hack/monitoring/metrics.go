@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql/parser"
 )
@@ -86,7 +87,7 @@ func (refs references) addLabels(family string, names []string) error {
 		refs[family] = ref
 	}
 	for _, name := range names {
-		if name != labels.MetricName && !targetLabels[name] {
+		if name != model.MetricNameLabel && !targetLabels[name] {
 			ref.labels[name] = true
 		}
 	}
@@ -118,7 +119,7 @@ func metricName(vs *parser.VectorSelector) string {
 		return vs.Name
 	}
 	for _, m := range vs.LabelMatchers {
-		if m.Name == labels.MetricName && m.Type == labels.MatchEqual {
+		if m.Name == model.MetricNameLabel && m.Type == labels.MatchEqual {
 			return m.Value
 		}
 	}

@@ -131,14 +131,9 @@ const (
 	api0 = `job="host-context-controller-api-gateway",namespace="control-plane",pod="hcc-api-0"`
 )
 
-// controllerLabels and apiLabels are ctrl and api0 as alert labels, plus
-// extra.
+// controllerLabels is ctrl as alert labels, plus extra.
 func controllerLabels(extra ...string) map[string]string {
 	return withLabels(map[string]string{"job": "hcc-controller-metrics", "namespace": "control-plane", "pod": "hcc-controller-0"}, extra)
-}
-
-func apiLabels(extra ...string) map[string]string {
-	return withLabels(map[string]string{"job": "host-context-controller-api-gateway", "namespace": "control-plane", "pod": "hcc-api-0"}, extra)
 }
 
 func withLabels(m map[string]string, kv []string) map[string]string {
