@@ -84,6 +84,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // serve builds the API over the cluster's informer caches (or, in dev
 // mode, the fixtures) and serves it until ctx is done.
 func serve(ctx context.Context, log zerolog.Logger, flags startup.Flags, cfg *config.Config) error {
+	if err := serveProfiles(ctx, log); err != nil {
+		return err
+	}
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := api.NewMetrics(registry)
