@@ -128,8 +128,12 @@ func serve(ctx context.Context, log zerolog.Logger, flags startup.Flags, cfg *co
 	if err != nil {
 		return err
 	}
-	caches := newCaches(kube, hcc, cfg.Namespaces)
+	caches, err := newCaches(kube, hcc, cfg.Namespaces, metrics)
+	if err != nil {
+		return err
+	}
 	opts.Sources = caches.sources
+	opts.Inventory = caches.inventory
 	opts.Readiness = health.NewReadiness(informersCheck)
 	// Serve returns once in-flight requests drained after ctx ended; the
 	// informers stop with ctx too and are waited for last.

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -271,7 +272,9 @@ func TestHostInventoryBodyIsWhatJSONWouldEncode(t *testing.T) {
 			encoded = append(encoded, mustMarshal(e))
 		}
 		want := mustMarshal(hostInventory{Servers: append([]hostInventoryEntry{}, entries[:n]...), Timestamp: "2026-02-14T15:11:12.000Z"})
-		assert.Equal(t, string(want), string(hostInventoryBody(encoded, "2026-02-14T15:11:12.000Z")))
+		assert.Equal(t, string(want), string(appendHostInventory(nil, hostInventoryHead(encoded), t0)))
+		assert.Equal(t, "prefix"+string(want), string(appendHostInventory([]byte("prefix"), hostInventoryHead(encoded), t0.In(time.FixedZone("CET", 3600)))),
+			"appended after dst, in UTC")
 	}
 }
 
