@@ -38,9 +38,10 @@ const (
 	// rateLimitMaxKeys caps the rate limiter's memory (see
 	// fixedWindowLimiter): two actions for 32768 Hosts.
 	rateLimitMaxKeys = 1 << 16
-	// entryCacheMaxEntries bounds the encoded-entry cache: far more than the
-	// McpServers of one namespace.
-	entryCacheMaxEntries = 4096
+	// entryCacheMaxEntries bounds the encoded-entry cache: more than the
+	// McpServers of one namespace (test/bench serves 10,000; at 4,096 the
+	// cache was cleared over and over), at about 300 bytes an entry.
+	entryCacheMaxEntries = 1 << 16
 	// maxCredentialBodyBytes caps the credential request body, which holds
 	// one server name (a DNS label).
 	maxCredentialBodyBytes = 4 << 10

@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 	"testing"
@@ -381,4 +382,22 @@ func TestEntryCacheIsBounded(t *testing.T) {
 	assert.LessOrEqual(t, len(c.entries), 3)
 	c.get(servers[3], nil, encode)
 	assert.Equal(t, 4, calls, "a current entry is served from the cache")
+}
+
+// The handler's entry cache holds test/bench's fleet: at 10,000 servers a
+// smaller bound cleared it over and over, and every rebuilt inventory
+// encoded its entries again.
+func TestEntryCacheHoldsTheBenchmarkFleet(t *testing.T) {
+	c := newEntryCache(entryCacheMaxEntries)
+	calls := 0
+	encode := func(s *v1alpha1.McpServer, _ *corev1.Secret) []byte { calls++; return []byte(s.Name) }
+	servers := make([]*v1alpha1.McpServer, 10000)
+	for i := range servers {
+		servers[i] = versioned(newServer(fmt.Sprintf("s%05d", i), v1alpha1.TransportSSE), "1")
+		c.get(servers[i], nil, encode)
+	}
+	for _, s := range servers {
+		c.get(s, nil, encode)
+	}
+	assert.Equal(t, len(servers), calls, "each entry encoded once")
 }
