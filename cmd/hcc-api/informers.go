@@ -132,11 +132,15 @@ func (c *caches) shutdown() {
 }
 
 // stripManagedFields drops metadata.managedFields, which no handler reads
-// and which is often the largest part of an object. Informers call it on
-// objects nobody else holds yet, so it may mutate them in place.
+// and which is often the largest part of an object, and the annotation in
+// which kubectl apply keeps a whole copy of the object. Informers call it
+// on objects nobody else holds yet, so it may mutate them in place.
 func stripManagedFields(obj any) (any, error) {
 	if o, ok := obj.(metav1.Object); ok {
 		o.SetManagedFields(nil)
+		if a := o.GetAnnotations(); a != nil {
+			delete(a, corev1.LastAppliedConfigAnnotation)
+		}
 	}
 	return obj, nil
 }
