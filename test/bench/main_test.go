@@ -89,11 +89,12 @@ func buildBinary(b *testing.B, name string) string {
 	return buildPackage(b, name, "github.com/clerum/hcc/cmd/"+name)
 }
 
-// buildPackage builds the main package pkg as buildBinary does.
-func buildPackage(b *testing.B, name, pkg string) string {
+// buildPackage builds the main package pkg as buildBinary does, with
+// any further go build flags.
+func buildPackage(b *testing.B, name, pkg string, flags ...string) string {
 	b.Helper()
 	bin := filepath.Join(b.TempDir(), name)
-	cmd := exec.Command("go", "build", "-trimpath", "-o", bin, pkg)
+	cmd := exec.Command("go", append(append([]string{"build", "-trimpath", "-o", bin}, flags...), pkg)...)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	out, err := cmd.CombinedOutput()
 	require.NoError(b, err, "building %s: %s", name, out)
