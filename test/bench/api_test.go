@@ -308,6 +308,9 @@ func BenchmarkAPIScale(b *testing.B) {
 					b.ReportMetric(got.bytesPerRequest, "B/req")
 					b.ReportMetric(got.allocsPerRequest, "allocs/req")
 					b.ReportMetric(got.gcPerSecond, "gc/s")
+					if line != "credential" {
+						b.ReportMetric(100*got.cacheHitShare, "cache-hit-%")
+					}
 					b.ReportMetric(ms(base.p50), "bare-p50-ms")
 					b.ReportMetric(ms(base.p99), "bare-p99-ms")
 					b.ReportMetric(base.achieved, "bare-req/s")
@@ -446,6 +449,8 @@ type routeResult struct {
 	loadResult
 	cpuPerRequest, bytesPerRequest, allocsPerRequest float64
 	gcPerSecond                                      float64
+	// cacheHitShare is the share of inventory cache lookups that hit.
+	cacheHitShare float64
 }
 
 // loadWorkload is a target's request and the check of its answers.
@@ -494,6 +499,8 @@ func measureRoute(b *testing.B, targets []*apiTarget, rps int, round time.Durati
 				a.cost.gcs += after.gcs - before.gcs
 				a.cost.allocBytes += after.allocBytes - before.allocBytes
 				a.cost.allocs += after.allocs - before.allocs
+				a.cost.cacheHits += after.cacheHits - before.cacheHits
+				a.cost.cacheMisses += after.cacheMisses - before.cacheMisses
 				a.seconds += time.Since(started).Seconds()
 			}
 			a.runs = append(a.runs, run)
@@ -509,9 +516,12 @@ func measureRoute(b *testing.B, targets []*apiTarget, rps int, round time.Durati
 			res.bytesPerRequest = a.cost.allocBytes / n
 			res.allocsPerRequest = a.cost.allocs / n
 			res.gcPerSecond = a.cost.gcs / a.seconds
+			if lookups := a.cost.cacheHits + a.cost.cacheMisses; lookups > 0 {
+				res.cacheHitShare = a.cost.cacheHits / lookups
+			}
 		}
-		progressf("%s %s: p50 %s, p99 %s, %.0f req/s, statuses %v; a request: %.0f CPU µs, %.0f B in %.0f allocations; %.2f GC/s",
-			t.name, t.proc.base, res.p50, res.p99, res.achieved, res.statuses, res.cpuPerRequest, res.bytesPerRequest, res.allocsPerRequest, res.gcPerSecond)
+		progressf("%s %s: p50 %s, p99 %s, %.0f req/s, statuses %v; a request: %.0f CPU µs, %.0f B in %.0f allocations; %.2f GC/s; inventory cache hits %.1f%%",
+			t.name, t.proc.base, res.p50, res.p99, res.achieved, res.statuses, res.cpuPerRequest, res.bytesPerRequest, res.allocsPerRequest, res.gcPerSecond, 100*res.cacheHitShare)
 		out[t] = res
 	}
 	return out
@@ -704,16 +714,21 @@ func (c churnResult) byInformer() map[string]int {
 // processStats are an hcc-api's process figures from its /metrics.
 type processStats struct {
 	cpuSeconds, gcs, allocBytes, allocs float64
+	// cacheHits and cacheMisses count inventory cache lookups (none in a
+	// build without the cache).
+	cacheHits, cacheMisses float64
 }
 
 func scrapeStats(b *testing.B, p *process) processStats {
 	b.Helper()
 	m := scrape(b, p)
 	return processStats{
-		cpuSeconds: m["process_cpu_seconds_total"],
-		gcs:        m["go_gc_duration_seconds_count"],
-		allocBytes: m["go_memstats_alloc_bytes_total"],
-		allocs:     m["go_memstats_mallocs_total"],
+		cpuSeconds:  m["process_cpu_seconds_total"],
+		gcs:         m["go_gc_duration_seconds_count"],
+		allocBytes:  m["go_memstats_alloc_bytes_total"],
+		allocs:      m["go_memstats_mallocs_total"],
+		cacheHits:   m[`clerum_hcc_api_inventory_cache_lookups_total{result="hit"}`],
+		cacheMisses: m[`clerum_hcc_api_inventory_cache_lookups_total{result="miss"}`],
 	}
 }
 
