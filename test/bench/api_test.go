@@ -206,6 +206,8 @@ func BenchmarkAPIScale(b *testing.B) {
 	}
 	// startAPI starts an hcc-api; when profiling, with its profiling
 	// endpoints (a binary built without -tags pprof ignores the variable).
+	// The hcc-apis start together and are timed to /ready together, so
+	// neither meets the API server alone.
 	startAPI := func(name, line, bin string) *apiTarget {
 		port := testenv.FreePort(b)
 		env := append(environ[:len(environ):len(environ)], "CONTEXT_MAPPER_PORT="+strconv.Itoa(port))
@@ -216,13 +218,19 @@ func BenchmarkAPIScale(b *testing.B) {
 			env = append(env, "HCC_API_PPROF_ADDR=127.0.0.1:"+strconv.Itoa(pprofPort))
 		}
 		t.proc = startBinary(b, name, bin, cp.ImpersonatingKubeconfig(apiUser, saGroups...), port, env)
-		t.readyAfter = t.proc.waitHTTP(b, "/ready", 10*time.Minute).Sub(t.proc.started)
 		return t
 	}
 	targets := []*apiTarget{startAPI("hcc-api", "", bin)}
 	api := targets[0].proc
 	if reference != "" {
 		targets = append(targets, startAPI("hcc-api-reference", "-reference", reference))
+	}
+	procs := make([]*process, len(targets))
+	for i, t := range targets {
+		procs[i] = t.proc
+	}
+	for i, at := range waitAllHTTP(b, procs, "/ready", 10*time.Minute) {
+		targets[i].readyAfter = at.Sub(targets[i].proc.started)
 	}
 
 	// The tokens the Control API would have issued, one per Host.
