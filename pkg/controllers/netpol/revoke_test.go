@@ -275,15 +275,33 @@ func TestSystemicCreateFailuresStopCreatesButNotRevocations(t *testing.T) {
 
 func TestALaggingCacheIsRetriedQuietly(t *testing.T) {
 	mine := policy("mcp-server", "ctx-c-s00", names.PolicyTypeContextAllow, 3000)
-	f, c := newFixture(t, world{policies: []*networkingv1.NetworkPolicy{mine}})
-	f.desired = []*networkingv1.NetworkPolicy{mine}
-	f.running(c)
-	// HCC created it a moment ago; the informer has not seen it yet.
-	f.Unindex(mine)
-	_, err := c.syncFull(context.Background())
-	require.ErrorIs(t, err, kit.ErrCacheBehind)
-	assert.Zero(t, counterValue(t, c.metrics.WriteErrors.WithLabelValues("create")), "no error is counted")
-	assert.Zero(t, gaugeValue(t, c.metrics.UnmanagedConflicts))
+	mine.Labels[names.LabelMcpServer] = "s00"
+	t.Run("the holder is the planned policy: done", func(t *testing.T) {
+		f, c := newFixture(t, world{policies: []*networkingv1.NetworkPolicy{mine}})
+		f.desired = []*networkingv1.NetworkPolicy{mine}
+		f.running(c)
+		// HCC created it a moment ago; the informer has not seen it yet.
+		f.Unindex(mine)
+		_, err := c.syncFull(context.Background())
+		require.NoError(t, err)
+		assert.Equal(t, []string{"create networkpolicies/ctx-c-s00"}, f.Writes(), "refused: it exists")
+		assert.Empty(t, f.egress.report.Failed, "its server's gate may open: the policy is in place")
+		assert.Zero(t, counterValue(t, c.metrics.WriteErrors.WithLabelValues("create")), "no error is counted")
+		assert.Zero(t, gaugeValue(t, c.metrics.UnmanagedConflicts))
+	})
+	t.Run("the holder differs: retried from the newer object", func(t *testing.T) {
+		f, c := newFixture(t, world{policies: []*networkingv1.NetworkPolicy{mine}})
+		wider := mine.DeepCopy()
+		wider.Spec.Ingress = nil
+		f.desired = []*networkingv1.NetworkPolicy{wider}
+		f.running(c)
+		f.Unindex(mine)
+		_, err := c.syncFull(context.Background())
+		require.ErrorIs(t, err, kit.ErrCacheBehind)
+		assert.True(t, f.egress.report.Failed.Has("s00"), "not as planned: the gate waits")
+		assert.Zero(t, counterValue(t, c.metrics.WriteErrors.WithLabelValues("create")), "no error is counted")
+		assert.Zero(t, gaugeValue(t, c.metrics.UnmanagedConflicts))
+	})
 }
 
 func TestStatusOnlyUpdatesDoNotSignal(t *testing.T) {
