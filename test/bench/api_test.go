@@ -20,6 +20,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -58,6 +59,16 @@ const (
 	// minChurnShare: the update generator applies at least this share of
 	// its offered rate (the last updates may be in flight when it stops).
 	minChurnShare = 0.95
+	// minDeliveredShare: during each target's runs of a route, hcc-api's
+	// informers deliver at least this share of the offered update rate,
+	// counted from its own /metrics around the runs (an update in flight
+	// at either end of a run may fall on either side of it), judged when
+	// the runs last minUpdateWindow at least: the watch delivers in
+	// bursts, and an hcc-api under its own load falls behind for a moment
+	// and catches up in the next (measured on 1 s runs: 60/s during
+	// hcc-api's, 153/s during the bare handler's next).
+	minDeliveredShare = 0.9
+	minUpdateWindow   = 10 * time.Second
 	// maxFailedUpdates: every update of the fleet is one the API server
 	// accepts; a refused one would not reach hcc-api.
 	maxFailedUpdates = 0
@@ -193,8 +204,13 @@ func BenchmarkAPIScale(b *testing.B) {
 	)
 	// The most one Host sends in a minute: both routes' runs with their
 	// warm-ups and the profiled runs, if one clock-aligned window holds
-	// them all, the first-use pass and the two body probes.
-	perHost := (2*rps*int(2*duration.Seconds()+loadWarmup.Seconds())+f.hosts-1)/f.hosts + 3
+	// them all, the first-use pass, the two body probes and, for each
+	// hcc-api, the settled check's inventory and credentials.
+	apis := 1
+	if reference != "" {
+		apis++
+	}
+	perHost := (2*rps*int(2*duration.Seconds()+loadWarmup.Seconds())+f.hosts-1)/f.hosts + 3 + apis*(f.perContext()+2)
 	limit := shippedRateLimit
 	if perHost > limit {
 		limit = 2 * perHost
@@ -240,16 +256,18 @@ func BenchmarkAPIScale(b *testing.B) {
 		tokens[i], err = hostToken(key, hostName(i), uids[i])
 		return err
 	})
-	send := func(client *http.Client, base, route string, i int) (int, []byte, error) {
+	// ask sends Host host's request of route (for the credential route, of
+	// server's credential).
+	ask := func(client *http.Client, base, route string, host int, server string) (int, []byte, error) {
 		method, body := http.MethodGet, []byte(nil)
 		if route == routeCredential {
-			method, body = http.MethodPost, fmt.Appendf(nil, `{"serverName":%q}`, f.credentialServer(i))
+			method, body = http.MethodPost, fmt.Appendf(nil, `{"serverName":%q}`, server)
 		}
 		req, err := http.NewRequest(method, base+route, bytes.NewReader(body))
 		if err != nil {
 			return 0, nil, err
 		}
-		req.Header.Set("Authorization", "Bearer "+tokens[i%f.hosts])
+		req.Header.Set("Authorization", "Bearer "+tokens[host])
 		if body != nil {
 			req.Header.Set("Content-Type", "application/json")
 		}
@@ -260,6 +278,10 @@ func BenchmarkAPIScale(b *testing.B) {
 		defer resp.Body.Close()
 		raw, err := io.ReadAll(resp.Body)
 		return resp.StatusCode, raw, err
+	}
+	// send is request i of the load.
+	send := func(client *http.Client, base, route string, i int) (int, []byte, error) {
+		return ask(client, base, route, i%f.hosts, f.credentialServer(i))
 	}
 	checks := map[string]func(i int, body []byte) error{routeInventory: f.checkInventory, routeCredential: f.checkCredential}
 
@@ -296,13 +318,28 @@ func BenchmarkAPIScale(b *testing.B) {
 		"--kubeconfig", cp.Kubeconfig(), "--summary", churnSummary, "--rate", strconv.Itoa(churnRate),
 		"--servers", strconv.Itoa(f.servers), "--contexts", strconv.Itoa(f.contexts), "--hosts", strconv.Itoa(f.hosts),
 	}, 0, nil)
+	// The updates arriving: the loads start once the first have reached
+	// hcc-api's informers, and the update rate is judged from then.
+	delivered := func() float64 {
+		n := 0.0
+		for _, v := range informerUpdates(b, api) {
+			n += v
+		}
+		return n
+	}
+	before := delivered()
+	require.NoError(b, wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, eventsTimeout, true, func(context.Context) (bool, error) {
+		return delivered() > before, nil
+	}), "no update reached hcc-api's informers")
 	churnStarted := time.Now()
 
+	// report writes a route's lines, one per hcc-api, and stops the
+	// benchmark if any check of them failed.
 	report := func(line string, results map[*apiTarget]routeResult, bodyBytes, wantRequests int) {
 		base := results[bare]
 		for _, t := range targets {
 			got := results[t]
-			b.Run(line+t.line, func(b *testing.B) {
+			ok := b.Run(line+t.line, func(b *testing.B) {
 				for b.Loop() {
 					ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 					b.ReportMetric(ms(got.p50), "p50-ms")
@@ -328,10 +365,20 @@ func BenchmarkAPIScale(b *testing.B) {
 					b.ReportMetric(float64(bodyBytes), "body-bytes")
 					b.ReportMetric(float64(limit), "rate-limit/min")
 					b.ReportMetric(float64(churnRate), "offered-updates/s")
+					b.ReportMetric(got.updatesPerSecond, "informer-updates/s")
+					// The bare handler is the process bareProc: it, not
+					// this one, spent CPU on its load.
+					if base.cpuPerRequest <= 0 {
+						b.Errorf("the bare handler (pid %d) used no CPU under its load", bareProc.Pid())
+					}
 					for _, r := range []struct {
 						name string
 						res  routeResult
 					}{{t.name, got}, {"bare handler", base}} {
+						if r.res.updateSeconds >= minUpdateWindow.Seconds() && r.res.updatesPerSecond < minDeliveredShare*float64(churnRate) {
+							b.Errorf("%s: %.1f update events/s reached hcc-api's informers during its runs, less than %.0f%% of the %d offered",
+								r.name, r.res.updatesPerSecond, 100*minDeliveredShare, churnRate)
+						}
 						if r.res.failures > maxFailedRequests {
 							b.Errorf("%s: %d failed requests (statuses %v; first malformed body: %v), at most %d",
 								r.name, r.res.failures, r.res.statuses, r.res.malformed, maxFailedRequests)
@@ -345,6 +392,9 @@ func BenchmarkAPIScale(b *testing.B) {
 					}
 				}
 			})
+			if !ok {
+				b.Fatalf("%s%s failed its checks (above)", line, t.line)
+			}
 		}
 	}
 	for _, route := range []struct{ name, path string }{{"inventory", routeInventory}, {"credential", routeCredential}} {
@@ -363,9 +413,9 @@ func BenchmarkAPIScale(b *testing.B) {
 			// Each Host's first request, its token new to hcc-api (an RSA
 			// verification, then cached until the token expires).
 			firstUse := time.Duration(f.hosts) * time.Second / time.Duration(rps)
-			report("inventory-first-use", measureRoute(b, all, rps, firstUse, 1, 0, workloads), len(bodies[route.path]), f.hosts)
+			report("inventory-first-use", measureRoute(b, all, rps, firstUse, 1, 0, workloads, delivered), len(bodies[route.path]), f.hosts)
 		}
-		report(route.name, measureRoute(b, all, rps, round, rounds, loadWarmup, workloads), len(bodies[route.path]), rounds*int(float64(rps)*round.Seconds()))
+		report(route.name, measureRoute(b, all, rps, round, rounds, loadWarmup, workloads, delivered), len(bodies[route.path]), rounds*int(float64(rps)*round.Seconds()))
 	}
 
 	if profileDir != "" {
@@ -398,13 +448,18 @@ func BenchmarkAPIScale(b *testing.B) {
 		}
 		return true, nil
 	})
-	arrived := 0.0
-	for informer := range want {
+	arrived, applied := 0.0, 0
+	for informer, n := range want {
 		arrived += eventsAfter[informer] - eventsBefore[informer]
+		applied += n
 	}
-	b.Run("updates", func(b *testing.B) {
+	// The rate over the whole load, by this process's clock: a generator
+	// that stopped early, whatever its own summary says, falls short.
+	appliedRate := float64(applied) / churnSeconds
+	ok := b.Run("updates", func(b *testing.B) {
 		for b.Loop() {
-			b.ReportMetric(updates.Achieved, "updates/s")
+			b.ReportMetric(appliedRate, "updates/s")
+			b.ReportMetric(updates.Achieved, "churn-updates/s")
 			b.ReportMetric(updates.Offered, "offered-updates/s")
 			b.ReportMetric(float64(updates.Failed), "failed-updates")
 			b.ReportMetric(arrived/churnSeconds, "informer-updates/s")
@@ -412,8 +467,9 @@ func BenchmarkAPIScale(b *testing.B) {
 			if updates.Failed > maxFailedUpdates {
 				b.Errorf("%d updates failed (first: %v), at most %d", updates.Failed, updates.Errors, maxFailedUpdates)
 			}
-			if updates.Achieved < minChurnShare*updates.Offered {
-				b.Errorf("%.1f updates/s applied of %.0f offered, less than %.0f%%", updates.Achieved, updates.Offered, 100*minChurnShare)
+			if appliedRate < minChurnShare*float64(churnRate) || updates.Achieved < minChurnShare*float64(churnRate) {
+				b.Errorf("%.1f updates/s applied over the %.1f s of the load (%.1f/s by the generator's count), less than %.0f%% of %d offered",
+					appliedRate, churnSeconds, updates.Achieved, 100*minChurnShare, churnRate)
 			}
 			if err != nil {
 				b.Errorf("within %s of the last update, hcc-api's informers had delivered %v update events (over the start), fewer than the updates applied %v",
@@ -421,6 +477,48 @@ func BenchmarkAPIScale(b *testing.B) {
 			}
 		}
 	})
+	if !ok {
+		b.Fatal("the updates failed their checks (above)")
+	}
+
+	// Settled: the updates stopped and every one delivered, each hcc-api
+	// answers as the cluster now is. For one Host of every Context: its
+	// inventory lists exactly the servers the Context does, each at its
+	// server's current transport path and with the credentialRevision the
+	// credential route gives, and that route gives the Secret's current
+	// token. A body cached past an update that changed it fails here.
+	contextList, err := hcc.ClerumV1alpha1().Contexts("mcp-server").List(ctx, metav1.ListOptions{})
+	require.NoError(b, err)
+	serverList, err := hcc.ClerumV1alpha1().McpServers("mcp-server").List(ctx, metav1.ListOptions{})
+	require.NoError(b, err)
+	secretList, err := kube.CoreV1().Secrets("mcp-server").List(ctx, metav1.ListOptions{})
+	require.NoError(b, err)
+	live := settledFleet{contexts: map[string]*clerumv1alpha1.Context{}, servers: map[string]*clerumv1alpha1.McpServer{}, tokens: map[string]string{}}
+	for i := range contextList.Items {
+		live.contexts[contextList.Items[i].Name] = &contextList.Items[i]
+	}
+	for i := range serverList.Items {
+		live.servers[serverList.Items[i].Name] = &serverList.Items[i]
+	}
+	for _, s := range secretList.Items {
+		live.tokens[s.Name] = string(s.Data["token"])
+	}
+	for _, t := range targets {
+		client := loadClient()
+		parallel(b, 16, min(f.contexts, f.hosts), func(c int) error {
+			// Host c is Context c's (newHost).
+			err := live.check(contextName(c), func(route, server string) (int, []byte, error) {
+				return ask(client, t.proc.base, route, c, server)
+			})
+			if err != nil {
+				return fmt.Errorf("%s, once settled, Host %s: %w", t.name, hostName(c), err)
+			}
+			return nil
+		})
+		client.CloseIdleConnections()
+		progressf("%s: settled: the inventory of a Host of each of %d Contexts, and its servers' credentials, are the cluster's", t.name, min(f.contexts, f.hosts))
+	}
+
 	for _, t := range targets {
 		b.Run("process"+t.line, func(b *testing.B) {
 			for b.Loop() {
@@ -462,6 +560,9 @@ type routeResult struct {
 	gcPerSecond                                      float64
 	// cacheHitShare is the share of inventory cache lookups that hit.
 	cacheHitShare float64
+	// updatesPerSecond is the update events hcc-api's informers delivered
+	// a second during the target's runs, updateSeconds their length.
+	updatesPerSecond, updateSeconds float64
 }
 
 // loadWorkload is a target's request and the check of its answers.
@@ -475,8 +576,12 @@ type loadWorkload struct {
 // requests are numbered on from round to round. Its first round runs a
 // warm-up longer, not measured, in which its client opens its
 // connections; the workloads' clients keep them for the later rounds.
+//
+// updates is the count of update events hcc-api's informers have
+// delivered so far; read around every run, whoever's, it gives the update
+// rate each target's runs met (routeResult.updatesPerSecond).
 func measureRoute(b *testing.B, targets []*apiTarget, rps int, round time.Duration, rounds int, warmup time.Duration,
-	workloads map[*apiTarget]loadWorkload,
+	workloads map[*apiTarget]loadWorkload, updates func() float64,
 ) map[*apiTarget]routeResult {
 	b.Helper()
 	type acc struct {
@@ -484,6 +589,9 @@ func measureRoute(b *testing.B, targets []*apiTarget, rps int, round time.Durati
 		cost    processStats
 		seconds float64
 		sent    int
+		// updates and updateSeconds: the update events delivered during
+		// the target's runs, and the runs' length.
+		updates, updateSeconds float64
 	}
 	accs := map[*apiTarget]*acc{}
 	for _, t := range targets {
@@ -502,8 +610,11 @@ func measureRoute(b *testing.B, targets []*apiTarget, rps int, round time.Durati
 				before = scrapeStats(b, t.proc)
 			}
 			cpuBefore := processCPU(b, t.proc)
+			updatesBefore := updates()
 			started := time.Now()
 			run := offerLoad(rps, d, skip, a.sent, http.StatusOK, workloads[t].do, workloads[t].check)
+			a.updateSeconds += time.Since(started).Seconds()
+			a.updates += updates() - updatesBefore
 			a.sent += int(float64(rps) * d.Seconds())
 			a.cost.cpuSeconds += processCPU(b, t.proc) - cpuBefore
 			if !t.bare {
@@ -524,6 +635,7 @@ func measureRoute(b *testing.B, targets []*apiTarget, rps int, round time.Durati
 		res := routeResult{loadResult: summarize(a.runs)}
 		n := float64(a.sent)
 		res.cpuPerRequest = a.cost.cpuSeconds / n * 1e6
+		res.updatesPerSecond, res.updateSeconds = a.updates/a.updateSeconds, a.updateSeconds
 		if !t.bare {
 			res.bytesPerRequest = a.cost.allocBytes / n
 			res.allocsPerRequest = a.cost.allocs / n
@@ -532,8 +644,8 @@ func measureRoute(b *testing.B, targets []*apiTarget, rps int, round time.Durati
 				res.cacheHitShare = a.cost.cacheHits / lookups
 			}
 		}
-		progressf("%s %s: p50 %s, p99 %s, %.0f req/s, statuses %v; a request: %.0f CPU µs, %.0f B in %.0f allocations; %.2f GC/s; inventory cache hits %.1f%%",
-			t.name, t.proc.base, res.p50, res.p99, res.achieved, res.statuses, res.cpuPerRequest, res.bytesPerRequest, res.allocsPerRequest, res.gcPerSecond, 100*res.cacheHitShare)
+		progressf("%s %s: p50 %s, p99 %s, %.0f req/s, statuses %v; a request: %.0f CPU µs, %.0f B in %.0f allocations; %.2f GC/s; inventory cache hits %.1f%%; %.1f updates/s delivered meanwhile",
+			t.name, t.proc.base, res.p50, res.p99, res.achieved, res.statuses, res.cpuPerRequest, res.bytesPerRequest, res.allocsPerRequest, res.gcPerSecond, 100*res.cacheHitShare, res.updatesPerSecond)
 		out[t] = res
 	}
 	return out
@@ -582,6 +694,10 @@ func profileRoute(b *testing.B, t *apiTarget, dir, name string, rps int, d time.
 	run := offerLoad(rps, d, 0, 0, http.StatusOK, do, check)
 	w := <-done
 	require.NoError(b, w.err, "profiling %s", name)
+	if run.failures > maxFailedRequests {
+		b.Fatalf("profiling %s: %d failed requests (statuses %v; first malformed body: %v), at most %d",
+			name, run.failures, run.statuses, run.malformed, maxFailedRequests)
+	}
 	progressf("profile %s: %.0f requests answered during the %d s CPU profile, %d failed; %s.{cpu,heap0,heap1}.pprof",
 		name, w.requests, seconds, run.failures, filepath.Join(dir, name))
 }
@@ -696,6 +812,84 @@ func (f apiFleet) checkCredential(i int, body []byte) error {
 	want := "token-of-" + f.credentialServer(i)
 	if *cred.Token != want && !strings.HasPrefix(*cred.Token, want+"-r") {
 		return fmt.Errorf("credential of %s holds %q", f.credentialServer(i), *cred.Token)
+	}
+	return nil
+}
+
+// settledFleet is the fleet as the API server holds it once the updates
+// stopped: Contexts and McpServers by name, each Secret's token by the
+// Secret's name.
+type settledFleet struct {
+	contexts map[string]*clerumv1alpha1.Context
+	servers  map[string]*clerumv1alpha1.McpServer
+	tokens   map[string]string
+}
+
+// check reports what is wrong with the answers ask gets for a Host of
+// Context name: its inventory, then each listed server's credential.
+func (l settledFleet) check(name string, ask func(route, server string) (int, []byte, error)) error {
+	c := l.contexts[name]
+	if c == nil {
+		return fmt.Errorf("no Context %s", name)
+	}
+	want := slices.Clone(c.Spec.McpServers)
+	slices.Sort(want)
+	want = slices.Compact(want)
+	status, raw, err := ask(routeInventory, "")
+	if err != nil {
+		return err
+	}
+	if status != http.StatusOK {
+		return fmt.Errorf("inventory: %d %s", status, raw)
+	}
+	var inv struct {
+		Servers []inventoryEntry `json:"servers"`
+	}
+	if err := json.Unmarshal(raw, &inv); err != nil {
+		return fmt.Errorf("inventory: %w", err)
+	}
+	got := make([]string, 0, len(inv.Servers))
+	for _, e := range inv.Servers {
+		if e.Name == nil || e.Transport == nil || e.Transport.URL == nil || e.CredentialRevision == nil {
+			return fmt.Errorf("inventory entry lacks a member: %s", raw)
+		}
+		got = append(got, *e.Name)
+	}
+	if !slices.Equal(got, want) {
+		return fmt.Errorf("inventory lists %v, Context %s lists %v", got, name, want)
+	}
+	for _, e := range inv.Servers {
+		s := l.servers[*e.Name]
+		if s == nil {
+			return fmt.Errorf("inventory lists %s, which does not exist", *e.Name)
+		}
+		path := s.Spec.Transport.Path
+		if path == "" {
+			path = "/sse"
+		}
+		if url := "http://" + s.Name + ".mcp-server.svc.cluster.local:3000" + path; *e.Transport.URL != url {
+			return fmt.Errorf("inventory: %s at %s, its spec at %s", s.Name, *e.Transport.URL, url)
+		}
+		status, raw, err := ask(routeCredential, s.Name)
+		if err != nil {
+			return err
+		}
+		if status != http.StatusOK {
+			return fmt.Errorf("credential of %s: %d %s", s.Name, status, raw)
+		}
+		var cred struct {
+			Token              *string `json:"token"`
+			CredentialRevision string  `json:"credentialRevision"`
+		}
+		if err := json.Unmarshal(raw, &cred); err != nil {
+			return fmt.Errorf("credential of %s: %w", s.Name, err)
+		}
+		if token := l.tokens[s.Spec.Auth.SecretRef.Name]; cred.Token == nil || *cred.Token != token {
+			return fmt.Errorf("credential of %s: %s, its Secret holds %q", s.Name, raw, token)
+		}
+		if cred.CredentialRevision != *e.CredentialRevision {
+			return fmt.Errorf("%s: credentialRevision %s in the inventory, %s from the credential route", s.Name, *e.CredentialRevision, cred.CredentialRevision)
+		}
 	}
 	return nil
 }
