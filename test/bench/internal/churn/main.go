@@ -73,6 +73,9 @@ var cycle = []string{
 	kindServerSpec, kindSecret, kindServerStatus, kindContext,
 }
 
+// phase is each server-editing kind's offset, in thirds of the fleet.
+var phase = map[string]int{kindServerSpec: 0, kindServerStatus: 1, kindSecret: 2}
+
 var (
 	mcpServers = schema.GroupVersionResource{Group: "clerum.io", Version: "v1alpha1", Resource: "mcpservers"}
 	contexts   = schema.GroupVersionResource{Group: "clerum.io", Version: "v1alpha1", Resource: "contexts"}
@@ -122,9 +125,13 @@ type update struct {
 // plan returns the n-th update of kind. Each kind walks its objects with
 // a stride coprime to their count, so successive edits of a kind spread
 // over the fleet and every object is edited once per count edits; the
-// edit number r makes each value new.
+// edit number r makes each value new. The three kinds that edit a server
+// (its spec, its status, its Secret) walk the same order a third of the
+// fleet apart (phase): in step, a server's spec or status edit would
+// follow its Secret's within milliseconds, and a reader that missed the
+// Secret's change would be set right by the next edit, unseen.
 func plan(f fleet, kind string, n int) update {
-	pick := func(count int) int { return (n * stride(count)) % count }
+	pick := func(count int) int { return (n*stride(count) + phase[kind]*count/3) % count }
 	// r is new for every update of the kind; n/count is how often the
 	// object picked was edited before (each is picked once per count).
 	// Either way the patch changes the object: a patch that changed
