@@ -345,7 +345,7 @@ func (c *Controller) sync(ctx context.Context, kind passKind) (kit.Result, error
 		c.lastStart.Store(start.UnixNano())
 		c.fullInFlight.Store(true)
 		var incremental bool
-		after, err, incremental = c.syncSignalled(ctx)
+		after, incremental, err = c.syncSignalled(ctx)
 		c.fullInFlight.Store(false)
 		if incremental {
 			metricKind = metricIncremental
