@@ -205,12 +205,13 @@ func BenchmarkAPIScale(b *testing.B) {
 	// The most one Host sends in a minute: both routes' runs with their
 	// warm-ups and the profiled runs, if one clock-aligned window holds
 	// them all, the first-use pass, the two body probes and, for each
-	// hcc-api, the settled check's inventory and credentials.
+	// hcc-api, the settled checks' inventories and credentials and the
+	// probe's cached inventory.
 	apis := 1
 	if reference != "" {
 		apis++
 	}
-	perHost := (2*rps*int(2*duration.Seconds()+loadWarmup.Seconds())+f.hosts-1)/f.hosts + 3 + apis*(f.perContext()+2)
+	perHost := (2*rps*int(2*duration.Seconds()+loadWarmup.Seconds())+f.hosts-1)/f.hosts + 3 + apis*(2*f.perContext()+5)
 	limit := shippedRateLimit
 	if perHost > limit {
 		limit = 2 * perHost
@@ -494,37 +495,86 @@ func BenchmarkAPIScale(b *testing.B) {
 	// server's current transport path and with the credentialRevision the
 	// credential route gives, and that route gives the Secret's current
 	// token. A body cached past an update that changed it fails here.
-	contextList, err := hcc.ClerumV1alpha1().Contexts("mcp-server").List(ctx, metav1.ListOptions{})
-	require.NoError(b, err)
-	serverList, err := hcc.ClerumV1alpha1().McpServers("mcp-server").List(ctx, metav1.ListOptions{})
-	require.NoError(b, err)
-	secretList, err := kube.CoreV1().Secrets("mcp-server").List(ctx, metav1.ListOptions{})
-	require.NoError(b, err)
-	live := settledFleet{contexts: map[string]*clerumv1alpha1.Context{}, servers: map[string]*clerumv1alpha1.McpServer{}, tokens: map[string]string{}}
-	for i := range contextList.Items {
-		live.contexts[contextList.Items[i].Name] = &contextList.Items[i]
+	settled := func(what string) {
+		contextList, err := hcc.ClerumV1alpha1().Contexts("mcp-server").List(ctx, metav1.ListOptions{})
+		require.NoError(b, err)
+		serverList, err := hcc.ClerumV1alpha1().McpServers("mcp-server").List(ctx, metav1.ListOptions{})
+		require.NoError(b, err)
+		secretList, err := kube.CoreV1().Secrets("mcp-server").List(ctx, metav1.ListOptions{})
+		require.NoError(b, err)
+		live := settledFleet{contexts: map[string]*clerumv1alpha1.Context{}, servers: map[string]*clerumv1alpha1.McpServer{}, tokens: map[string]string{}}
+		for i := range contextList.Items {
+			live.contexts[contextList.Items[i].Name] = &contextList.Items[i]
+		}
+		for i := range serverList.Items {
+			live.servers[serverList.Items[i].Name] = &serverList.Items[i]
+		}
+		for _, s := range secretList.Items {
+			live.tokens[s.Name] = string(s.Data["token"])
+		}
+		for _, t := range targets {
+			client := loadClient()
+			parallel(b, 16, min(f.contexts, f.hosts), func(c int) error {
+				// Host c is Context c's (newHost).
+				err := live.check(contextName(c), func(route, server string) (int, []byte, error) {
+					return ask(client, t.proc.base, route, c, server)
+				})
+				if err != nil {
+					return fmt.Errorf("%s, %s, Host %s: %w", t.name, what, hostName(c), err)
+				}
+				return nil
+			})
+			client.CloseIdleConnections()
+			progressf("%s: %s: the inventory of a Host of each of %d Contexts, and its servers' credentials, are the cluster's", t.name, what, min(f.contexts, f.hosts))
+		}
 	}
-	for i := range serverList.Items {
-		live.servers[serverList.Items[i].Name] = &serverList.Items[i]
-	}
-	for _, s := range secretList.Items {
-		live.tokens[s.Name] = string(s.Data["token"])
+	settled("once the updates settled")
+
+	// Cached, then changed: the load's last phase asks for credentials, and
+	// in it the updates drop most inventories from the cache, so the check
+	// above meets few bodies that an update should have dropped. Here a
+	// Host of each of up to 100 Contexts asks for its inventory (cached
+	// now), then one server of the Context gets a new Secret value and
+	// another a new transport path, and once hcc-api's informers delivered
+	// both, every answer must be the cluster's again.
+	probed := make([]int, 0, 100)
+	for c := 0; c < min(f.contexts, f.hosts); c += max(1, f.contexts/100) {
+		probed = append(probed, c)
 	}
 	for _, t := range targets {
 		client := loadClient()
-		parallel(b, 16, min(f.contexts, f.hosts), func(c int) error {
-			// Host c is Context c's (newHost).
-			err := live.check(contextName(c), func(route, server string) (int, []byte, error) {
-				return ask(client, t.proc.base, route, c, server)
-			})
+		parallel(b, 16, len(probed), func(k int) error {
+			status, raw, err := ask(client, t.proc.base, routeInventory, probed[k], "")
+			if err == nil && status != http.StatusOK {
+				err = fmt.Errorf("%d %s", status, raw)
+			}
 			if err != nil {
-				return fmt.Errorf("%s, once settled, Host %s: %w", t.name, hostName(c), err)
+				return fmt.Errorf("%s, priming the inventory of Host %s: %w", t.name, hostName(probed[k]), err)
 			}
 			return nil
 		})
 		client.CloseIdleConnections()
-		progressf("%s: settled: the inventory of a Host of each of %d Contexts, and its servers' credentials, are the cluster's", t.name, min(f.contexts, f.hosts))
 	}
+	probeBefore := delivered()
+	parallel(b, 16, len(probed), func(k int) error {
+		first := probed[k] * f.perContext()
+		secret := serverName(first) + "-auth"
+		token := base64.StdEncoding.EncodeToString([]byte("token-of-" + serverName(first) + "-probe"))
+		if _, err := kube.CoreV1().Secrets("mcp-server").Patch(ctx, secret, types.MergePatchType,
+			fmt.Appendf(nil, `{"data":{"token":%q}}`, token), metav1.PatchOptions{}); err != nil {
+			return err
+		}
+		_, err := hcc.ClerumV1alpha1().McpServers("mcp-server").Patch(ctx, serverName(first+f.perContext()-1), types.MergePatchType,
+			[]byte(`{"spec":{"transport":{"path":"/sse/probe"}}}`), metav1.PatchOptions{})
+		return err
+	})
+	require.NoError(b, wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, eventsTimeout, true, func(context.Context) (bool, error) {
+		return delivered()-probeBefore >= float64(2*len(probed)), nil
+	}), "the probe's %d updates reaching hcc-api's informers", 2*len(probed))
+	// The reference has no event count of its own: its informers get the
+	// same watch events, and are given a moment more.
+	time.Sleep(time.Second)
+	settled(fmt.Sprintf("after %d cached inventories were changed", len(probed)))
 
 	for _, t := range targets {
 		b.Run("process"+t.line, func(b *testing.B) {
