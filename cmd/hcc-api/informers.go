@@ -34,18 +34,20 @@ type factory interface {
 // namespace, and nothing else. Each factory is namespace-scoped, so the
 // service account needs no cluster-wide read.
 type caches struct {
-	sources   api.Sources
+	sources api.Sources
+	// inventory is kept exact by the MCP server namespace's informers.
+	inventory *api.InventoryCache
 	factories []factory
 	// synced is in a fixed order so that logs and metrics are stable.
 	synced []namedSync
 }
 
 type namedSync struct {
-	name   string
-	synced cache.InformerSynced
+	name     string
+	informer cache.SharedIndexInformer
 }
 
-func newCaches(kube kubernetes.Interface, hcc clientset.Interface, ns config.Namespaces) *caches {
+func newCaches(kube kubernetes.Interface, hcc clientset.Interface, ns config.Namespaces, metrics *api.Metrics) (*caches, error) {
 	serverFactory := informers.NewSharedInformerFactoryWithOptions(hcc, 0,
 		informers.WithNamespace(ns.McpServer), informers.WithTransform(stripManagedFields))
 	hostFactory := informers.NewSharedInformerFactoryWithOptions(hcc, 0,
@@ -57,22 +59,44 @@ func newCaches(kube kubernetes.Interface, hcc clientset.Interface, ns config.Nam
 	contexts := serverFactory.Clerum().V1alpha1().Contexts()
 	hosts := hostFactory.Clerum().V1alpha1().Hosts()
 	secrets := secretFactory.Core().V1().Secrets()
-	return &caches{
+	inventory, err := api.NewInventoryCache(servers.Informer(), contexts.Informer(), secrets.Informer())
+	if err != nil {
+		return nil, err
+	}
+	c := &caches{
 		sources: api.Sources{
 			McpServers: servers.Lister().McpServers(ns.McpServer),
 			Contexts:   contexts.Lister().Contexts(ns.McpServer),
 			Hosts:      hosts.Lister().Hosts(ns.Host),
 			Secrets:    secrets.Lister().Secrets(ns.McpServer),
 		},
+		inventory: inventory,
 		factories: []factory{serverFactory, hostFactory, secretFactory},
 		// Requesting each Informer here registers it with its factory
 		// before Start, which starts only registered informers.
 		synced: []namedSync{
-			{"mcpservers", servers.Informer().HasSynced},
-			{"contexts", contexts.Informer().HasSynced},
-			{"hosts", hosts.Informer().HasSynced},
-			{"secrets", secrets.Informer().HasSynced},
+			{"mcpservers", servers.Informer()},
+			{"contexts", contexts.Informer()},
+			{"hosts", hosts.Informer()},
+			{"secrets", secrets.Informer()},
 		},
+	}
+	for _, s := range c.synced {
+		if _, err := s.informer.AddEventHandler(countEvents(metrics, s.name)); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// countEvents counts the objects an informer delivers
+// (clerum_hcc_api_informer_events_total), so that the updates reaching
+// hcc-api can be told from the updates written.
+func countEvents(metrics *api.Metrics, informer string) cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { metrics.InformerEvent(informer, "add") },
+		UpdateFunc: func(any, any) { metrics.InformerEvent(informer, "update") },
+		DeleteFunc: func(any) { metrics.InformerEvent(informer, "delete") },
 	}
 }
 
@@ -85,9 +109,9 @@ func (c *caches) run(ctx context.Context, readiness *health.Readiness, metrics *
 	all := make([]cache.InformerSynced, 0, len(c.synced))
 	for _, s := range c.synced {
 		metrics.SetCacheSynced(s.name, false)
-		all = append(all, s.synced)
+		all = append(all, s.informer.HasSynced)
 		go func() {
-			if cache.WaitForCacheSync(ctx.Done(), s.synced) {
+			if cache.WaitForCacheSync(ctx.Done(), s.informer.HasSynced) {
 				metrics.SetCacheSynced(s.name, true)
 			}
 		}()
@@ -108,11 +132,15 @@ func (c *caches) shutdown() {
 }
 
 // stripManagedFields drops metadata.managedFields, which no handler reads
-// and which is often the largest part of an object. Informers call it on
-// objects nobody else holds yet, so it may mutate them in place.
+// and which is often the largest part of an object, and the annotation in
+// which kubectl apply keeps a whole copy of the object. Informers call it
+// on objects nobody else holds yet, so it may mutate them in place.
 func stripManagedFields(obj any) (any, error) {
 	if o, ok := obj.(metav1.Object); ok {
 		o.SetManagedFields(nil)
+		if a := o.GetAnnotations(); a != nil {
+			delete(a, corev1.LastAppliedConfigAnnotation)
+		}
 	}
 	return obj, nil
 }

@@ -16,12 +16,13 @@ func TestStripManagedFields(t *testing.T) {
 	s := &v1alpha1.McpServer{ObjectMeta: metav1.ObjectMeta{
 		Name:          "s",
 		Generation:    3,
-		Annotations:   map[string]string{"a": "b"},
+		Annotations:   map[string]string{"a": "b", corev1.LastAppliedConfigAnnotation: `{"spec":{}}`},
 		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}},
 	}}
 	got, err := stripManagedFields(s)
 	require.NoError(t, err)
 	assert.Nil(t, got.(*v1alpha1.McpServer).ManagedFields)
+	assert.NotContains(t, got.(*v1alpha1.McpServer).Annotations, corev1.LastAppliedConfigAnnotation)
 	assert.Equal(t, int64(3), got.(*v1alpha1.McpServer).Generation, "everything else is kept")
 	assert.Equal(t, map[string]string{"a": "b"}, got.(*v1alpha1.McpServer).Annotations)
 

@@ -84,6 +84,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // serve builds the API over the cluster's informer caches (or, in dev
 // mode, the fixtures) and serves it until ctx is done.
 func serve(ctx context.Context, log zerolog.Logger, flags startup.Flags, cfg *config.Config) error {
+	if err := serveProfiles(ctx, log); err != nil {
+		return err
+	}
 	registry, metrics := newRegistry()
 	logKeyIDs(log, cfg.HostAuth)
 	refused, err := imageRefusal(log, cfg.ImagePolicy)
@@ -123,8 +126,12 @@ func serve(ctx context.Context, log zerolog.Logger, flags startup.Flags, cfg *co
 	if err != nil {
 		return err
 	}
-	caches := newCaches(kube, hcc, cfg.Namespaces)
+	caches, err := newCaches(kube, hcc, cfg.Namespaces, metrics)
+	if err != nil {
+		return err
+	}
 	opts.Sources = caches.sources
+	opts.Inventory = caches.inventory
 	opts.Readiness = health.NewReadiness(informersCheck)
 	// Serve returns once in-flight requests drained after ctx ended; the
 	// informers stop with ctx too and are waited for last.

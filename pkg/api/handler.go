@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -37,9 +38,10 @@ const (
 	// rateLimitMaxKeys caps the rate limiter's memory (see
 	// fixedWindowLimiter): two actions for 32768 Hosts.
 	rateLimitMaxKeys = 1 << 16
-	// entryCacheMaxEntries bounds the encoded-entry cache: far more than the
-	// McpServers of one namespace.
-	entryCacheMaxEntries = 4096
+	// entryCacheMaxEntries bounds the encoded-entry cache: more than the
+	// McpServers of one namespace (test/bench serves 10,000; at 4,096 the
+	// cache was cleared over and over), at about 300 bytes an entry.
+	entryCacheMaxEntries = 1 << 16
 	// maxCredentialBodyBytes caps the credential request body, which holds
 	// one server name (a DNS label).
 	maxCredentialBodyBytes = 4 << 10
@@ -65,6 +67,10 @@ var (
 type Options struct {
 	// Sources are what the API routes read. Unused when Dev is set.
 	Sources Sources
+	// Inventory, when set, caches each Context's v2 inventory; the
+	// informers behind Sources keep it exact (NewInventoryCache). Unused
+	// when Dev is set.
+	Inventory *InventoryCache
 	// Dev, when set, serves the dev-mode fixtures: the v1 inventory from
 	// them, and v2 fails closed since no live Host authority exists.
 	Dev *DevFixtures
@@ -100,6 +106,8 @@ type handler struct {
 	verifier      TokenVerifier
 	limiter       *fixedWindowLimiter
 	entries       *entryCache
+	// inventory is Options.Inventory; nil builds every inventory afresh.
+	inventory *InventoryCache
 	// refused is Options.ImageRefused; nil refuses nothing.
 	refused func(*v1alpha1.McpServer) bool
 	// desktopDigest is SHA-256 of the desktop token, nil when open.
@@ -138,6 +146,7 @@ func NewHandler(o Options) http.Handler {
 		verifier:      verifier,
 		limiter:       newFixedWindowLimiter(o.HostAuth.RateLimitPerMinute, rateLimitWindow, rateLimitMaxKeys),
 		entries:       newEntryCache(entryCacheMaxEntries),
+		inventory:     o.Inventory,
 		refused:       o.ImageRefused,
 		readiness:     o.Readiness,
 		metrics:       o.Metrics,
@@ -147,6 +156,7 @@ func NewHandler(o Options) http.Handler {
 	}
 	if o.Dev != nil {
 		h.src = o.Dev.sources()
+		h.inventory = nil
 	}
 	if o.DesktopToken != "" {
 		d := sha256.Sum256([]byte(o.DesktopToken))
@@ -292,19 +302,58 @@ func (h *handler) desktopTokenMatches(token string) bool {
 }
 
 // serveHostInventory lists the servers the caller's live Context grants.
-// The grant and the credential Secrets are read on every request; only the
-// encoding of each entry is memoized (see entryCache).
+// The authority is resolved on every request; the inventory of its
+// Context comes from the InventoryCache when there is one, and is built
+// afresh otherwise.
 func (h *handler) serveHostInventory(w http.ResponseWriter, r *http.Request) {
 	a, ok := h.authorize(w, r, actionInventory)
 	if !ok {
 		return
 	}
-	servers := grantedServers(a.context, h.src.McpServers)
+	head := h.inventoryHead(a.context)
+	buf := inventoryBuffers.Get().(*[]byte)
+	*buf = appendHostInventory((*buf)[:0], head, h.clock.Now())
+	writeBody(w, http.StatusOK, *buf, true)
+	if cap(*buf) <= maxPooledInventory {
+		inventoryBuffers.Put(buf)
+	}
+}
+
+// inventoryBuffers hold answers while they are written: Write copies them,
+// so one answer's buffer serves the next. One larger than
+// maxPooledInventory (a Context of thousands of servers) is left to the
+// collector rather than kept.
+var inventoryBuffers = sync.Pool{New: func() any { return new([]byte) }}
+
+const maxPooledInventory = 256 << 10
+
+// inventoryHead returns the inventory of ctx up to its timestamp
+// (hostInventoryHead), from the cache when it holds the current one.
+func (h *handler) inventoryHead(ctx *v1alpha1.Context) []byte {
+	if h.inventory == nil {
+		return h.buildInventoryHead(ctx)
+	}
+	head, ticket, ok := h.inventory.get(ctx)
+	if ok {
+		h.metrics.inventoryHits.Inc()
+		return head
+	}
+	h.metrics.inventoryMisses.Inc()
+	head = h.buildInventoryHead(ctx)
+	h.inventory.put(ticket, ctx, head)
+	return head
+}
+
+// buildInventoryHead reads the servers ctx grants and their Secrets now
+// and encodes them; only the encoding of each entry is memoized (see
+// entryCache).
+func (h *handler) buildInventoryHead(ctx *v1alpha1.Context) []byte {
+	servers := grantedServers(ctx, h.src.McpServers)
 	entries := make([][]byte, 0, len(servers))
 	for _, s := range servers {
 		entries = append(entries, h.entries.get(s, credentialSecret(h.src.Secrets, s), h.encodeHostEntry))
 	}
-	writeBody(w, http.StatusOK, hostInventoryBody(entries, h.timestamp()), true)
+	return hostInventoryHead(entries)
 }
 
 // encodeHostEntry encodes the inventory entry of server s, whose auth

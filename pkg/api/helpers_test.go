@@ -170,8 +170,13 @@ func rs256Header() jsonObject { return jsonObject{"alg": "RS256", "typ": "JWT"} 
 // world holds the objects handlers read, in indexers behind real listers.
 // Secret reads are counted and may run a hook, so tests can prove when a
 // Secret is read and mutate the world in the middle of a request.
+//
+// Like an informer, the world tells its InventoryCache of every object
+// it stores or deletes, right after the store: a handler built over the
+// world (newHarness) serves inventories from that cache.
 type world struct {
 	servers, contexts, hosts, secrets cache.Indexer
+	inventory                         *InventoryCache
 
 	secretReads atomic.Int32
 	// onSecretRead, when set, runs inside every Secret read, before it.
@@ -179,6 +184,24 @@ type world struct {
 	// afterSecretRead, when set, runs after every Secret read returned:
 	// between the credential read and its revalidation.
 	afterSecretRead func()
+}
+
+// notifyingIndexer calls changed with the name of every object stored or
+// deleted, after the store, as an informer calls its event handlers.
+type notifyingIndexer struct {
+	cache.Indexer
+	changed func(name string)
+}
+
+func (n notifyingIndexer) Add(obj any) error    { return n.notify(obj, n.Indexer.Add(obj)) }
+func (n notifyingIndexer) Update(obj any) error { return n.notify(obj, n.Indexer.Update(obj)) }
+func (n notifyingIndexer) Delete(obj any) error { return n.notify(obj, n.Indexer.Delete(obj)) }
+
+func (n notifyingIndexer) notify(obj any, err error) error {
+	if err == nil && n.changed != nil {
+		n.changed(objectName(obj))
+	}
+	return err
 }
 
 type countingSecrets struct {
@@ -201,7 +224,20 @@ func (c *countingSecrets) Get(name string) (*corev1.Secret, error) {
 }
 
 func newWorld() *world {
-	return &world{servers: newIndexer(), contexts: newIndexer(), hosts: newIndexer(), secrets: newIndexer()}
+	w := &world{hosts: newIndexer()}
+	servers := newIndexer()
+	contexts := newIndexer()
+	if err := servers.AddIndexers(cache.Indexers{indexServersBySecret: serversBySecret}); err != nil {
+		panic(err)
+	}
+	if err := contexts.AddIndexers(cache.Indexers{indexContextsByServer: contextsByServer}); err != nil {
+		panic(err)
+	}
+	w.inventory = newInventoryCache(contexts, servers)
+	w.servers = notifyingIndexer{servers, w.inventory.serverChanged}
+	w.contexts = notifyingIndexer{contexts, w.inventory.contextChanged}
+	w.secrets = notifyingIndexer{newIndexer(), w.inventory.secretChanged}
+	return w
 }
 
 func (w *world) sources() Sources {
@@ -322,6 +358,7 @@ func newHarness(t testing.TB, w *world, opts ...harnessOption) *harness {
 	h.readiness.Set("informers", true)
 	o := Options{
 		Sources:        w.sources(),
+		Inventory:      w.inventory,
 		Namespace:      serverNS,
 		ClusterDomain:  clusterDomain,
 		HostAuth:       hostAuth(t),

@@ -2,6 +2,7 @@ package api
 
 import (
 	"strconv"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -41,26 +42,34 @@ type hostInventory struct {
 	Timestamp string               `json:"timestamp"`
 }
 
-// hostInventoryBody assembles the JSON of a hostInventory from encoded
-// entries, byte for byte what json.Marshal would produce, so the entries
-// can be encoded once and reused (entryCache). The timestamp is RFC 3339
-// and needs no escaping.
-func hostInventoryBody(entries [][]byte, timestamp string) []byte {
-	size := len(`{"servers":[],"timestamp":""}`) + len(entries) + len(timestamp)
+// The JSON of a hostInventory is assembled from encoded entries, byte for
+// byte what json.Marshal would produce, so that the entries can be encoded
+// once and reused (entryCache), and everything before the timestamp once
+// per Context (InventoryCache): hostInventoryHead is that part, and
+// appendHostInventory adds a request's timestamp to it. The timestamp is
+// RFC 3339 and needs no escaping.
+func hostInventoryHead(entries [][]byte) []byte {
+	size := len(`{"servers":[],"timestamp":"`) + len(entries)
 	for _, e := range entries {
 		size += len(e)
 	}
-	body := make([]byte, 0, size)
-	body = append(body, `{"servers":[`...)
+	head := make([]byte, 0, size)
+	head = append(head, `{"servers":[`...)
 	for i, e := range entries {
 		if i > 0 {
-			body = append(body, ',')
+			head = append(head, ',')
 		}
-		body = append(body, e...)
+		head = append(head, e...)
 	}
-	body = append(body, `],"timestamp":"`...)
-	body = append(body, timestamp...)
-	return append(body, `"}`...)
+	return append(head, `],"timestamp":"`...)
+}
+
+// appendHostInventory appends to dst the inventory of head at now, in
+// timestampLayout.
+func appendHostInventory(dst, head []byte, now time.Time) []byte {
+	dst = append(dst, head...)
+	dst = now.UTC().AppendFormat(dst, timestampLayout)
+	return append(dst, `"}`...)
 }
 
 // systemInventoryEntry is one server of the anonymous, metadata-only

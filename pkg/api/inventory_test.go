@@ -2,9 +2,11 @@ package api
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -271,7 +273,9 @@ func TestHostInventoryBodyIsWhatJSONWouldEncode(t *testing.T) {
 			encoded = append(encoded, mustMarshal(e))
 		}
 		want := mustMarshal(hostInventory{Servers: append([]hostInventoryEntry{}, entries[:n]...), Timestamp: "2026-02-14T15:11:12.000Z"})
-		assert.Equal(t, string(want), string(hostInventoryBody(encoded, "2026-02-14T15:11:12.000Z")))
+		assert.Equal(t, string(want), string(appendHostInventory(nil, hostInventoryHead(encoded), t0)))
+		assert.Equal(t, "prefix"+string(want), string(appendHostInventory([]byte("prefix"), hostInventoryHead(encoded), t0.In(time.FixedZone("CET", 3600)))),
+			"appended after dst, in UTC")
 	}
 }
 
@@ -378,4 +382,22 @@ func TestEntryCacheIsBounded(t *testing.T) {
 	assert.LessOrEqual(t, len(c.entries), 3)
 	c.get(servers[3], nil, encode)
 	assert.Equal(t, 4, calls, "a current entry is served from the cache")
+}
+
+// The handler's entry cache holds test/bench's fleet: at 10,000 servers a
+// smaller bound cleared it over and over, and every rebuilt inventory
+// encoded its entries again.
+func TestEntryCacheHoldsTheBenchmarkFleet(t *testing.T) {
+	c := newEntryCache(entryCacheMaxEntries)
+	calls := 0
+	encode := func(s *v1alpha1.McpServer, _ *corev1.Secret) []byte { calls++; return []byte(s.Name) }
+	servers := make([]*v1alpha1.McpServer, 10000)
+	for i := range servers {
+		servers[i] = versioned(newServer(fmt.Sprintf("s%05d", i), v1alpha1.TransportSSE), "1")
+		c.get(servers[i], nil, encode)
+	}
+	for _, s := range servers {
+		c.get(s, nil, encode)
+	}
+	assert.Equal(t, len(servers), calls, "each entry encoded once")
 }

@@ -14,6 +14,9 @@ type Metrics struct {
 	rateLimited  *prometheus.CounterVec
 	tokenCache   *prometheus.CounterVec
 	cacheSynced  *prometheus.GaugeVec
+	// inventoryHits and inventoryMisses count InventoryCache lookups.
+	inventoryHits, inventoryMisses prometheus.Counter
+	informerEvents                 *prometheus.CounterVec
 }
 
 // NewMetrics registers hcc-api's series with reg.
@@ -40,12 +43,21 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "clerum_hcc_api_token_cache_lookups_total",
 			Help: "Verified-token cache lookups by result (hit, miss).",
 		}, []string{"result"}),
+		informerEvents: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "clerum_hcc_api_informer_events_total",
+			Help: "Objects the informer caches delivered, by informer and event (add, update, delete).",
+		}, []string{"informer", "event"}),
 		cacheSynced: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "clerum_hcc_api_informer_synced",
 			Help: "1 once the informer cache has synced (or, in dev mode, the fixtures are loaded), else 0.",
 		}, []string{"informer"}),
 	}
-	reg.MustRegister(m.requests, m.duration, m.authFailures, m.rateLimited, m.tokenCache, m.cacheSynced)
+	inventoryCache := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "clerum_hcc_api_inventory_cache_lookups_total",
+		Help: "v2 inventory cache lookups by result (hit, miss).",
+	}, []string{"result"})
+	m.inventoryHits, m.inventoryMisses = inventoryCache.WithLabelValues("hit"), inventoryCache.WithLabelValues("miss")
+	reg.MustRegister(m.requests, m.duration, m.authFailures, m.rateLimited, m.tokenCache, m.cacheSynced, m.informerEvents, inventoryCache)
 	for _, f := range failures {
 		m.authFailures.WithLabelValues(string(f))
 	}
@@ -62,4 +74,10 @@ func (m *Metrics) SetCacheSynced(informer string, synced bool) {
 		v = 1
 	}
 	m.cacheSynced.WithLabelValues(informer).Set(v)
+}
+
+// InformerEvent counts one object the named informer delivered: event is
+// add, update or delete.
+func (m *Metrics) InformerEvent(informer, event string) {
+	m.informerEvents.WithLabelValues(informer, event).Inc()
 }

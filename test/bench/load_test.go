@@ -15,29 +15,40 @@ import (
 // percentiles rather than lowering the offered rate unseen.
 const loadWorkers = 256
 
-// loadWarmup is discarded at the start of every run.
+// loadWarmup is discarded at the start of a target's first run of a
+// route: its client opens its connections then.
 const loadWarmup = time.Second
 
-// loadResult is what one run of the load generator measured, over the
-// requests scheduled after the warm-up.
-type loadResult struct {
-	p50, p99 time.Duration
-	achieved float64     // completed requests per second
-	failures int         // transport errors and unexpected statuses, not in p50 and p99
-	statuses map[int]int // every status seen, for the log
+// statusMalformed is the status a 200 whose body failed its check is
+// counted under: a failure, like a transport error (status 0).
+const statusMalformed = -1
+
+// loadRun is what one run of the load generator measured, over the
+// requests scheduled after its warm-up.
+type loadRun struct {
+	latencies []time.Duration // of the requests that got want and a well-formed body
+	requests  int             // scheduled after the warm-up
+	seconds   float64         // from the end of the warm-up to the last answer
+	failures  int             // transport errors, unexpected statuses, malformed bodies
+	statuses  map[int]int     // every status seen, for the log
+	malformed error           // the first malformed body's fault
 }
 
 type sample struct {
 	latency time.Duration
 	done    time.Time
-	status  int // 0: a transport error
+	status  int   // 0: a transport error; statusMalformed: a bad body
+	fault   error // why the body is malformed
 }
 
-// offerLoad issues rps requests per second for d, open loop: request i is
-// due at start + i/rps whatever the earlier ones are doing (the scheduler
-// catches up after a late wake-up, as a 1 ms ticker would), and do(i)
-// returns its status. want is the status a request should get.
-func offerLoad(rps int, d time.Duration, want int, do func(i int) (int, error)) loadResult {
+// offerLoad issues rps requests per second for d, open loop: the n-th
+// request is due at start + n/rps whatever the earlier ones are doing (the
+// scheduler catches up after a late wake-up, as a 1 ms ticker would), and
+// is request first+n: do(i) returns its status and body. want is the
+// status a request should get; check judges the body of each such answer
+// after its latency is taken, so the check's cost is not in the request's
+// latency. The requests due in the first warmup are not measured.
+func offerLoad(rps int, d, warmup time.Duration, first int, want int, do func(i int) (int, []byte, error), check func(i int, body []byte) error) loadRun {
 	total := int(float64(rps) * d.Seconds())
 	interval := time.Second / time.Duration(rps)
 	type job struct {
@@ -51,12 +62,18 @@ func offerLoad(rps int, d time.Duration, want int, do func(i int) (int, error)) 
 		go func() {
 			defer func() { done <- struct{}{} }()
 			for j := range jobs {
-				status, err := do(j.i)
+				status, body, err := do(first + j.i)
 				if err != nil {
 					status = 0
 				}
 				now := time.Now()
-				samples[j.i] = sample{latency: now.Sub(j.due), done: now, status: status}
+				s := sample{latency: now.Sub(j.due), done: now, status: status}
+				if status == want {
+					if s.fault = check(first+j.i, body); s.fault != nil {
+						s.status = statusMalformed
+					}
+				}
+				samples[j.i] = s
 			}
 		}()
 	}
@@ -75,26 +92,62 @@ func offerLoad(rps int, d time.Duration, want int, do func(i int) (int, error)) 
 		<-done
 	}
 
-	res := loadResult{statuses: map[int]int{}}
-	first := int(float64(rps) * loadWarmup.Seconds())
-	windowStart := start.Add(loadWarmup)
+	run := loadRun{statuses: map[int]int{}}
+	skip := int(float64(rps) * warmup.Seconds())
+	windowStart := start.Add(warmup)
 	var last time.Time
-	latencies := make([]time.Duration, 0, total-first)
-	for _, s := range samples[first:] {
-		res.statuses[s.status]++
+	run.latencies = make([]time.Duration, 0, total-skip)
+	for _, s := range samples[skip:] {
+		run.requests++
+		run.statuses[s.status]++
 		if s.status != want {
 			// Counted apart: a fast refusal is not a fast answer.
-			res.failures++
+			run.failures++
+			if s.fault != nil && run.malformed == nil {
+				run.malformed = s.fault
+			}
 		} else {
-			latencies = append(latencies, s.latency)
+			run.latencies = append(run.latencies, s.latency)
 		}
 		if s.done.After(last) {
 			last = s.done
 		}
 	}
+	run.seconds = last.Sub(windowStart).Seconds()
+	return run
+}
+
+// loadResult sums the runs of one target.
+type loadResult struct {
+	p50, p99  time.Duration
+	requests  int     // measured: scheduled after the warm-up
+	achieved  float64 // completed requests per second
+	failures  int     // transport errors, unexpected statuses, malformed bodies: not in p50 and p99
+	statuses  map[int]int
+	malformed error
+}
+
+func summarize(runs []loadRun) loadResult {
+	res := loadResult{statuses: map[int]int{}}
+	var latencies []time.Duration
+	seconds := 0.0
+	for _, r := range runs {
+		latencies = append(latencies, r.latencies...)
+		res.requests += r.requests
+		res.failures += r.failures
+		seconds += r.seconds
+		for s, n := range r.statuses {
+			res.statuses[s] += n
+		}
+		if res.malformed == nil {
+			res.malformed = r.malformed
+		}
+	}
 	slices.Sort(latencies)
 	res.p50, res.p99 = percentile(latencies, 0.50), percentile(latencies, 0.99)
-	res.achieved = float64(len(samples)-first) / last.Sub(windowStart).Seconds()
+	if seconds > 0 {
+		res.achieved = float64(res.requests) / seconds
+	}
 	return res
 }
 

@@ -89,11 +89,12 @@ func buildBinary(b *testing.B, name string) string {
 	return buildPackage(b, name, "github.com/clerum/hcc/cmd/"+name)
 }
 
-// buildPackage builds the main package pkg as buildBinary does.
-func buildPackage(b *testing.B, name, pkg string) string {
+// buildPackage builds the main package pkg as buildBinary does, with
+// any further go build flags.
+func buildPackage(b *testing.B, name, pkg string, flags ...string) string {
 	b.Helper()
 	bin := filepath.Join(b.TempDir(), name)
-	cmd := exec.Command("go", "build", "-trimpath", "-o", bin, pkg)
+	cmd := exec.Command("go", append(append([]string{"build", "-trimpath", "-o", bin}, flags...), pkg)...)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	out, err := cmd.CombinedOutput()
 	require.NoError(b, err, "building %s: %s", name, out)
@@ -158,23 +159,38 @@ func startProcess(b *testing.B, name, bin string, args []string, port int, envir
 // benchmark if the process exits or timeout passes; it returns when.
 func (p *process) waitHTTP(b *testing.B, path string, timeout time.Duration) time.Time {
 	b.Helper()
+	return waitAllHTTP(b, []*process{p}, path, timeout)[0]
+}
+
+// waitAllHTTP is waitHTTP for each of procs at once: it returns when each
+// first answered 200.
+func waitAllHTTP(b *testing.B, procs []*process, path string, timeout time.Duration) []time.Time {
+	b.Helper()
 	client := &http.Client{Timeout: 2 * time.Second}
-	var at time.Time
+	at := make([]time.Time, len(procs))
 	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
-		select {
-		case <-p.Done():
-			return false, fmt.Errorf("%s exited: %v\n%s", p.name, p.Err(), p.LogTail(40))
-		default:
+		pending := false
+		for i, p := range procs {
+			if !at[i].IsZero() {
+				continue
+			}
+			select {
+			case <-p.Done():
+				return false, fmt.Errorf("%s exited: %v\n%s", p.name, p.Err(), p.LogTail(40))
+			default:
+			}
+			resp, err := client.Get(p.base + path)
+			if err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					at[i] = time.Now()
+				}
+			}
+			pending = pending || at[i].IsZero()
 		}
-		resp, err := client.Get(p.base + path)
-		if err != nil {
-			return false, nil
-		}
-		resp.Body.Close()
-		at = time.Now()
-		return resp.StatusCode == http.StatusOK, nil
+		return !pending, nil
 	})
-	require.NoError(b, err, "%s %s", p.name, path)
+	require.NoError(b, err, "%s", path)
 	return at
 }
 

@@ -8,6 +8,8 @@ import (
 	"crypto/rsa"
 	"net/http"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -151,6 +153,48 @@ func TestAPIServesHostScopedInventoryAndCredentials(t *testing.T) {
 		assert.Contains(t, body, `"token":"s3cret-2"`)
 	})
 
+	// The inventory is cached per Context (docs/http-api.md, "Caching"):
+	// each edit below reaches it as an informer event.
+	names := func(r *apitest.Replica) []string {
+		_, body := r.Do(t, http.MethodGet, "/api/v2/hosts/self/mcpservers", token, "")
+		var out []string
+		for _, s := range apitest.DecodeInventory(t, body).Servers {
+			out = append(out, s["name"].(string))
+		}
+		return out
+	}
+	t.Run("a Context edit changes which servers the Host sees", func(t *testing.T) {
+		edit := func(servers ...string) {
+			c, err := hcc.Contexts(serverNS).Get(ctx, "api-ctx", metav1.GetOptions{})
+			require.NoError(t, err)
+			c.Spec.McpServers = servers
+			_, err = hcc.Contexts(serverNS).Update(ctx, c, metav1.UpdateOptions{})
+			require.NoError(t, err)
+		}
+		edit("api-alpha", "api-gamma")
+		for _, r := range replicas {
+			waitFor(t, ctx, func() bool { return slices.Equal(names(r), []string{"api-alpha", "api-gamma"}) })
+		}
+		edit("api-alpha", "api-beta", "api-missing")
+		for _, r := range replicas {
+			waitFor(t, ctx, func() bool { return slices.Equal(names(r), []string{"api-alpha", "api-beta"}) })
+		}
+	})
+
+	t.Run("a server edit changes its entry", func(t *testing.T) {
+		s, err := hcc.McpServers(serverNS).Get(ctx, "api-beta", metav1.GetOptions{})
+		require.NoError(t, err)
+		s.Spec.Transport.Port = ptr.To[int32](8443)
+		_, err = hcc.McpServers(serverNS).Update(ctx, s, metav1.UpdateOptions{})
+		require.NoError(t, err)
+		for _, r := range replicas {
+			waitFor(t, ctx, func() bool {
+				_, body := r.Do(t, http.MethodGet, "/api/v2/hosts/self/mcpservers", token, "")
+				return strings.Contains(body, "api-beta.mcp-server.svc.cluster.local:8443/mcp")
+			})
+		}
+	})
+
 	t.Run("the anonymous v1 inventory is metadata only", func(t *testing.T) {
 		status, body := a.Do(t, http.MethodGet, "/api/v1/mcpservers", "", "")
 		require.Equal(t, http.StatusOK, status)
@@ -189,6 +233,8 @@ func TestAPIServesHostScopedInventoryAndCredentials(t *testing.T) {
 		for _, informer := range []string{"mcpservers", "contexts", "hosts", "secrets"} {
 			assert.Contains(t, body, `clerum_hcc_api_informer_synced{informer="`+informer+`"} 1`)
 		}
+		assert.Regexp(t, `clerum_hcc_api_inventory_cache_lookups_total\{result="hit"\} [1-9]`, body, "the inventory cache serves")
+		assert.Regexp(t, `clerum_hcc_api_informer_events_total\{event="update",informer="contexts"\} [1-9]`, body)
 	})
 
 	for _, r := range replicas {
