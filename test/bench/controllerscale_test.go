@@ -4,8 +4,10 @@ package bench
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -20,9 +22,13 @@ import (
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/yaml"
 
 	"github.com/clerum/hcc/hack/devcontrolapi"
 	"github.com/clerum/hcc/internal/testing/controlplane"
@@ -30,6 +36,7 @@ import (
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/controllers/kit/kittest"
 	clientset "github.com/clerum/hcc/pkg/generated/clientset/versioned"
+	"github.com/clerum/hcc/pkg/names"
 )
 
 // auditPolicyWriteAttempts records every write attempt at Metadata level,
@@ -62,7 +69,7 @@ const (
 	settledFor = 3 * time.Second
 	// fixtureBudget is the fixture run's client budget and workers: the
 	// fleet is converged once, fast, by the controller itself.
-	fixtureQPS, fixtureBurst, fixtureWorkers = 500, 1000, 16
+	fixtureQPS, fixtureBurst, fixtureWorkers = 1000, 2000, 32
 )
 
 // BenchmarkControllerFleetScale measures hcc-controller on a converged
@@ -72,11 +79,18 @@ const (
 //
 // The converged state is the controller's own: the admin creates the
 // fleet as kubectl apply would (every object carries its last-applied
-// annotation), then hcc-controller converges it once on a raised client budget
-// and more workers (fixtureQPS; the shipped client budget would take it
-// tens of minutes), until every server is deployed, every Host converged
-// and no write came for quietPeriod, and stops. Its figures (s-fixture-*)
-// describe the fixture, not the controller under test.
+// annotation), then hcc-controller converges it once on a raised client
+// budget and more workers (fixtureQPS; the shipped client budget would
+// take it tens of minutes), until every server is deployed, every Host
+// converged and no write came for quietPeriod, and stops. One part is not
+// the controller's writing: the NetworkPolicy operator writes its policies
+// one at a time, 30,000 of them here, which on a loaded 2-core machine
+// takes most of an hour; the admin creates them first, in parallel, from
+// the operator's own plan (`hcc-controller render`), and the operator's
+// first pass finds them as it would have written them. The restart below
+// proves the state converged either way: it must write nothing. The
+// fixture's figures (s-fixture-*) describe the fixture, not the controller
+// under test.
 //
 // Then each measured binary is started on that fleet with the shipped
 // environment, and measured in turn (a sub-benchmark each):
@@ -120,7 +134,8 @@ func BenchmarkControllerFleetScale(b *testing.B) {
 	admin.QPS, admin.Burst = 5000, 10000
 
 	started := time.Now()
-	createLargeFleet(b, admin, f)
+	fleetObjects := newLargeFleet(f)
+	createLargeFleet(b, admin, fleetObjects)
 	created := time.Since(started)
 	progressf("created %d Secrets, %d McpServers, %d Contexts and %d Hosts in %s",
 		f.servers, f.servers, f.contexts, f.hosts, created.Round(time.Second))
@@ -143,7 +158,18 @@ func BenchmarkControllerFleetScale(b *testing.B) {
 		), extra...)
 	}
 
+	// The NetworkPolicy operator's policies, from its own plan, created in
+	// parallel: the operator writes them one at a time, and a first pass
+	// over tens of thousands takes most of an hour on a loaded machine.
 	fixtureStart := time.Now()
+	policies := plannedPolicies(b, bin, fleetObjects, env(1)) // render listens on no port
+	kube := kubernetes.NewForConfigOrDie(admin)
+	parallel(b, 64, len(policies), func(i int) error {
+		_, err := kube.NetworkingV1().NetworkPolicies(policies[i].Namespace).Create(context.Background(), policies[i],
+			metav1.CreateOptions{FieldManager: clerumv1alpha1.FieldManagerNetPol})
+		return err
+	})
+	progressf("created the NetworkPolicy operator's %d planned policies in %s", len(policies), time.Since(fixtureStart).Round(time.Second))
 	convergeFixture(b, cp, bin, kubeconfig, f, env)
 	converged := time.Since(fixtureStart)
 
@@ -162,44 +188,126 @@ func BenchmarkControllerFleetScale(b *testing.B) {
 	}
 }
 
-// createLargeFleet creates f as the admin, each object as kubectl apply
-// would (asApplied): a Secret per McpServer, named by its spec.auth, the
-// servers, the Contexts listing them evenly, the Host pods' configuration
-// and the Hosts.
-func createLargeFleet(b *testing.B, admin *rest.Config, f apiFleet) {
-	ctx := context.Background()
-	kube := kubernetes.NewForConfigOrDie(admin)
-	hcc := clientset.NewForConfigOrDie(admin)
-	parallel(b, 64, f.servers, func(i int) error {
+// largeFleet is the objects of an apiFleet: a Secret per McpServer, named
+// by its spec.auth, the servers, the Contexts listing them evenly, the
+// Host pods' configuration and the Hosts.
+type largeFleet struct {
+	secrets   []*corev1.Secret
+	servers   []*clerumv1alpha1.McpServer
+	contexts  []*clerumv1alpha1.Context
+	configMap *corev1.ConfigMap
+	hosts     []*clerumv1alpha1.Host
+}
+
+func newLargeFleet(f apiFleet) largeFleet {
+	var out largeFleet
+	for i := range f.servers {
 		name := serverName(i)
-		_, err := kube.CoreV1().Secrets("mcp-server").Create(ctx, asApplied(&corev1.Secret{
+		out.secrets = append(out.secrets, &corev1.Secret{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
 			ObjectMeta: metav1.ObjectMeta{Name: name + "-auth", Namespace: "mcp-server"},
 			StringData: map[string]string{"token": "token-of-" + name},
-		}), metav1.CreateOptions{FieldManager: "kubectl-client-side-apply"})
-		if err != nil {
-			return err
-		}
+		})
 		s := newServer(i)
 		s.Spec.Auth = &clerumv1alpha1.Auth{SecretRef: clerumv1alpha1.SecretKeyReference{Name: name + "-auth", Key: "token"}}
-		_, err = hcc.ClerumV1alpha1().McpServers("mcp-server").Create(ctx, asApplied(s), metav1.CreateOptions{FieldManager: "kubectl-client-side-apply"})
-		return err
-	})
-	parallel(b, 64, f.contexts, func(i int) error {
-		_, err := hcc.ClerumV1alpha1().Contexts("mcp-server").Create(ctx, asApplied(newContext(i, f.perContext())),
-			metav1.CreateOptions{FieldManager: "kubectl-client-side-apply"})
-		return err
-	})
-	_, err := kube.CoreV1().ConfigMaps("mcp-host").Create(ctx, asApplied(&corev1.ConfigMap{
+		out.servers = append(out.servers, s)
+	}
+	for i := range f.contexts {
+		out.contexts = append(out.contexts, newContext(i, f.perContext()))
+	}
+	out.configMap = &corev1.ConfigMap{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
 		ObjectMeta: metav1.ObjectMeta{Name: "mcp-host-config", Namespace: "mcp-host"},
-	}), metav1.CreateOptions{FieldManager: "kubectl-client-side-apply"})
-	require.NoError(b, err)
-	parallel(b, 64, f.hosts, func(i int) error {
-		_, err := hcc.ClerumV1alpha1().Hosts("mcp-host").Create(ctx, asApplied(newHost(i, f.contexts)),
-			metav1.CreateOptions{FieldManager: "kubectl-client-side-apply"})
+	}
+	for i := range f.hosts {
+		out.hosts = append(out.hosts, newHost(i, f.contexts))
+	}
+	return out
+}
+
+// objects are all of them, in creation order.
+func (l largeFleet) objects() []runtime.Object {
+	var out []runtime.Object
+	for i := range l.servers {
+		out = append(out, l.secrets[i], l.servers[i])
+	}
+	for _, c := range l.contexts {
+		out = append(out, c)
+	}
+	out = append(out, l.configMap)
+	for _, h := range l.hosts {
+		out = append(out, h)
+	}
+	return out
+}
+
+// createLargeFleet creates the fleet as the admin, each object as kubectl
+// apply would (asApplied).
+func createLargeFleet(b *testing.B, admin *rest.Config, l largeFleet) {
+	ctx := context.Background()
+	kube := kubernetes.NewForConfigOrDie(admin)
+	hcc := clientset.NewForConfigOrDie(admin)
+	opts := metav1.CreateOptions{FieldManager: "kubectl-client-side-apply"}
+	parallel(b, 64, len(l.servers), func(i int) error {
+		if _, err := kube.CoreV1().Secrets("mcp-server").Create(ctx, asApplied(l.secrets[i].DeepCopy()), opts); err != nil {
+			return err
+		}
+		_, err := hcc.ClerumV1alpha1().McpServers("mcp-server").Create(ctx, asApplied(l.servers[i].DeepCopy()), opts)
 		return err
 	})
+	parallel(b, 64, len(l.contexts), func(i int) error {
+		_, err := hcc.ClerumV1alpha1().Contexts("mcp-server").Create(ctx, asApplied(l.contexts[i].DeepCopy()), opts)
+		return err
+	})
+	_, err := kube.CoreV1().ConfigMaps("mcp-host").Create(ctx, asApplied(l.configMap.DeepCopy()), opts)
+	require.NoError(b, err)
+	parallel(b, 64, len(l.hosts), func(i int) error {
+		_, err := hcc.ClerumV1alpha1().Hosts("mcp-host").Create(ctx, asApplied(l.hosts[i].DeepCopy()), opts)
+		return err
+	})
+}
+
+// plannedPolicies returns the NetworkPolicies the NetworkPolicy operator
+// plans for the fleet, as bin's render subcommand prints them (the
+// operator's own planner, offline), without the Host operator's (policy
+// type host).
+func plannedPolicies(b *testing.B, bin string, l largeFleet, env []string) []*networkingv1.NetworkPolicy {
+	b.Helper()
+	dir := b.TempDir()
+	var in bytes.Buffer
+	for _, o := range l.objects() {
+		y, err := yaml.Marshal(o)
+		require.NoError(b, err)
+		in.WriteString("---\n")
+		in.Write(y)
+	}
+	inputs := filepath.Join(dir, "fleet.yaml")
+	require.NoError(b, os.WriteFile(inputs, in.Bytes(), 0o600))
+	var out, stderr bytes.Buffer
+	cmd := exec.Command(bin, "render", "-f", inputs)
+	cmd.Env, cmd.Stdout, cmd.Stderr = env, &out, &stderr
+	require.NoError(b, cmd.Run(), "render: %s", stderr.String())
+
+	var policies []*networkingv1.NetworkPolicy
+	docs := utilyaml.NewYAMLReader(bufio.NewReader(&out))
+	for {
+		doc, err := docs.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		require.NoError(b, err)
+		var typ metav1.TypeMeta
+		require.NoError(b, yaml.Unmarshal(doc, &typ))
+		if typ.Kind != "NetworkPolicy" {
+			continue
+		}
+		p := &networkingv1.NetworkPolicy{}
+		require.NoError(b, yaml.UnmarshalStrict(doc, p))
+		if p.Labels[names.LabelPolicyType] != "host" {
+			policies = append(policies, p)
+		}
+	}
+	return policies
 }
 
 // asApplied returns obj carrying kubectl's last-applied-configuration
