@@ -291,7 +291,10 @@ func (c *Children) WithHold(hold WriteHold) *Children {
 // Ensure makes the child desired (from a pure builder, fully defaulted)
 // exist as the builder says, given live, the lister's copy or nil when the
 // lister has none. It returns the child as the API server now has it, or
-// live when nothing was written.
+// live when nothing was written. An update is built from live, or, when
+// live lacks annotations its informer's transform dropped
+// (Informers.Dropped), from the child read from the API server: an update
+// replaces the annotations whole.
 //
 // On error nothing was written (or the write failed) and the returned
 // object is nil; with ActionCreate, the child was created but its mark
