@@ -22,10 +22,13 @@ import (
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
-	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
@@ -36,7 +39,6 @@ import (
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/controllers/kit/kittest"
 	clientset "github.com/clerum/hcc/pkg/generated/clientset/versioned"
-	"github.com/clerum/hcc/pkg/names"
 )
 
 // auditPolicyWriteAttempts records every write attempt at Metadata level,
@@ -67,8 +69,8 @@ const (
 	// settledFor is how long every queue must have been empty, with no
 	// item added, before a phase counts as over.
 	settledFor = 3 * time.Second
-	// fixtureBudget is the fixture run's client budget and workers: the
-	// fleet is converged once, fast, by the controller itself.
+	// The fixture run's client budget and workers: it converges the fleet
+	// once, as fast as the API server lets it.
 	fixtureQPS, fixtureBurst, fixtureWorkers = 1000, 2000, 32
 )
 
@@ -77,20 +79,21 @@ const (
 // 1,000 Contexts, and 5,000 Hosts spread over them (HCC_BENCH_LARGE_*
 // shrink it). It runs only with HCC_BENCH_LARGE set: make bench-large.
 //
-// The converged state is the controller's own: the admin creates the
+// The converged state is the controller's own plan: the admin creates the
 // fleet as kubectl apply would (every object carries its last-applied
-// annotation), then hcc-controller converges it once on a raised client
-// budget and more workers (fixtureQPS; the shipped client budget would
-// take it tens of minutes), until every server is deployed, every Host
-// converged and no write came for quietPeriod, and stops. One part is not
-// the controller's writing: the NetworkPolicy operator writes its policies
-// one at a time, 30,000 of them here, which on a loaded 2-core machine
-// takes most of an hour; the admin creates them first, in parallel, from
-// the operator's own plan (`hcc-controller render`), and the operator's
-// first pass finds them as it would have written them. The restart below
-// proves the state converged either way: it must write nothing. The
-// fixture's figures (s-fixture-*) describe the fixture, not the controller
-// under test.
+// annotation), then the children the controller plans for it, from its
+// own builders and planner (`hcc-controller render`), in parallel, with
+// their controller references; then hcc-controller runs on a raised
+// client budget and more workers (fixtureQPS) and writes what only it
+// can: each Host's finalizer, its workspace claim and the claim's mark,
+// its credential Secret from the Control API, every status, and whatever
+// render's plan missed. Converged: every server deployed, every Host
+// converged, and no write for quietPeriod. The controller could write it
+// all itself, but writes its NetworkPolicies one at a time and a Host's
+// children one after another: on a loaded 2-core machine, hours for this
+// fleet. The restart below proves the fleet converged: it must write
+// nothing. The fixture's figures (s-fixture-*) describe the fixture, not
+// the controller under test.
 //
 // Then each measured binary is started on that fleet with the shipped
 // environment, and measured in turn (a sub-benchmark each):
@@ -135,7 +138,7 @@ func BenchmarkControllerFleetScale(b *testing.B) {
 
 	started := time.Now()
 	fleetObjects := newLargeFleet(f)
-	createLargeFleet(b, admin, fleetObjects)
+	uids := createLargeFleet(b, admin, fleetObjects)
 	created := time.Since(started)
 	progressf("created %d Secrets, %d McpServers, %d Contexts and %d Hosts in %s",
 		f.servers, f.servers, f.contexts, f.hosts, created.Round(time.Second))
@@ -158,18 +161,22 @@ func BenchmarkControllerFleetScale(b *testing.B) {
 		), extra...)
 	}
 
-	// The NetworkPolicy operator's policies, from its own plan, created in
-	// parallel: the operator writes them one at a time, and a first pass
-	// over tens of thousands takes most of an hour on a loaded machine.
+	// The children the controller plans and anyone may write, from its own
+	// plan (render), created in parallel; the controller then writes what
+	// only it can (BenchmarkControllerFleetScale).
 	fixtureStart := time.Now()
-	policies := plannedPolicies(b, bin, fleetObjects, env(1)) // render listens on no port
-	kube := kubernetes.NewForConfigOrDie(admin)
-	parallel(b, 64, len(policies), func(i int) error {
-		_, err := kube.NetworkingV1().NetworkPolicies(policies[i].Namespace).Create(context.Background(), policies[i],
-			metav1.CreateOptions{FieldManager: clerumv1alpha1.FieldManagerNetPol})
+	children := renderedChildren(b, bin, fleetObjects, uids, env(1)) // render listens on no port
+	dyn := dynamic.NewForConfigOrDie(admin)
+	parallel(b, 64, len(children), func(i int) error {
+		u := children[i]
+		gvr, ok := childResources[u.GetKind()]
+		if !ok {
+			return fmt.Errorf("render planned a %s, which the fixture does not know", u.GetKind())
+		}
+		_, err := dyn.Resource(gvr).Namespace(u.GetNamespace()).Create(context.Background(), u, metav1.CreateOptions{})
 		return err
 	})
-	progressf("created the NetworkPolicy operator's %d planned policies in %s", len(policies), time.Since(fixtureStart).Round(time.Second))
+	progressf("created the %d children render plans, claims and Secrets apart, in %s", len(children), time.Since(fixtureStart).Round(time.Second))
 	convergeFixture(b, cp, bin, kubeconfig, f, env)
 	converged := time.Since(fixtureStart)
 
@@ -242,17 +249,22 @@ func (l largeFleet) objects() []runtime.Object {
 }
 
 // createLargeFleet creates the fleet as the admin, each object as kubectl
-// apply would (asApplied).
-func createLargeFleet(b *testing.B, admin *rest.Config, l largeFleet) {
+// apply would (asApplied), and returns the UIDs of the servers and Hosts
+// by "Kind/name".
+func createLargeFleet(b *testing.B, admin *rest.Config, l largeFleet) map[string]types.UID {
 	ctx := context.Background()
 	kube := kubernetes.NewForConfigOrDie(admin)
 	hcc := clientset.NewForConfigOrDie(admin)
 	opts := metav1.CreateOptions{FieldManager: "kubectl-client-side-apply"}
+	serverUIDs, hostUIDs := make([]types.UID, len(l.servers)), make([]types.UID, len(l.hosts))
 	parallel(b, 64, len(l.servers), func(i int) error {
 		if _, err := kube.CoreV1().Secrets("mcp-server").Create(ctx, asApplied(l.secrets[i].DeepCopy()), opts); err != nil {
 			return err
 		}
-		_, err := hcc.ClerumV1alpha1().McpServers("mcp-server").Create(ctx, asApplied(l.servers[i].DeepCopy()), opts)
+		s, err := hcc.ClerumV1alpha1().McpServers("mcp-server").Create(ctx, asApplied(l.servers[i].DeepCopy()), opts)
+		if err == nil {
+			serverUIDs[i] = s.UID
+		}
 		return err
 	})
 	parallel(b, 64, len(l.contexts), func(i int) error {
@@ -262,16 +274,29 @@ func createLargeFleet(b *testing.B, admin *rest.Config, l largeFleet) {
 	_, err := kube.CoreV1().ConfigMaps("mcp-host").Create(ctx, asApplied(l.configMap.DeepCopy()), opts)
 	require.NoError(b, err)
 	parallel(b, 64, len(l.hosts), func(i int) error {
-		_, err := hcc.ClerumV1alpha1().Hosts("mcp-host").Create(ctx, asApplied(l.hosts[i].DeepCopy()), opts)
+		h, err := hcc.ClerumV1alpha1().Hosts("mcp-host").Create(ctx, asApplied(l.hosts[i].DeepCopy()), opts)
+		if err == nil {
+			hostUIDs[i] = h.UID
+		}
 		return err
 	})
+	uids := map[string]types.UID{}
+	for i, s := range l.servers {
+		uids["McpServer/"+s.Name] = serverUIDs[i]
+	}
+	for i, h := range l.hosts {
+		uids["Host/"+h.Name] = hostUIDs[i]
+	}
+	return uids
 }
 
-// plannedPolicies returns the NetworkPolicies the NetworkPolicy operator
-// plans for the fleet, as bin's render subcommand prints them (the
-// operator's own planner, offline), without the Host operator's (policy
-// type host).
-func plannedPolicies(b *testing.B, bin string, l largeFleet, env []string) []*networkingv1.NetworkPolicy {
+// renderedChildren returns the children bin's render subcommand plans for
+// the fleet (the controller's own builders and planner, offline), but
+// those only the controller can write: the Hosts' workspace claims, which
+// it marks over the UID the API server gives them, and their credential
+// Secrets, which hold what the Control API issued. Each controller
+// reference names the owner's UID from uids (render knows no UID).
+func renderedChildren(b *testing.B, bin string, l largeFleet, uids map[string]types.UID, env []string) []*unstructured.Unstructured {
 	b.Helper()
 	dir := b.TempDir()
 	var in bytes.Buffer
@@ -288,7 +313,7 @@ func plannedPolicies(b *testing.B, bin string, l largeFleet, env []string) []*ne
 	cmd.Env, cmd.Stdout, cmd.Stderr = env, &out, &stderr
 	require.NoError(b, cmd.Run(), "render: %s", stderr.String())
 
-	var policies []*networkingv1.NetworkPolicy
+	var children []*unstructured.Unstructured
 	docs := utilyaml.NewYAMLReader(bufio.NewReader(&out))
 	for {
 		doc, err := docs.Read()
@@ -296,18 +321,33 @@ func plannedPolicies(b *testing.B, bin string, l largeFleet, env []string) []*ne
 			break
 		}
 		require.NoError(b, err)
-		var typ metav1.TypeMeta
-		require.NoError(b, yaml.Unmarshal(doc, &typ))
-		if typ.Kind != "NetworkPolicy" {
+		u := &unstructured.Unstructured{}
+		require.NoError(b, yaml.Unmarshal(doc, &u.Object))
+		if len(u.Object) == 0 || u.GetKind() == "PersistentVolumeClaim" || u.GetKind() == "Secret" {
 			continue
 		}
-		p := &networkingv1.NetworkPolicy{}
-		require.NoError(b, yaml.UnmarshalStrict(doc, p))
-		if p.Labels[names.LabelPolicyType] != "host" {
-			policies = append(policies, p)
+		refs := u.GetOwnerReferences()
+		for i := range refs {
+			uid, ok := uids[refs[i].Kind+"/"+refs[i].Name]
+			require.True(b, ok, "%s %s/%s names an owner the fleet lacks: %s %s", u.GetKind(), u.GetNamespace(), u.GetName(), refs[i].Kind, refs[i].Name)
+			refs[i].UID = uid
 		}
+		u.SetOwnerReferences(refs)
+		children = append(children, u)
 	}
-	return policies
+	return children
+}
+
+// childResources are the resources of the kinds render plans.
+var childResources = map[string]schema.GroupVersionResource{
+	"Deployment":     {Group: "apps", Version: "v1", Resource: "deployments"},
+	"Service":        {Version: "v1", Resource: "services"},
+	"ConfigMap":      {Version: "v1", Resource: "configmaps"},
+	"ServiceAccount": {Version: "v1", Resource: "serviceaccounts"},
+	"Role":           {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "roles"},
+	"RoleBinding":    {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "rolebindings"},
+	"NetworkPolicy":  {Group: "networking.k8s.io", Version: "v1", Resource: "networkpolicies"},
+	"Job":            {Group: "batch", Version: "v1", Resource: "jobs"},
 }
 
 // asApplied returns obj carrying kubectl's last-applied-configuration
@@ -343,7 +383,8 @@ func convergeFixture(b *testing.B, cp *controlplane.ControlPlane, bin, kubeconfi
 	audit := &auditTail{path: cp.AuditLog(), user: controllerUser}
 	writes := 0
 	quietSince := time.Now()
-	kittest.WaitFor(b, 5*time.Second, 60*time.Minute, "the fleet converged and the controller quiet", func() bool {
+	// Listing the whole fleet loads the API server: every 15 s.
+	kittest.WaitFor(b, 15*time.Second, 60*time.Minute, "the fleet converged and the controller quiet", func() bool {
 		select {
 		case <-controller.Done():
 			b.Fatalf("hcc-controller exited: %v\n%s", controller.Err(), controller.LogTail(40))
