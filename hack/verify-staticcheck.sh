@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Runs staticcheck (the version pinned in hack/lib.sh, installed into the HCC
 # tool cache) on every hand-written package: the main module without
-# pkg/generated, and hack/controlplane (a module of its own). It runs twice,
-# without build tags and with -tags integration, because each run sees only
-# the files its tags select: the first is what ships, the second adds the
-# integration tests. Both runs always complete, so one report lists every
-# finding; the script fails when either found one.
+# pkg/generated, and hack/controlplane and hack/images (modules of their
+# own). The main module is checked twice, without build tags and with -tags
+# integration, because each run sees only the files its tags select: the
+# first is what ships, the second adds the integration tests. Every run
+# completes, so one report lists every finding; the script fails when any
+# found one.
 #
 # The checks are staticcheck's defaults. Silence a finding at its line with
 # `//lint:ignore CHECK reason`, never by dropping a check for everyone.
@@ -36,6 +37,7 @@ check() {
 check "${HCC_ROOT}"
 check "${HCC_ROOT}" -tags integration
 check "${HCC_ROOT}/hack/controlplane"
+check "${HCC_ROOT}/hack/images"
 
 if [[ ${status} -ne 0 ]]; then
   echo "staticcheck found problems (above); fix them or, for a false positive, add //lint:ignore CHECK reason at the line" >&2
