@@ -9,15 +9,18 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	kubescheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/record"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/config"
 	"github.com/clerum/hcc/pkg/controllers/kit"
 	hccfake "github.com/clerum/hcc/pkg/generated/clientset/versioned/fake"
@@ -36,7 +39,10 @@ var keepsLastApplied = map[string]string{
 // Every cache hcc-controller starts drops managedFields and kubectl's
 // last-applied annotation, whichever transform it has (StripUnread, a
 // Secret's digest, the Host pods' metadata, a ConfigMap's existence), and
-// the table covers every kind the reconcilers cache.
+// the table covers every kind the reconcilers cache. It reads what the
+// informers themselves stored of an object their list returned, not the
+// transform HCC meant them to have: an informer built without its
+// transform fails it.
 func TestEveryCacheDropsWhatNoReconcilerReads(t *testing.T) {
 	cfg, err := config.LoadFrom(config.Controller, func(k string) (string, bool) {
 		v, ok := map[string]string{
@@ -60,23 +66,52 @@ func TestEveryCacheDropsWhatNoReconcilerReads(t *testing.T) {
 	_, err = newReconcilers(deps, net.DefaultResolver, issuer)
 	require.NoError(t, err)
 
+	// One object each cache's list returns, carrying both, on the server.
 	caches := deps.Informers.Caches()
+	keys := make([]string, len(caches))
+	for i, c := range caches {
+		obj := newOfKind(t, c.Kind)
+		m, err := meta.Accessor(obj)
+		require.NoError(t, err)
+		ns, name := c.Namespace, c.Name
+		if ns == "" {
+			ns = "any"
+		}
+		if name == "" {
+			name = "x"
+		}
+		m.SetNamespace(ns)
+		m.SetName(name)
+		m.SetUID(types.UID("uid-" + c.Resource.Resource + "-" + ns + "-" + name))
+		m.SetLabels(map[string]string{names.LabelManagedBy: names.ManagedByValue})
+		m.SetAnnotations(map[string]string{kit.LastAppliedAnnotation: `{"metadata":{"name":"x"}}`})
+		m.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationUpdate}})
+		require.True(t, c.Selects(m), "%s/%s: the cache's list would not return the test's object", c.Namespace, c.Resource.Resource)
+		tracker := kube.Tracker()
+		if c.Resource.Group == clerumv1alpha1.SchemeGroupVersion.Group {
+			tracker = hcc.Tracker()
+		}
+		if err := tracker.Create(c.Resource, obj, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+			require.NoError(t, err, "%s/%s", c.Namespace, c.Resource.Resource)
+		}
+		keys[i] = ns + "/" + name
+	}
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop); deps.Informers.Shutdown() })
+	deps.Informers.Start(stop)
+
 	kinds := map[string]bool{}
-	for _, c := range caches {
+	for i, c := range caches {
 		kinds[c.Kind.Kind] = true
-		t.Run(c.Namespace+"/"+c.Resource.Resource, func(t *testing.T) {
-			obj := newOfKind(t, c.Kind)
-			m, err := meta.Accessor(obj)
-			require.NoError(t, err)
-			m.SetNamespace(c.Namespace)
-			m.SetName("x")
-			m.SetUID("uid-x")
-			m.SetLabels(map[string]string{names.LabelManagedBy: names.ManagedByValue})
-			m.SetAnnotations(map[string]string{kit.LastAppliedAnnotation: `{"metadata":{"name":"x"}}`})
-			m.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationUpdate}})
-			out, err := c.Transform(obj)
-			require.NoError(t, err)
-			cached, err := meta.Accessor(out)
+		t.Run(c.Namespace+"/"+c.Resource.Resource+"/"+c.Name, func(t *testing.T) {
+			var stored any
+			require.Eventually(t, func() bool {
+				var ok bool
+				stored, ok, err = c.Indexer.GetByKey(keys[i])
+				require.NoError(t, err)
+				return ok
+			}, 10*time.Second, 10*time.Millisecond, "the informer never stored %s", keys[i])
+			cached, err := meta.Accessor(stored)
 			require.NoError(t, err)
 			assert.Empty(t, cached.GetManagedFields(), "managedFields")
 			if why, keep := keepsLastApplied[c.Kind.Kind]; keep {

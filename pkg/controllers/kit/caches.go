@@ -95,6 +95,9 @@ type Cache struct {
 	Kind     schema.GroupVersionKind
 	// Namespace is the namespace it watches ("" for all).
 	Namespace string
+	// Name is the one object it watches (a field selector on
+	// metadata.name), "" for all.
+	Name string
 	// Selects reports whether the informer's list returns obj: obj is in
 	// Namespace and matches its label and field selectors.
 	Selects func(obj metav1.Object) bool
@@ -145,7 +148,7 @@ func (i *Informers) Caches() []Cache {
 	}
 	for k, n := range i.named {
 		out = append(out, Cache{Resource: corev1Resource("configmaps"), Kind: corev1Kind("ConfigMap"),
-			Namespace: k.namespace, Transform: n.transform, Indexer: n.informer.GetIndexer(),
+			Namespace: k.namespace, Name: k.name, Transform: n.transform, Indexer: n.informer.GetIndexer(),
 			Selects: selects(k.namespace, labels.Everything(), k.name)})
 	}
 	sort.SliceStable(out, func(a, b int) bool {
