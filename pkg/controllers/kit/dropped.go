@@ -104,13 +104,6 @@ func (d *droppedAnnotations) lacks(obj metav1.Object) bool {
 	return false
 }
 
-// len is how many objects are remembered, for tests.
-func (d *droppedAnnotations) len() int {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return len(d.keys)
-}
-
 // Dropped reports whether obj, a child read from one of i's caches, lacks
 // annotations the server holds (droppedAnnotations): an update must be
 // built from the object as the server has it instead. A nil i has
