@@ -154,7 +154,7 @@ bench: ## Benchmarks, with the ratios the issues ask for (hcc-api: x-plain).
 	@$(GO) run ./hack/benchtable _output/bench*.txt
 
 .PHONY: bench-large
-bench-large: ## hcc-controller restarted on a converged fleet of 10,000 McpServers and 5,000 Hosts: RSS, CPU, a full resync's cost (test/bench: BenchmarkControllerFleetScale; about 25 minutes on 2 cores).
+bench-large: ## hcc-controller restarted on a converged fleet of 10,000 McpServers and 5,000 Hosts: RSS, CPU, a full resync's cost (test/bench: BenchmarkControllerFleetScale; docs/development.md).
 	@mkdir -p _output
 	@bin_dir=$$($(CONTROLPLANE)); \
 	  HCC_BENCH_LARGE=1 HCC_CONTROLPLANE_BIN="$$bin_dir" $(GO) test -count=1 -tags integration -timeout 90m -run '^$$' \
