@@ -157,6 +157,14 @@ bench: ## Benchmarks, with the ratios the issues ask for (hcc-api: x-plain).
 	@# Every figure above as one table, each beside its same-run baseline.
 	@$(GO) run ./hack/benchtable _output/bench*.txt
 
+.PHONY: bench-large
+bench-large: ## hcc-controller restarted on a converged fleet of 10,000 McpServers and 5,000 Hosts: RSS, CPU, a full resync's cost (test/bench: BenchmarkControllerFleetScale; docs/development.md).
+	@mkdir -p _output
+	@bin_dir=$$($(CONTROLPLANE)); \
+	  HCC_BENCH_LARGE=1 HCC_CONTROLPLANE_BIN="$$bin_dir" $(GO) test -count=1 -tags integration -timeout 90m -run '^$$' \
+	    -bench 'ControllerFleetScale' -benchtime=1x ./test/bench/ | tee _output/bench-large-controller.txt
+	@$(GO) run ./hack/benchtable _output/bench-large-controller.txt
+
 .PHONY: controlplane
 controlplane: ## Build (or reuse) the cached local control-plane binaries; prints their directory.
 	@$(CONTROLPLANE)

@@ -97,6 +97,9 @@ func runController(ctx context.Context, log zerolog.Logger, flags startup.Flags,
 
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return startup.Serve(ctx, log, cfg.Core.ControllerPort, mux, drainTimeout) })
+	if cfg.Core.PprofPort != 0 {
+		g.Go(func() error { return servePprof(ctx, log, cfg.Core.PprofPort) })
+	}
 	g.Go(func() error {
 		if !cfg.Core.LeaderElect {
 			return reconcile(ctx, log, cfg, clients, readiness, registry, nil)

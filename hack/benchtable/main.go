@@ -9,8 +9,9 @@
 //     that is M or starts with "M-"), e.g. x-bare-p50 beside p50-ms;
 //   - a metric x-BASE on the same line: the ratio of the line's headline,
 //     writes/s, else req/s, else ns/op;
-//   - a sibling sub-benchmark named plain or bare (F/plain beside F/cached):
-//     each shared metric's value over the sibling's, as x-plain or x-bare;
+//   - a sibling sub-benchmark named plain, bare or baseline (F/plain beside
+//     F/cached): each shared metric's value over the sibling's, as x-plain,
+//     x-bare or x-baseline;
 //   - BenchmarkFloorS beside Benchmark<P>S (same suffix S): ns/op over the
 //     floor's, as x-floor.
 //
@@ -117,8 +118,12 @@ func headlineRank(unit string) int {
 	return slices.Index([]string{"writes/s", "req/s", "ns/op"}, unit)
 }
 
-// pairSiblings gives the figures of F/X a ratio over F/plain or F/bare,
-// and of Benchmark<P>S over BenchmarkFloorS.
+// siblingBaselines are the names of the sub-benchmarks the others of their
+// family are measured against.
+var siblingBaselines = []string{"plain", "bare", "baseline"}
+
+// pairSiblings gives the figures of F/X a ratio over F/plain, F/bare or
+// F/baseline, and of Benchmark<P>S over BenchmarkFloorS.
 func pairSiblings(lines []line) {
 	find := func(pkg, name string) *line {
 		for i := range lines {
@@ -131,8 +136,8 @@ func pairSiblings(lines []line) {
 	for i := range lines {
 		l := &lines[i]
 		family, leaf, sub := cutLast(l.name, "/")
-		if sub && leaf != "plain" && leaf != "bare" {
-			for _, baseline := range []string{"plain", "bare"} {
+		if sub && !slices.Contains(siblingBaselines, leaf) {
+			for _, baseline := range siblingBaselines {
 				if base := find(l.pkg, family+"/"+baseline); base != nil {
 					ratioOver(l, base, "", "x-"+baseline)
 				}
@@ -201,6 +206,11 @@ func notes(lines []line) []string {
 		out = append(out, "x-bare: over a bare HTTP handler (a process of its own, a fixed 200 body of hcc-api's own response) under the same open-loop load generator; failed requests are counted apart and fail the benchmark.")
 	}
 	if has(func(l line) bool {
+		return slices.ContainsFunc(l.metrics, func(m metric) bool { return strings.Contains(m.ratio, "x-baseline") })
+	}) {
+		out = append(out, "x-baseline: over another build of the same binary (HCC_BENCH_BASELINE_CONTROLLER), measured on the same fleet in the same run.")
+	}
+	if has(func(l line) bool {
 		return slices.ContainsFunc(l.metrics, func(m metric) bool { return strings.Contains(m.ratio, "x-floor") })
 	}) {
 		out = append(out, "x-floor: time over the floor benchmark of the same size (the bare cost of producing the output).")
@@ -210,6 +220,11 @@ func notes(lines []line) []string {
 			"Deployment rolling out (no kubelet is played: nothing makes a Deployment available), then 10 s without a controller write. "+
 			"s-converge: process start to its last write; writes/s over its first to last write, counted from the audit log; objects/s: the objects owned once converged over the same span. "+
 			"revoke-ms: a Context edit to the dropped pair's allow policies gone (10 edits).")
+	}
+	if has(func(l line) bool { return strings.HasPrefix(l.name, "BenchmarkControllerFleetScale") }) {
+		out = append(out, "ControllerFleetScale: the real hcc-controller restarted on a fleet it converged (10,000 McpServers, 1,000 Contexts, 5,000 Hosts), shipped environment. "+
+			"s-restart-settled: process start to every work queue empty for 3 s; MiB-rss: VmRSS after 60 s idle; cores-idle: CPU over those 60 s; "+
+			"s-resync: the Host and NetworkPolicy full resync timers' first item to every queue empty; writes counted from the audit log, events included, whatever the answer.")
 	}
 	if has(func(l line) bool { return strings.HasPrefix(l.name, "BenchmarkAPIScale") }) {
 		out = append(out, "APIScale: the real hcc-api under 100 object updates/s through its informers; latency from each request's scheduled time, offered open-loop, "+

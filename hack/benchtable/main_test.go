@@ -17,6 +17,8 @@ BenchmarkInventoryLatency/plain-2   	  100000	     10000 ns/op	 100 p50-µs
 BenchmarkInventoryLatency/cached-2   	  100000	     12000 ns/op	 150 p50-µs
 pkg: github.com/clerum/hcc/test/bench
 BenchmarkFleetConvergence/qps50-burst100-2  	 1	 44621259465 ns/op	 57.36 plain-writes/s	 57.26 writes/s	 0.9982 x-plain
+BenchmarkControllerFleetScale/baseline-2  	 1	 500000000000 ns/op	 800 MiB-rss	 0 resync-writes
+BenchmarkControllerFleetScale/current-2  	 1	 400000000000 ns/op	 500 MiB-rss	 0 resync-writes
 BenchmarkAPIScale/inventory-2  	 1	 10002948415 ns/op	 0.8195 p50-ms	 5.422 p99-ms	 1.162 x-bare-p50	 1.790 x-bare-p99	 999.9 req/s	 2.5 x-other-p75
 --- BENCH: BenchmarkAPIScale/inventory-2
     BenchmarkAPIScale/inventory-2 is a log line
@@ -55,6 +57,9 @@ func TestEachRatioSitsBesideTheFigureItBelongsTo(t *testing.T) {
 		"test/bench BenchmarkAPIScale/inventory req/s":                       "",
 		"test/bench BenchmarkAPIScale/inventory x-other-p75":                 "2.50 x-other-p75",
 		"test/bench BenchmarkFleetConvergence/qps50-burst100 plain-writes/s": "",
+		"test/bench BenchmarkControllerFleetScale/current MiB-rss":           "0.62 x-baseline",
+		"test/bench BenchmarkControllerFleetScale/current resync-writes":     "",
+		"test/bench BenchmarkControllerFleetScale/baseline MiB-rss":          "",
 	} {
 		assert.Equal(t, want, got[key], key)
 	}

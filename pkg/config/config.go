@@ -71,6 +71,7 @@ type Config struct {
 type Core struct {
 	Port           int32 // hcc-api HTTP port
 	ControllerPort int32 // hcc-controller health and metrics port
+	PprofPort      int32 // hcc-controller's profiles on 127.0.0.1; 0: none
 	DevMode        bool
 	LogLevel       string // one of debug, info, warn, error
 	PodName        string // leader-election identity

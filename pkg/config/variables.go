@@ -27,6 +27,12 @@ var groups = []group{{
 		desc:  "hcc-controller port for `/health`, `/ready` and `/metrics`.",
 		field: port(func(c *Config) *int32 { return &c.Core.ControllerPort }),
 	}, {
+		name: "HCC_PPROF_PORT", def: "0",
+		desc: "Port of hcc-controller's Go profiles (`/debug/pprof/`: heap, CPU, goroutines), served on 127.0.0.1 only (reach it with `kubectl port-forward`); 0 serves none. " +
+			"A heap profile shows what the caches hold: leave it off except to profile.",
+		field:  integer(func(c *Config) *int32 { return &c.Core.PprofPort }, 0, 65535),
+		readBy: only(Controller),
+	}, {
 		name: "CLERUM_DEV_MODE", def: "false",
 		desc:  "Serve McpServers, Contexts and credentials from the `CLERUM_*` JSON variables instead of the cluster; the controller does not reconcile. Lifts the HMAC secret requirement.",
 		field: boolean(func(c *Config) *bool { return &c.Core.DevMode }),

@@ -76,3 +76,26 @@ func TestProcessUnexpected(t *testing.T) {
 		assert.ErrorContains(t, p.Unexpected(), "data race")
 	})
 }
+
+// The stats are the process's own: a busy loop's CPU time grows, an idle
+// one's does not, and its resident set is below its peak.
+func TestProcessStats(t *testing.T) {
+	busy := startShell(t, "while :; do :; done")
+	idle := startShell(t, "sleep 30")
+	time.Sleep(time.Second)
+	cpuBusy, err := busy.CPUSeconds()
+	require.NoError(t, err)
+	cpuIdle, err := idle.CPUSeconds()
+	require.NoError(t, err)
+	assert.Greater(t, cpuBusy, 0.05, "a second of a busy loop, however loaded the machine")
+	assert.Less(t, cpuIdle, 0.05, "sleep uses no CPU")
+	rss, err := idle.RSSMiB()
+	require.NoError(t, err)
+	peak, err := idle.PeakRSSMiB()
+	require.NoError(t, err)
+	assert.Positive(t, rss)
+	assert.LessOrEqual(t, rss, peak)
+	require.NoError(t, busy.Stop())
+	_, err = busy.CPUSeconds()
+	assert.Error(t, err, "an exited process has no stats")
+}

@@ -139,7 +139,7 @@ func New(d kit.Deps, cfg Config) *Controller {
 		BaseDelay: time.Second, MaxDelay: 5 * time.Minute, Workers: cfg.Workers,
 		ErrorsMetric: "clerum_hcc_gfs_reconcile_errors_total"})
 	c.queue, c.log = c.base.Queue(), c.base.Log()
-	c.children = kit.NewChildren(d.Kube, clerumv1alpha1.FieldManagerGlobalFileSystem, d.Recorder, func(kind string, cause kit.Cause) {
+	c.children = kit.NewChildren(d.Kube, d.Informers, clerumv1alpha1.FieldManagerGlobalFileSystem, d.Recorder, func(kind string, cause kit.Cause) {
 		c.metrics.Refused.WithLabelValues(kind, string(cause)).Inc()
 	}).WithHold(d.Hold)
 

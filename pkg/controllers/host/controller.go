@@ -202,7 +202,7 @@ func New(d kit.Deps, issuer controlapi.CredentialIssuer, cfg Config) *Controller
 	c.queue, c.log = c.base.Queue(), c.base.Log()
 	c.metrics = NewMetrics(d.Registry, func() float64 { return c.state.soonestExpiry(c.clock.Now()) }, c.breaker.tripped)
 	c.claimKind = kit.PersistentVolumeClaims.WithMarker(kit.NewMarker(cfg.Build.ClaimMark))
-	c.children = kit.NewChildren(d.Kube, clerumv1alpha1.FieldManagerHost, d.Recorder, func(kind string, cause kit.Cause) {
+	c.children = kit.NewChildren(d.Kube, d.Informers, clerumv1alpha1.FieldManagerHost, d.Recorder, func(kind string, cause kit.Cause) {
 		c.metrics.Refused.WithLabelValues(kind, string(cause)).Inc()
 	}).WithHold(d.Hold)
 	// The sweep and the stop fast path have queues and loops of their own,

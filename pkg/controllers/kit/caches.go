@@ -24,22 +24,22 @@ import (
 // Transform is an informer transform and its name. Go functions cannot be
 // compared, so the name is what tells two transforms apart: informers
 // asked for with one name share one cache, and a reconciler asking with
-// another gets its own or an error. The zero Transform is StripManagedFields,
+// another gets its own or an error. The zero Transform is StripUnread,
 // every informer's default.
 type Transform struct {
 	Name string
 	Func cache.TransformFunc
 }
 
-// StripManagedFieldsTransform is the default Transform.
-var StripManagedFieldsTransform = Transform{Name: "strip-managed-fields", Func: StripManagedFields}
+// StripUnreadTransform is the default Transform.
+var StripUnreadTransform = Transform{Name: "strip-unread", Func: StripUnread}
 
 // orDefault returns t, or the default for the zero Transform; a function
 // without a name is a wiring error.
 func (t Transform) orDefault() Transform {
 	switch {
 	case t.Func == nil && t.Name == "":
-		return StripManagedFieldsTransform
+		return StripUnreadTransform
 	case t.Func == nil || t.Name == "":
 		panic(fmt.Sprintf("kit: a Transform needs both a name and a function (name %q)", t.Name))
 	}
@@ -58,7 +58,7 @@ type namedConfigMap struct {
 // ConfigMap returns an informer that lists and watches only the ConfigMap
 // name in namespace (a field selector), for a reconciler that reads one
 // platform ConfigMap and must not cache every ConfigMap of the namespace.
-// transform is its transform (the zero Transform: StripManagedFields). It is started
+// transform is its transform (the zero Transform: StripUnread). It is started
 // and shut down with the other informers. It is a watch of its own, apart
 // from the factories of Kube. Reconcilers asking for one ConfigMap with one
 // transform share one informer; one that asks with another transform (the
@@ -95,11 +95,14 @@ type Cache struct {
 	Kind     schema.GroupVersionKind
 	// Namespace is the namespace it watches ("" for all).
 	Namespace string
+	// Name is the one object it watches (a field selector on
+	// metadata.name), "" for all.
+	Name string
 	// Selects reports whether the informer's list returns obj: obj is in
 	// Namespace and matches its label and field selectors.
 	Selects func(obj metav1.Object) bool
-	// Transform is the informer's transform, applied to every object it
-	// stores.
+	// Transform is the informer's transform as installed, applied to
+	// every object it stores.
 	Transform cache.TransformFunc
 	// Indexer is the informer's cache.
 	Indexer cache.Indexer
@@ -121,7 +124,7 @@ func (i *Informers) Caches() []Cache {
 		if err != nil {
 			panic(fmt.Sprintf("kit: %s: %v", gvr, err))
 		}
-		var transform cache.TransformFunc = StripManagedFields
+		transform := i.kubeTransform
 		if t, ok := i.transforms[k]; ok {
 			transform = t.Func
 		}
@@ -139,13 +142,13 @@ func (i *Informers) Caches() []Cache {
 			if err != nil {
 				panic(fmt.Sprintf("kit: %s: %v", gvr, err))
 			}
-			out = append(out, Cache{Resource: gvr, Kind: kind, Namespace: namespace, Transform: StripManagedFields,
+			out = append(out, Cache{Resource: gvr, Kind: kind, Namespace: namespace, Transform: i.hccTransform,
 				Indexer: generic.Informer().GetIndexer(), Selects: selects(namespace, labels.Everything(), "")})
 		}
 	}
 	for k, n := range i.named {
 		out = append(out, Cache{Resource: corev1Resource("configmaps"), Kind: corev1Kind("ConfigMap"),
-			Namespace: k.namespace, Transform: n.transform, Indexer: n.informer.GetIndexer(),
+			Namespace: k.namespace, Name: k.name, Transform: n.transform, Indexer: n.informer.GetIndexer(),
 			Selects: selects(k.namespace, labels.Everything(), k.name)})
 	}
 	sort.SliceStable(out, func(a, b int) bool {

@@ -49,7 +49,7 @@ func TestConfigMapInformerStartsWithTheOthers(t *testing.T) {
 	obj, ok, err := jwt.GetIndexer().GetByKey("mcp-host/jwt")
 	require.NoError(t, err)
 	require.True(t, ok)
-	assert.Empty(t, obj.(*corev1.ConfigMap).ManagedFields, "a nil transform is StripManagedFields")
+	assert.Empty(t, obj.(*corev1.ConfigMap).ManagedFields, "a nil transform is StripUnread")
 }
 
 // One ConfigMap asked for with one transform is one informer; with another
@@ -57,7 +57,7 @@ func TestConfigMapInformerStartsWithTheOthers(t *testing.T) {
 func TestConfigMapInformersAreSharedByTransform(t *testing.T) {
 	i := NewInformers(kubefake.NewClientset(), hccfake.NewSimpleClientset())
 	jwt := i.ConfigMap("mcp-host", "jwt", Transform{})
-	assert.Same(t, jwt, i.ConfigMap("mcp-host", "jwt", StripManagedFieldsTransform), "the zero Transform is StripManagedFields: shared")
+	assert.Same(t, jwt, i.ConfigMap("mcp-host", "jwt", StripUnreadTransform), "the zero Transform is StripUnread: shared")
 	assert.NotSame(t, jwt, i.ConfigMap("gfs", "jwt", Transform{}), "another namespace: another ConfigMap")
 	existence := Transform{Name: "existence", Func: func(obj any) (any, error) { return obj, nil }}
 	other := i.ConfigMap("mcp-host", "jwt", existence)
@@ -101,7 +101,7 @@ func TestTransformIsRecordedForTheCaches(t *testing.T) {
 	named := Transform{Name: "name-only", Func: nameOnly}
 	require.NoError(t, i.SetTransform("mcp-host", "pods", pods, named))
 	require.NoError(t, i.SetTransform("mcp-host", "pods", pods, named), "the same transform again")
-	require.Error(t, i.SetTransform("mcp-host", "pods", pods, StripManagedFieldsTransform), "another transform")
+	require.Error(t, i.SetTransform("mcp-host", "pods", pods, StripUnreadTransform), "another transform")
 	// Two closures of one function are one code pointer: only the name
 	// tells them apart.
 	services := i.Kube("mcp-host", ManagedObjects, "services").Core().V1().Services().Informer()

@@ -7,6 +7,8 @@ import (
 	"sync"
 
 	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -58,11 +60,18 @@ type Informers struct {
 	hccBy   map[string]informers.SharedInformerFactory
 	claimed map[claimKey]Selection
 	// transforms records the transforms set with SetTransform (Secrets:
-	// secretdigest.Digest), for Caches; every other informer strips
-	// managedFields.
+	// secretdigest.Digest), for Caches; every other informer's is
+	// StripUnread.
 	transforms map[claimKey]Transform
 	// named are the one-ConfigMap informers from ConfigMap.
 	named map[namedKey]*namedConfigMap
+	// dropped are the annotations the transforms of the built-in kinds'
+	// informers removed from HCC's children (Dropped); kubeTransform is
+	// those informers' default, StripUnread recording them.
+	dropped       *droppedAnnotations
+	kubeTransform cache.TransformFunc
+	// hccTransform is the clerum.io informers' transform.
+	hccTransform cache.TransformFunc
 }
 
 type kubeKey struct {
@@ -73,17 +82,24 @@ type kubeKey struct {
 type claimKey struct{ namespace, resource string }
 
 // NewInformers returns the factories over kube and hcc. They cache objects
-// without managedFields, which no reconciler reads and which are often the
-// bulk of an object, and never resync: periodic work is each reconciler's
-// own timer, so a resync never floods every queue at once.
+// through StripUnread (or the transform a reconciler sets instead), and
+// never resync: periodic work is each reconciler's own timer, so a resync
+// never floods every queue at once.
 func NewInformers(kube kubernetes.Interface, hcc clientset.Interface) *Informers {
+	dropped := newDroppedAnnotations()
 	return &Informers{
-		kube:    kube,
-		hcc:     hcc,
-		kubeBy:  map[kubeKey]kubeinformers.SharedInformerFactory{},
-		hccBy:   map[string]informers.SharedInformerFactory{},
-		claimed: map[claimKey]Selection{},
-		named:   map[namedKey]*namedConfigMap{},
+		kube:          kube,
+		hcc:           hcc,
+		kubeBy:        map[kubeKey]kubeinformers.SharedInformerFactory{},
+		hccBy:         map[string]informers.SharedInformerFactory{},
+		claimed:       map[claimKey]Selection{},
+		named:         map[namedKey]*namedConfigMap{},
+		dropped:       dropped,
+		kubeTransform: dropped.track(StripUnread),
+		// No reconciler updates a clerum.io object from its cached copy
+		// (statuses are applied, a Host's finalizers merge-patched), so
+		// nothing their transform drops is tracked.
+		hccTransform: StripUnread,
 	}
 }
 
@@ -99,7 +115,7 @@ func (i *Informers) Kube(namespace string, selection Selection, resource string)
 	if !ok {
 		opts := []kubeinformers.SharedInformerOption{
 			kubeinformers.WithNamespace(namespace),
-			kubeinformers.WithTransform(StripManagedFields),
+			kubeinformers.WithTransform(i.kubeTransform),
 		}
 		if selection == ManagedObjects {
 			selector := managedSelector.String()
@@ -120,7 +136,7 @@ func (i *Informers) HCC(namespace string) informers.SharedInformerFactory {
 	f, ok := i.hccBy[namespace]
 	if !ok {
 		f = informers.NewSharedInformerFactoryWithOptions(i.hcc, 0,
-			informers.WithNamespace(namespace), informers.WithTransform(StripManagedFields))
+			informers.WithNamespace(namespace), informers.WithTransform(i.hccTransform))
 		i.hccBy[namespace] = f
 	}
 	return f
@@ -146,6 +162,17 @@ func (i *Informers) mustNotHaveStarted() {
 func (i *Informers) Start(stop <-chan struct{}) {
 	i.mu.Lock()
 	defer i.mu.Unlock()
+	if !i.started {
+		// Dropped forgets a child once its informer sees it deleted.
+		for k, selection := range i.claimed {
+			_, gvr := kubeResource(k.resource)
+			generic, err := i.kubeBy[kubeKey{k.namespace, selection}].ForResource(gvr)
+			if err != nil {
+				panic(fmt.Sprintf("kit: %s: %v", gvr, err))
+			}
+			_, _ = generic.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: i.dropped.forget})
+		}
+	}
 	i.started = true
 	for _, f := range i.kubeBy {
 		f.Start(stop)
@@ -173,13 +200,42 @@ func (i *Informers) Shutdown() {
 	}
 }
 
-// StripManagedFields drops managedFields from a cached object.
-func StripManagedFields(obj any) (any, error) {
-	if accessor, err := meta.Accessor(obj); err == nil {
-		accessor.SetManagedFields(nil)
+// StripUnread is the transform of every informer whose reconciler sets
+// none of its own: it drops from the object what no reconciler reads and
+// what is often most of it, metadata.managedFields and kubectl's
+// last-applied-configuration annotation (the whole object again, as last
+// applied). Informers call it on objects nobody else holds yet, so it
+// changes them in place; it is idempotent, as client-go requires.
+//
+// Dropping an annotation from a cached copy is safe only if no update is
+// ever built from that copy: an update replaces metadata.annotations whole
+// and would erase it on the server. Ensure reads a child whose cached copy
+// lost one before updating it (Dropped). A NetworkPolicy keeps the
+// annotation: the NetworkPolicy operator updates its policies from their
+// cached copies (pkg/controllers/netpol, updateFor) without that read.
+// docs/reconcilers.md, "What the caches keep".
+func StripUnread(obj any) (any, error) {
+	accessor, err := meta.Accessor(obj)
+	if err != nil {
+		return obj, nil // a tombstone
+	}
+	accessor.SetManagedFields(nil)
+	if _, policy := obj.(*networkingv1.NetworkPolicy); policy {
+		return obj, nil
+	}
+	if a := accessor.GetAnnotations(); a != nil {
+		if _, ok := a[LastAppliedAnnotation]; ok {
+			delete(a, LastAppliedAnnotation)
+			if len(a) == 0 {
+				accessor.SetAnnotations(nil)
+			}
+		}
 	}
 	return obj, nil
 }
+
+// LastAppliedAnnotation is kubectl's client-side apply record.
+const LastAppliedAnnotation = corev1.LastAppliedConfigAnnotation
 
 // ErrStoppedBeforeSync is what WaitForSync returns when it is stopped before
 // the caches synced: a shutdown that came early (a SIGTERM while a loaded

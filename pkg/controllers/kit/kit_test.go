@@ -207,7 +207,7 @@ func TestDeleteChildTouchesOnlyTheOwnersChildren(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			kube := kubefake.NewClientset(tc.obj)
-			deleted, err := tc.kind(NewChildren(kube, "test", nil, nil), tc.obj)
+			deleted, err := tc.kind(NewChildren(kube, nil, "test", nil, nil), tc.obj)
 			require.NoError(t, err)
 			assert.Equal(t, tc.deleted, deleted)
 			deletes := 0

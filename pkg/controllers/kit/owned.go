@@ -70,7 +70,10 @@ import (
 // is the safe side: where the owner is really gone, the garbage collector
 // deletes the child and the next sync creates HCC's own.
 type Children struct {
-	kube         kubernetes.Interface
+	kube kubernetes.Interface
+	// caches are the informers the live copies come from: Ensure asks
+	// them whether a copy lacks annotations the server holds.
+	caches       *Informers
 	fieldManager string
 	recorder     record.EventRecorder
 	refused      func(kind string, cause Cause)
@@ -262,9 +265,10 @@ type refusalKey struct{ kind, namespace, name string }
 // Refusals are recorded on recorder and counted through refused (nil: not
 // counted), e.g. func(kind string, cause kit.Cause) {
 // vec.WithLabelValues(kind, string(cause)).Inc() }.
-func NewChildren(kube kubernetes.Interface, fieldManager string, recorder record.EventRecorder, refused func(kind string, cause Cause)) *Children {
+func NewChildren(kube kubernetes.Interface, caches *Informers, fieldManager string, recorder record.EventRecorder, refused func(kind string, cause Cause)) *Children {
 	return &Children{
 		kube:         kube,
+		caches:       caches,
 		fieldManager: fieldManager,
 		recorder:     recorder,
 		refused:      refused,
@@ -287,7 +291,10 @@ func (c *Children) WithHold(hold WriteHold) *Children {
 // Ensure makes the child desired (from a pure builder, fully defaulted)
 // exist as the builder says, given live, the lister's copy or nil when the
 // lister has none. It returns the child as the API server now has it, or
-// live when nothing was written.
+// live when nothing was written. An update is built from live, or, when
+// live lacks annotations its informer's transform dropped
+// (Informers.Dropped), from the child read from the API server: an update
+// replaces the annotations whole.
 //
 // On error nothing was written (or the write failed) and the returned
 // object is nil; with ActionCreate, the child was created but its mark
@@ -360,17 +367,25 @@ func Ensure[T Child](ctx context.Context, c *Children, kind Kind[T], owner Owner
 		}
 	}
 
-	obj, action, err := Plan(kind, owner, live, desired)
-	if refused, ok := errors.AsType[*RefusedError](err); ok {
-		c.report(owner, live, refused)
-		return zero, ActionNone, err
+	obj, action, err := planEnsure(c, kind, owner, live, desired)
+	if err != nil || action == ActionNone {
+		return obj, action, err
 	}
-	if err != nil {
-		return zero, ActionNone, err
-	}
-	if action == ActionNone {
-		c.forget(kind.Name, live)
-		return live, ActionNone, nil
+	if c.caches.Dropped(live) {
+		// The cached copy lacks annotations the server holds (StripUnread):
+		// an update built from it would erase them. Plan again from the
+		// object as the server has it.
+		fresh, err := client.Get(ctx, live.GetName(), metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err) || (err == nil && fresh.GetUID() != live.GetUID()):
+			return zero, ActionNone, fmt.Errorf("%s %s/%s: %w", kind.Name, live.GetNamespace(), live.GetName(), ErrCacheBehind)
+		case err != nil:
+			return zero, ActionNone, err
+		}
+		live = fresh
+		if obj, action, err = planEnsure(c, kind, owner, live, desired); err != nil || action == ActionNone {
+			return obj, action, err
+		}
 	}
 	updated, err := client.Update(ctx, obj, metav1.UpdateOptions{FieldManager: c.fieldManager})
 	if apierrors.IsNotFound(err) {
@@ -390,6 +405,25 @@ func Ensure[T Child](ctx context.Context, c *Children, kind Kind[T], owner Owner
 			kind.Name, live.GetNamespace(), live.GetName(), owner.GVK.Kind)
 	}
 	return updated, action, nil
+}
+
+// planEnsure is Plan for Ensure: a refusal is reported, and nothing to
+// write returns live.
+func planEnsure[T Child](c *Children, kind Kind[T], owner Owner, live, desired T) (T, Action, error) {
+	var zero T
+	obj, action, err := Plan(kind, owner, live, desired)
+	if refused, ok := errors.AsType[*RefusedError](err); ok {
+		c.report(owner, live, refused)
+		return zero, ActionNone, err
+	}
+	if err != nil {
+		return zero, ActionNone, err
+	}
+	if action == ActionNone {
+		c.forget(kind.Name, live)
+		return live, ActionNone, nil
+	}
+	return obj, action, nil
 }
 
 // Plan is Ensure without a client: what to send for desired given live (nil

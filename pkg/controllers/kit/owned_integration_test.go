@@ -66,7 +66,7 @@ func newEnv(t *testing.T) *env {
 		recorder: record.NewFakeRecorder(64),
 		refused:  make(chan string, 64),
 	}
-	e.children = kit.NewChildren(kubernetes.NewForConfigOrDie(counted), "hcc-test", e.recorder,
+	e.children = kit.NewChildren(kubernetes.NewForConfigOrDie(counted), nil, "hcc-test", e.recorder,
 		func(kind string, cause kit.Cause) { e.refused <- kind + "/" + string(cause) })
 	return e
 }

@@ -610,7 +610,7 @@ func TestPlanPersistentVolumeClaimWithAForeignVolume(t *testing.T) {
 		kube := kubefake.NewClientset(live)
 		recorder := record.NewFakeRecorder(10)
 		var causes []kit.Cause
-		children := kit.NewChildren(kube, "hcc-test", recorder, func(_ string, c kit.Cause) { causes = append(causes, c) })
+		children := kit.NewChildren(kube, nil, "hcc-test", recorder, func(_ string, c kit.Cause) { causes = append(causes, c) })
 		_, _, err := kit.Ensure(context.Background(), children, kit.PersistentVolumeClaims, owner, live, buildPVC(ns, "h1", "h1"))
 		require.ErrorIs(t, err, kit.ErrNotOwned)
 		for _, a := range kube.Actions() {
@@ -720,7 +720,7 @@ type ensureFixture struct {
 
 func newEnsureFixture(objects ...runtime.Object) *ensureFixture {
 	f := &ensureFixture{kube: kubefake.NewClientset(objects...), recorder: record.NewFakeRecorder(16)}
-	f.children = kit.NewChildren(f.kube, "hcc-host", f.recorder, func(kind string, cause kit.Cause) {
+	f.children = kit.NewChildren(f.kube, nil, "hcc-host", f.recorder, func(kind string, cause kit.Cause) {
 		f.refused = append(f.refused, kind+"/"+string(cause))
 	})
 	f.kube.ClearActions()
@@ -927,7 +927,7 @@ func TestEnsureFromReadsTheLiveObjectFromTheLister(t *testing.T) {
 
 	t.Run("not in the cache: created", func(t *testing.T) {
 		kube := kubefake.NewClientset()
-		children := kit.NewChildren(kube, "hcc-test", record.NewFakeRecorder(10), nil)
+		children := kit.NewChildren(kube, nil, "hcc-test", record.NewFakeRecorder(10), nil)
 		require.NoError(t, kit.EnsureFrom(ctx, children, kit.Services, owner, stubLister[*corev1.Service]{}, desired))
 		_, err := kube.CoreV1().Services("mcp-host").Get(ctx, "h1", metav1.GetOptions{})
 		require.NoError(t, err)
@@ -935,7 +935,7 @@ func TestEnsureFromReadsTheLiveObjectFromTheLister(t *testing.T) {
 	t.Run("in the cache as built: nothing written", func(t *testing.T) {
 		live := withRef(buildService("mcp-host", "h1", "h1"), h)
 		kube := kubefake.NewClientset(live)
-		children := kit.NewChildren(kube, "hcc-test", record.NewFakeRecorder(10), nil)
+		children := kit.NewChildren(kube, nil, "hcc-test", record.NewFakeRecorder(10), nil)
 		require.NoError(t, kit.EnsureFrom(ctx, children, kit.Services, owner,
 			stubLister[*corev1.Service]{objs: map[string]*corev1.Service{"h1": live}}, desired))
 		for _, a := range kube.Actions() {
@@ -944,7 +944,7 @@ func TestEnsureFromReadsTheLiveObjectFromTheLister(t *testing.T) {
 	})
 	t.Run("a lister error is returned and nothing written", func(t *testing.T) {
 		kube := kubefake.NewClientset()
-		children := kit.NewChildren(kube, "hcc-test", record.NewFakeRecorder(10), nil)
+		children := kit.NewChildren(kube, nil, "hcc-test", record.NewFakeRecorder(10), nil)
 		err := kit.EnsureFrom(ctx, children, kit.Services, owner, stubLister[*corev1.Service]{err: errors.New("broken cache")}, desired)
 		require.ErrorContains(t, err, "broken cache")
 		assert.Empty(t, kube.Actions())

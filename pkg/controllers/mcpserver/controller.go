@@ -131,7 +131,7 @@ func New(d kit.Deps, gate Gate, cfg Config) *Controller {
 		warned:       newRemoteWarnings(),
 		noted:        newRemoteWarnings(),
 	}
-	c.children = kit.NewChildren(d.Kube, clerumv1alpha1.FieldManagerMcpServer, d.Recorder, func(kind string, cause kit.Cause) {
+	c.children = kit.NewChildren(d.Kube, d.Informers, clerumv1alpha1.FieldManagerMcpServer, d.Recorder, func(kind string, cause kit.Cause) {
 		c.metrics.Refused.WithLabelValues(kind, string(cause)).Inc()
 	}).WithHold(d.Hold)
 	// A failed sync retries after 1 s, doubling to at most 5 min.

@@ -134,7 +134,7 @@ func New(d kit.Deps, cfg Config) *Controller {
 		Workers: cfg.Workers, ErrorsMetric: "clerum_hcc_sfs_reconcile_errors_total"})
 	c.queue = c.base.Queue()
 	c.claimKind = kit.PersistentVolumeClaims.WithMarker(kit.NewMarker(cfg.Build.ClaimMark))
-	c.children = kit.NewChildren(d.Kube, clerumv1alpha1.FieldManagerSharedFileSystem, d.Recorder, func(kind string, cause kit.Cause) {
+	c.children = kit.NewChildren(d.Kube, d.Informers, clerumv1alpha1.FieldManagerSharedFileSystem, d.Recorder, func(kind string, cause kit.Cause) {
 		c.metrics.Refused.WithLabelValues(kind, string(cause)).Inc()
 	}).WithHold(d.Hold)
 

@@ -75,7 +75,7 @@ func TestManagedObjectsInformerCachesNoUnmanagedObject(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, all, 1)
 	assert.Equal(t, "ours", all[0].Name)
-	assert.Empty(t, all[0].ManagedFields, "cached through StripManagedFields")
+	assert.Empty(t, all[0].ManagedFields, "cached through StripUnread")
 
 	// Nor can a test put one there by hand.
 	tb := &fatalTB{TB: t}
@@ -102,7 +102,7 @@ func TestConfigMapInformerCachesOnlyItsName(t *testing.T) {
 	obj, ok, err := jwt.GetIndexer().GetByKey(ns + "/jwt")
 	require.NoError(t, err)
 	require.True(t, ok)
-	assert.Empty(t, obj.(*corev1.ConfigMap).ManagedFields, "nil transform: StripManagedFields")
+	assert.Empty(t, obj.(*corev1.ConfigMap).ManagedFields, "nil transform: StripUnread")
 	assert.Equal(t, "pem", obj.(*corev1.ConfigMap).Data["key"])
 
 	obj, ok, err = keysOnly.GetIndexer().GetByKey(ns + "/other")

@@ -140,7 +140,7 @@ func RoundTrip[T kit.Child](t testing.TB, config *rest.Config, kind kit.Kind[T],
 	ctx := context.Background()
 	counted, writes := CountWrites(config)
 	kube := kubernetes.NewForConfigOrDie(counted)
-	children := kit.NewChildren(kube, "kittest", record.NewFakeRecorder(16), nil)
+	children := kit.NewChildren(kube, nil, "kittest", record.NewFakeRecorder(16), nil)
 
 	var absent T
 	created, action, err := kit.Ensure(ctx, children, kind, owner, absent, desired)
