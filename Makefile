@@ -78,6 +78,24 @@ test-e2e: ## The end-to-end tests alone: both binaries as processes on the local
 .PHONY: test
 # verify first: it fails fastest (stale generated code, formatting, vet).
 test: verify test-unit test-integration ## Everything: generated-code checks, unit tests, integration and end-to-end tests.
+	@echo "make test: the dataplane suite (real packets, docs/dataplane.md) is not part of make test; make test-dataplane-suite runs it (.ci/run does, after make test)"
+
+# The dataplane: the local cluster in a network namespace of its own, each
+# pod in one of its own, kube-router enforcing the NetworkPolicies
+# (docs/dataplane.md). Needs root (network namespaces) and iptables, ipset
+# and ip, which hack/dataplane-deps.sh installs; without them it skips,
+# saying why.
+.PHONY: test-dataplane
+test-dataplane: ## FLOWS=path [OBJECTS=path] [RESOLVE=host=ip,...] [CONTROLLER_ENV='NAME=VALUE ...']: the flows of a flows file as real packets.
+	@if [[ -z "$(FLOWS)" ]]; then echo "usage: make test-dataplane FLOWS=path [OBJECTS=path] [RESOLVE=host=ip,...]" >&2; exit 2; fi
+	@hack/dataplane-deps.sh
+	@$(GO) build -o $(BIN_DIR)/hcc-dataplane ./test/dataplane/cmd/hcc-dataplane
+	@$(BIN_DIR)/hcc-dataplane --flows '$(FLOWS)' $(if $(OBJECTS),--objects '$(OBJECTS)') $(if $(RESOLVE),--resolve '$(RESOLVE)') $(foreach kv,$(CONTROLLER_ENV),--controller-env '$(kv)')
+
+.PHONY: test-dataplane-suite
+test-dataplane-suite: ## The dataplane's end-to-end tests: HCC's policies, revocation and the egress gate on the wire (skips, saying why, where it cannot run).
+	@hack/dataplane-deps.sh
+	$(GO) test -count=1 -tags dataplane -timeout 40m -v ./test/dataplane/
 
 .PHONY: bench
 bench: ## Benchmarks, with the ratios the issues ask for (hcc-api: x-plain).
