@@ -162,6 +162,11 @@ func (a *agent) sync(ctx context.Context, key types.NamespacedName) error {
 	a.mu.Unlock()
 
 	podIP, _ := netip.ParseAddr(podIPOf(pod))
+	if pod != nil && finished(pod) {
+		// A pod whose containers have all ended (a Job's) has no network
+		// to keep, and kube-router enforces nothing for it.
+		pod = nil
+	}
 	if current != nil && (pod == nil || current.uid != pod.UID || current.ip != podIP) {
 		a.unwire(key, current)
 		current = nil
@@ -310,7 +315,7 @@ func (a *agent) pending() []string {
 	for _, obj := range a.pods.List() {
 		pod := obj.(*corev1.Pod)
 		key := types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}
-		if !onNode(pod) || pod.Spec.HostNetwork || podIPOf(pod) == "" {
+		if !onNode(pod) || pod.Spec.HostNetwork || podIPOf(pod) == "" || finished(pod) {
 			continue
 		}
 		if w := a.wired[key]; w != nil && w.uid == pod.UID {
@@ -329,6 +334,11 @@ func (a *agent) pending() []string {
 // the static one (pods of a fixed address, see StaticNodeName).
 func onNode(pod *corev1.Pod) bool {
 	return pod.Spec.NodeName == controlplane.NodeName || pod.Spec.NodeName == StaticNodeName
+}
+
+// finished reports whether every container of pod has ended for good.
+func finished(pod *corev1.Pod) bool {
+	return pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
 }
 
 func podIPOf(pod *corev1.Pod) string {

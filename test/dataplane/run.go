@@ -199,11 +199,16 @@ func (e *Environment) WaitConverged(ctx context.Context, timeout time.Duration) 
 	var lastState string
 	err := wait.PollUntilContextCancel(ctx, 250*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		if !e.controllerReady(ctx) {
-			last = "hcc-controller /ready"
+			if ctx.Err() == nil {
+				last = "hcc-controller /ready"
+			}
 			return false, nil
 		}
 		state, pending, err := e.convergenceState(ctx)
 		if err != nil {
+			if ctx.Err() != nil {
+				return false, nil // the deadline, reported below with what was last awaited
+			}
 			return false, err
 		}
 		if pending != "" {
@@ -272,6 +277,9 @@ func (e *Environment) convergenceState(ctx context.Context) (string, string, err
 		return "", "", err
 	}
 	for _, p := range pods.Items {
+		if finished(&p) {
+			continue
+		}
 		if !onNode(&p) || p.Status.PodIP == "" {
 			return "", "pod " + p.Namespace + "/" + p.Name + " to run", nil
 		}
