@@ -92,6 +92,12 @@ test-dataplane: ## FLOWS=path [OBJECTS=path] [RESOLVE=host=ip,...] [CONTROLLER_E
 	@$(GO) build -o $(BIN_DIR)/hcc-dataplane ./test/dataplane/cmd/hcc-dataplane
 	@$(BIN_DIR)/hcc-dataplane --flows '$(FLOWS)' $(if $(OBJECTS),--objects '$(OBJECTS)') $(if $(RESOLVE),--resolve '$(RESOLVE)') $(foreach kv,$(CONTROLLER_ENV),--controller-env '$(kv)')
 
+.PHONY: bench-dataplane
+bench-dataplane: ## Revocation on the wire: from an edit (server removed from a Context, Context deleted, DNS answer changed) to the first dropped connection, beside a NetworkPolicy deleted by hand.
+	@hack/dataplane-deps.sh
+	@mkdir -p _output
+	$(GO) test -count=1 -tags dataplane -timeout 30m -run '^$$' -bench Revocation -benchtime=1x ./test/dataplane/ | tee _output/bench-dataplane.txt
+
 .PHONY: test-dataplane-suite
 test-dataplane-suite: ## The dataplane's end-to-end tests: HCC's policies, revocation and the egress gate on the wire (skips, saying why, where it cannot run).
 	@hack/dataplane-deps.sh
@@ -112,6 +118,9 @@ bench: ## Benchmarks, with the ratios the issues ask for (hcc-api: x-plain).
 	@bin_dir=$$($(CONTROLPLANE)); \
 	  HCC_CONTROLPLANE_BIN="$$bin_dir" $(GO) test -count=1 -tags integration -timeout 60m -run '^$$' \
 	    -bench . -benchtime=1x ./test/bench/ | tee _output/bench-e2e.txt
+	@# Revocation on the wire (docs/dataplane.md): skips, saying why, where
+	@# network namespaces cannot be made.
+	@$(MAKE) --no-print-directory bench-dataplane
 	@# Every figure above as one table, each beside its same-run baseline.
 	@$(GO) run ./hack/benchtable _output/bench*.txt
 
