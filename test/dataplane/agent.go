@@ -29,10 +29,16 @@ import (
 //
 // As a CNI that enforces policy does, it lets no packet reach or leave a
 // pod before the policy engine has programmed it: the node's end of the
-// veth pair comes up only once kube-router's rules name the pod. (Without
-// that wait, a new pod would be open to every peer for the moment between
-// its address appearing in the API and kube-router's next sync — a gap of
-// the dataplane, not of HCC's policies.)
+// veth pair comes up only once a kube-router sync that started after the
+// pod (with its address) was in the API has finished, and kube-router's
+// rules name the pod. Both are needed. Without any wait, a new pod is open
+// to every peer until kube-router's next sync. Waiting only for the rules
+// to name the pod is not enough either: a kube-router sync reads the
+// policies' target pods and the node's pods from its cache at two
+// different moments, so the sync during which a pod's address arrives can
+// give the pod its own chain but no policy — open both ways — until the
+// next sync (seen here: a server pod open for 1.2 s). A sync that starts
+// after the pod is in kube-router's cache reads it both times.
 
 // agentWorkers is how many pods are wired at once.
 const agentWorkers = 4
@@ -46,13 +52,15 @@ type wiredPod struct {
 }
 
 type agent struct {
-	kube     kubernetes.Interface
-	pods     cache.Indexer
-	queue    workqueue.TypedRateLimitingInterface[types.NamespacedName]
-	stateDir string // control sockets
-	logDir   string // each pod process's output
-	logf     func(string, ...any)
-	rules    *ruleWatcher
+	kube  kubernetes.Interface
+	pods  cache.Indexer
+	queue workqueue.TypedRateLimitingInterface[types.NamespacedName]
+	// syncRouter makes kube-router sync (kubeRouter.sync).
+	syncRouter func(context.Context) error
+	stateDir   string // control sockets
+	logDir     string // each pod process's output
+	logf       func(string, ...any)
+	rules      *ruleWatcher
 
 	mu    sync.Mutex
 	wired map[types.NamespacedName]*wiredPod
@@ -65,13 +73,16 @@ type agent struct {
 	hooks []func(types.NamespacedName, *wiredPod)
 }
 
-func newAgent(kube kubernetes.Interface, stateDir, logDir string, logf func(string, ...any)) *agent {
+// newAgent returns an agent; sync must make kube-router sync and return
+// once a sync that started after the call has finished.
+func newAgent(kube kubernetes.Interface, stateDir, logDir string, logf func(string, ...any), sync func(context.Context) error) *agent {
 	return &agent{
-		kube:     kube,
-		stateDir: stateDir,
-		logDir:   logDir,
-		logf:     logf,
-		rules:    &ruleWatcher{},
+		kube:       kube,
+		syncRouter: sync,
+		stateDir:   stateDir,
+		logDir:     logDir,
+		logf:       logf,
+		rules:      &ruleWatcher{},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[types.NamespacedName](100*time.Millisecond, 5*time.Second),
 			workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{Name: "dataplane-agent"}),
@@ -225,6 +236,12 @@ func (a *agent) wire(ctx context.Context, pod *corev1.Pod, podIP netip.Addr, n i
 	}
 	// The node's end stays down until kube-router has programmed the pod:
 	// nothing reaches the pod, nor leaves it, before its policies apply.
+	// The pod is in this agent's cache, so it is in kube-router's too by
+	// the time the sync syncRouter asks for starts.
+	if err := a.syncRouter(ctx); err != nil {
+		proc.stop()
+		return nil, err
+	}
 	if err := a.rules.waitPod(ctx, pod.Namespace, pod.Name, time.Minute); err != nil {
 		proc.stop()
 		return nil, err

@@ -192,7 +192,10 @@ func (e *Environment) setUpPlatform(ctx context.Context) error {
 }
 
 func (e *Environment) startAgent() {
-	e.agent = newAgent(e.Kube, e.stateDir, e.opts.LogDir, e.opts.Logf)
+	e.agent = newAgent(e.Kube, e.stateDir, e.opts.LogDir, e.opts.Logf, func(ctx context.Context) error {
+		_, err := e.kubeRouter.sync(ctx, time.Minute)
+		return err
+	})
 	ctx, cancel := context.WithCancel(context.Background())
 	e.stopAgent = cancel
 	e.agentDone = make(chan error, 1)
