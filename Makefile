@@ -44,6 +44,7 @@ verify: ## Fail when generated code, CRDs, docs, go.mod/go.sum or formatting are
 	  if [[ -n "$$unformatted" ]]; then echo "gofmt needed: $$unformatted" >&2; exit 1; fi
 	$(GO) vet ./...
 	$(GO) vet -tags integration ./...
+	$(GO) vet -tags dataplane ./test/dataplane/...
 	cd hack/controlplane && $(GO) vet ./...
 	@# The import guard (the layering of docs/style.md; it parses the sources,
 	@# builds none of them) and staticcheck both run, so one pass reports both.
@@ -53,7 +54,7 @@ verify: ## Fail when generated code, CRDs, docs, go.mod/go.sum or formatting are
 	  exit $$status
 
 .PHONY: staticcheck
-staticcheck: ## staticcheck (pinned in hack/lib.sh) on every hand-written package, with and without -tags integration.
+staticcheck: ## staticcheck (pinned in hack/lib.sh) on every hand-written package: without tags, with -tags integration, and test/dataplane with -tags dataplane.
 	hack/verify-staticcheck.sh
 
 .PHONY: verify-fresh
