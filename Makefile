@@ -10,6 +10,25 @@ MODULE   := github.com/clerum/hcc
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT   ?= $(shell git rev-parse --verify --quiet HEAD 2>/dev/null || echo unknown)
 LDFLAGS  := -X $(MODULE)/pkg/version.Version=$(VERSION) -X $(MODULE)/pkg/version.Commit=$(COMMIT)
+# How both binaries are built, by make build and for the images alike: static
+# (no cgo), no path of the build machine (-trimpath), version and commit.
+GO_BUILD  = CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)'
+
+# make images (docs/deploy.md, "The images"). The binaries are cross-built
+# into IMAGES_BIN_DIR/<os>-<arch>/; the images, docker archives, digests and
+# overlays go to IMAGES_DIR, which each run replaces.
+IMAGES_DIR        ?= _output/images
+IMAGES_BIN_DIR    ?= _output/bin
+comma             := ,
+IMAGE_PLATFORMS   := linux/amd64,linux/arm64
+IMAGE_BINARIES    := hcc-controller,hcc-api
+# Every timestamp in the images: the commit's time, so one commit always
+# gives the same digests.
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+# Where the images live, without the binary's name. make images names the
+# docker archives and the deploy overlay after it (ghcr.io/clerum, the
+# committed trees' name, when empty); make push requires it.
+REGISTRY          ?=
 
 # Integration tests use etcd and kube-apiserver, and the end-to-end tests
 # and make run the whole local cluster (kube-controller-manager,
@@ -26,8 +45,41 @@ help: ## List the targets.
 
 .PHONY: build
 build: ## Build bin/hcc-controller and bin/hcc-api.
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN_DIR)/hcc-controller ./cmd/hcc-controller
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN_DIR)/hcc-api ./cmd/hcc-api
+	$(GO_BUILD) -o $(BIN_DIR)/hcc-controller ./cmd/hcc-controller
+	$(GO_BUILD) -o $(BIN_DIR)/hcc-api ./cmd/hcc-api
+
+.PHONY: images
+images: ## OCI images of both binaries (linux/amd64, linux/arm64) in _output/images: OCI layouts, docker archives, digests; no Docker daemon, reproducible.
+	@for platform in $(subst $(comma), ,$(IMAGE_PLATFORMS)); do \
+	  for binary in $(subst $(comma), ,$(IMAGE_BINARIES)); do \
+	    echo "$(GO) build $$binary for $$platform"; \
+	    GOOS=$${platform%/*} GOARCH=$${platform#*/} $(GO_BUILD) \
+	      -o $(IMAGES_BIN_DIR)/$${platform/\//-}/$$binary ./cmd/$$binary; \
+	  done; \
+	done
+	@# hack/images is a module of its own: go-containerregistry never enters
+	@# the binaries' module graph.
+	$(GO) -C hack/images run . build \
+	  --bin-dir $(abspath $(IMAGES_BIN_DIR)) --out $(abspath $(IMAGES_DIR)) --deploy $(CURDIR)/deploy \
+	  --binaries $(IMAGE_BINARIES) --platforms $(IMAGE_PLATFORMS) \
+	  --registry '$(REGISTRY)' --version '$(VERSION)' --commit '$(COMMIT)' --source-date-epoch '$(SOURCE_DATE_EPOCH)'
+
+.PHONY: push
+push: ## Push the images of make images to REGISTRY=host/path (docker's credentials) and pin them by digest in _output/images/deploy.
+	@if [[ -z "$(REGISTRY)" ]]; then echo "make push needs REGISTRY=host/path (the images go to REGISTRY/hcc-controller and REGISTRY/hcc-api)" >&2; exit 1; fi
+	$(GO) -C hack/images run . push --out $(abspath $(IMAGES_DIR)) --deploy $(CURDIR)/deploy \
+	  --binaries $(IMAGE_BINARIES) --registry '$(REGISTRY)'
+
+# make install-plugin installs bin/hcc-controller as $(PREFIX)/bin/kubectl-hcc:
+# by default ~/.local/bin, which needs no root; PREFIX=/usr/local for every
+# user. Any directory on PATH will do: kubectl finds plugins there.
+PREFIX ?= $(HOME)/.local
+
+.PHONY: install-plugin
+install-plugin: build ## Install the kubectl plugin `kubectl hcc` (render, census, diff) as PREFIX/bin/kubectl-hcc; PREFIX=~/.local unless set.
+	install -d '$(PREFIX)/bin'
+	install -m 0755 $(BIN_DIR)/hcc-controller '$(PREFIX)/bin/kubectl-hcc'
+	@echo "installed $(PREFIX)/bin/kubectl-hcc; kubectl finds it when $(PREFIX)/bin is on PATH (kubectl plugin list)"
 
 .PHONY: generate
 generate: ## Regenerate clients, deepcopy, CRDs and docs/configuration.md.
@@ -46,6 +98,7 @@ verify: ## Fail when generated code, CRDs, docs, go.mod/go.sum or formatting are
 	$(GO) vet -tags integration ./...
 	$(GO) vet -tags dataplane ./test/dataplane/...
 	cd hack/controlplane && $(GO) vet ./...
+	cd hack/images && $(GO) vet ./...
 	@# The import guard (the layering of docs/style.md; it parses the sources,
 	@# builds none of them) and staticcheck both run, so one pass reports both.
 	@status=0; \
@@ -62,8 +115,11 @@ verify-fresh: ## make verify in a clone of HEAD with empty module, build and too
 	hack/verify-fresh.sh
 
 .PHONY: test-unit
-test-unit: ## Unit tests (fake clientsets, no cluster), with the race detector.
+test-unit: ## Unit tests (fake clientsets, no cluster), with the race detector; hack/images's too (make images twice).
 	$(GO) test -race -count=1 ./...
+	@# TestMakeImagesIsReproducible builds every package for arm64 on a cold
+	@# build cache: more than go test's default 10 minutes on a slow machine.
+	cd hack/images && $(GO) test -race -count=1 -timeout 30m ./...
 
 .PHONY: test-integration
 test-integration: ## Integration tests against a real etcd and kube-apiserver.

@@ -19,6 +19,11 @@ import (
 	"github.com/rs/zerolog"
 	"k8s.io/client-go/kubernetes"
 
+	// The trusted roots when the system has none: the images hold the
+	// binary alone (docs/deploy.md, "The images"). With a certificate
+	// bundle on the system, that bundle is used instead.
+	_ "golang.org/x/crypto/x509roots/fallback"
+
 	"github.com/clerum/hcc/internal/startup"
 	"github.com/clerum/hcc/pkg/api"
 	"github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"

@@ -16,7 +16,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/clerum/hcc/internal/startup"
 	"github.com/clerum/hcc/pkg/config"
 	netpolcontroller "github.com/clerum/hcc/pkg/controllers/netpol"
 	"github.com/clerum/hcc/pkg/controllers/netpol/planopts"
@@ -38,20 +37,20 @@ const (
 // pass would find and whether the delete caps would trip. The caps and the
 // namespaces are the live controller's: read from its Deployment, unless
 // --from-deployment=false takes them from this process's environment. The
-// default is on when a kubeconfig is given (the caller is outside the
-// cluster) and off in-cluster, where this environment is the pod's.
-func runCensus(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+// default is on when a kubeconfig is given or the census runs as the
+// kubectl plugin (the caller is outside the cluster) and off in-cluster,
+// where this environment is the pod's.
+func runCensus(ctx context.Context, cmd command, args []string, stdout, stderr io.Writer) int {
 	fail := func(err error) int {
-		fmt.Fprintf(stderr, "%s census: %s\n", binary, strings.ReplaceAll(err.Error(), "\n", " "))
+		fmt.Fprintf(stderr, "%s: %s\n", cmd.name, strings.ReplaceAll(err.Error(), "\n", " "))
 		return 1
 	}
-	var flags startup.Flags
 	var fromDeployment bool
 	var deployment string
-	fs := flag.NewFlagSet(binary+" census", flag.ContinueOnError)
+	fs := flag.NewFlagSet(cmd.name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&flags.Kubeconfig, "kubeconfig", "", "path to a kubeconfig; defaults to $KUBECONFIG, then the in-cluster configuration")
-	fs.BoolVar(&fromDeployment, "from-deployment", false, "read the caps and namespaces from the controller's Deployment (default true when a kubeconfig is given)")
+	cluster := cmd.clusterFlags(fs)
+	fs.BoolVar(&fromDeployment, "from-deployment", false, "read the caps and namespaces from the controller's Deployment (default true when a kubeconfig is given, and in kubectl hcc)")
 	fs.StringVar(&deployment, "deployment", "", "the controller's Deployment as NAMESPACE/NAME (default: the control-plane namespace/"+controllerDeployment+")")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -65,7 +64,7 @@ func runCensus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	explicit := false
 	fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "from-deployment" })
 	if !explicit {
-		fromDeployment = flags.Kubeconfig != "" || os.Getenv("KUBECONFIG") != ""
+		fromDeployment = cmd.plugin || cluster.kubeconfig != "" || os.Getenv("KUBECONFIG") != ""
 	}
 	// The census writes nothing, so it needs none of the live controller's
 	// secrets: it loads the configuration as render does.
@@ -78,7 +77,7 @@ func runCensus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if _, err := imagepolicy.Parse(cfg.ImagePolicy.AllowedPrefixes); err != nil {
 		return fail(fmt.Errorf("CONTEXT_MAPPER_ALLOWED_IMAGE_PREFIXES: %w", err))
 	}
-	restCfg, err := startup.Connect(ctx, binary, flags, cfg.Core)
+	restCfg, err := cmd.connect(ctx, cluster, cfg.Core)
 	if err != nil {
 		return fail(err)
 	}

@@ -12,7 +12,6 @@ import (
 
 	"k8s.io/client-go/dynamic"
 
-	"github.com/clerum/hcc/internal/startup"
 	"github.com/clerum/hcc/pkg/config"
 	"github.com/clerum/hcc/pkg/controlapi"
 	"github.com/clerum/hcc/pkg/controllers/kit"
@@ -31,11 +30,10 @@ const (
 // leader would do on its first passes over the live cluster, computed by
 // the reconcilers themselves over an overlay that writes nothing
 // (docs/diff.md).
-func runDiff(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet(binary+" diff", flag.ContinueOnError)
+func runDiff(ctx context.Context, cmd command, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet(cmd.name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var flags startup.Flags
-	fs.StringVar(&flags.Kubeconfig, "kubeconfig", "", "path to a kubeconfig (default: $KUBECONFIG, else in-cluster)")
+	cluster := cmd.clusterFlags(fs)
 	output := fs.String("o", "", `output format: "" (a table) or "json"`)
 	settle := fs.Duration("settle", 2*time.Second, "how long the reconcilers must have had nothing to do before diff reports")
 	timeout := fs.Duration("timeout", 5*time.Minute, "how long the reconcilers may take to settle")
@@ -47,11 +45,15 @@ func runDiff(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return diffError
 	}
 	fail := func(err error) int {
-		fmt.Fprintf(stderr, "%s diff: %v\n", binary, err)
+		fmt.Fprintf(stderr, "%s: %v\n", cmd.name, err)
 		return diffError
 	}
 	if fs.NArg() > 0 || (*output != "" && *output != "json") {
-		return fail(errors.New(`usage: diff [--kubeconfig PATH] [-o json]`))
+		usage := "usage: diff [--kubeconfig PATH] [-o json]"
+		if cmd.plugin {
+			usage = "usage: diff [--context NAME] [--kubeconfig PATH] [-o json]"
+		}
+		return fail(errors.New(usage))
 	}
 	// The controller's own configuration: the same variables decide the
 	// same way, and the HMAC secret verifies HCC's marks.
@@ -64,7 +66,7 @@ func runDiff(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		level = cfg.Core.LogLevel
 	}
 	log := logging.Setup(binary+"-diff", level)
-	restCfg, err := startup.Connect(ctx, binary, flags, cfg.Core)
+	restCfg, err := cmd.connect(ctx, cluster, cfg.Core)
 	if err != nil {
 		return fail(err)
 	}

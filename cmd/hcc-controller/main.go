@@ -1,8 +1,10 @@
 // Command hcc-controller runs the HCC operators. Today that is the
 // NetworkPolicy operator and the external-egress coordinator, which turn
 // Contexts and McpServers into the platform's NetworkPolicies; the
-// subcommands render (the offline plan) and census (the live policy census)
-// help operators.
+// subcommands render (the offline plan), census (the live policy census)
+// and diff (what a leader would write) help operators. Installed as
+// kubectl-hcc, the same binary is the kubectl plugin `kubectl hcc`, which
+// runs those three and never the controller (plugin.go).
 package main
 
 import (
@@ -15,6 +17,11 @@ import (
 	"os/signal"
 	"syscall"
 
+	// The trusted roots when the system has none: the images hold the
+	// binary alone (docs/deploy.md, "The images"). With a certificate
+	// bundle on the system, that bundle is used instead.
+	_ "golang.org/x/crypto/x509roots/fallback"
+
 	"github.com/clerum/hcc/internal/startup"
 	"github.com/clerum/hcc/pkg/config"
 	"github.com/clerum/hcc/pkg/version"
@@ -24,7 +31,12 @@ const binary = "hcc-controller"
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	var code int
+	if isPlugin(os.Args[0]) {
+		code = runPlugin(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	} else {
+		code = run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	}
 	stop()
 	os.Exit(code)
 }
@@ -36,11 +48,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 {
 		switch args[0] {
 		case "render":
-			return runRender(ctx, args[1:], stdout, stderr)
+			return runRender(ctx, controllerCommand("render"), args[1:], stdout, stderr)
 		case "diff":
-			return runDiff(ctx, args[1:], stdout, stderr)
+			return runDiff(ctx, controllerCommand("diff"), args[1:], stdout, stderr)
 		case "census":
-			return runCensus(ctx, args[1:], stdout, stderr)
+			return runCensus(ctx, controllerCommand("census"), args[1:], stdout, stderr)
 		}
 	}
 	flags, err := startup.ParseFlags(binary, args, stderr)

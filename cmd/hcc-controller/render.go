@@ -23,9 +23,9 @@ func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
 // runRender is `hcc-controller render -f PATH [-f PATH]... [--resolve
 // HOST=IP[,IP]]...`: the offline plan on stdout, notes on stderr, exit 1
 // with one line on bad input.
-func runRender(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+func runRender(ctx context.Context, cmd command, args []string, stdout, stderr io.Writer) int {
 	var files, resolves stringList
-	fs := flag.NewFlagSet(binary+" render", flag.ContinueOnError)
+	fs := flag.NewFlagSet(cmd.name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Var(&files, "f", "a YAML file or a folder of them (recursive); repeatable")
 	fs.Var(&resolves, "resolve", "HOST=IP[,IP]: answer lookups of HOST with these addresses; repeatable")
@@ -36,7 +36,7 @@ func runRender(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return 2
 	}
 	fail := func(err error) int {
-		fmt.Fprintf(stderr, "%s render: %s\n", binary, strings.ReplaceAll(err.Error(), "\n", " "))
+		fmt.Fprintf(stderr, "%s: %s\n", cmd.name, strings.ReplaceAll(err.Error(), "\n", " "))
 		return 1
 	}
 	if len(files) == 0 || fs.NArg() > 0 {

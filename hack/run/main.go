@@ -150,22 +150,21 @@ func (r *runner) run(ctx context.Context) error {
 		return nil
 	}
 
-	out := os.Stdout
-	fmt.Fprintln(out)
+	kubeconfig := external
 	if r.cluster != nil {
-		fmt.Fprintf(out, "kubeconfig:     %s\n", r.cluster.Kubeconfig())
-	} else {
-		fmt.Fprintf(out, "kubeconfig:     %s\n", external)
+		kubeconfig = r.cluster.Kubeconfig()
 	}
-	fmt.Fprintf(out, "hcc-api:        %s (desktop API token %s)\n", apiURL, ep.desktopToken)
-	fmt.Fprintf(out, "hcc-controller: %s/health, /ready, /metrics\n", ep.controller)
-	fmt.Fprintf(out, "Control API (development): %s\n", devURL)
-	fmt.Fprintf(out, "logs:           %s\n\n", r.dir)
-	if err := w.printTable(ctx, out); err != nil {
+	sum := summary{
+		kubeconfig:   kubeconfig,
+		api:          apiURL,
+		desktopToken: ep.desktopToken,
+		controller:   ep.controller,
+		controlAPI:   devURL,
+		logs:         r.dir,
+		pending:      pending,
+	}
+	if err := w.printReport(ctx, os.Stdout, sum); err != nil {
 		return err
-	}
-	for _, p := range pending {
-		fmt.Fprintf(out, "still pending: %s\n", p)
 	}
 	return r.printInventoryCommand(ctx, w, devURL, apiURL)
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -149,6 +150,39 @@ func replicas(r *int32) int32 {
 		return 1
 	}
 	return *r
+}
+
+// summary is where everything make run started serves, and what the wait
+// for convergence left pending.
+type summary struct {
+	kubeconfig   string // the admin kubeconfig (HCC_KUBECONFIG's, on a cluster of yours)
+	api          string // hcc-api's URL
+	desktopToken string // guards hcc-api's desktop route
+	controller   string // hcc-controller's URL
+	controlAPI   string // the development Control API's URL
+	logs         string // the folder of the binaries' logs
+	pending      []string
+}
+
+// printReport prints, on stdout, where everything is, a kubectl line for
+// the cluster, the table of printTable and what is still pending. The
+// README and docs/make-run.md show what it prints, and report_test.go
+// keeps them equal.
+func (w *watcher) printReport(ctx context.Context, out io.Writer, s summary) error {
+	fmt.Fprintln(out)
+	fmt.Fprintf(out, "kubeconfig:     %s\n", s.kubeconfig)
+	fmt.Fprintf(out, "hcc-api:        %s (desktop API token %s)\n", s.api, s.desktopToken)
+	fmt.Fprintf(out, "hcc-controller: %s/health, /ready, /metrics\n", s.controller)
+	fmt.Fprintf(out, "Control API (development): %s\n", s.controlAPI)
+	fmt.Fprintf(out, "logs:           %s\n", s.logs)
+	fmt.Fprintf(out, "try:            kubectl --kubeconfig %s get mcps,ctx,hosts,sfs,gfs -A\n\n", s.kubeconfig)
+	if err := w.printTable(ctx, out); err != nil {
+		return err
+	}
+	for _, p := range s.pending {
+		fmt.Fprintf(out, "still pending: %s\n", p)
+	}
+	return nil
 }
 
 // printTable prints the clerum.io objects and every object HCC created,
@@ -295,11 +329,32 @@ func (w *watcher) printOne(ctx context.Context, devURL, apiURL string, host *cle
 	if err != nil {
 		return err
 	}
-	fmt.Printf("\nThe v2 inventory of Host %s/%s (%d servers, HTTP %d), with an access token valid until %s:\n",
-		host.Namespace, host.Name, count, status, expires.Local().Format(time.TimeOnly))
-	fmt.Printf("curl -sS -H 'Authorization: Bearer %s' %s/api/v2/hosts/self/mcpservers\n", token, apiURL)
-	fmt.Printf("(a fresh command follows every %s; Ctrl-C stops everything)\n", tokenRefresh)
+	writeInventoryCommand(os.Stdout, inventoryCommand{
+		host:    host.Namespace + "/" + host.Name,
+		servers: count,
+		status:  status,
+		expires: expires.Local(),
+		token:   token,
+		apiURL:  apiURL,
+	})
 	return nil
+}
+
+// inventoryCommand is one v2 inventory call that worked, to be printed.
+type inventoryCommand struct {
+	host            string // namespace/name
+	servers, status int    // what the call returned
+	expires         time.Time
+	token, apiURL   string
+}
+
+// writeInventoryCommand prints c as the curl line that repeats it. The
+// README and docs/make-run.md show what it prints (report_test.go).
+func writeInventoryCommand(out io.Writer, c inventoryCommand) {
+	fmt.Fprintf(out, "\nThe v2 inventory of Host %s (%d servers, HTTP %d), with an access token valid until %s:\n",
+		c.host, c.servers, c.status, c.expires.Format(time.TimeOnly))
+	fmt.Fprintf(out, "curl -sS -H 'Authorization: Bearer %s' %s/api/v2/hosts/self/mcpservers\n", c.token, c.apiURL)
+	fmt.Fprintf(out, "(a fresh command follows every %s; Ctrl-C stops everything)\n", tokenRefresh)
 }
 
 // readyHost returns the first Host, by namespace and name, whose Ready

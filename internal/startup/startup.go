@@ -84,10 +84,23 @@ func PrintInvalidConfig(stderr io.Writer, binary string, err error) {
 }
 
 // Connect returns the client configuration for the cluster found in the
-// documented lookup order (README, "Running the binaries"), after checking
-// that its API server answers.
+// documented lookup order (docs/operating.md, "Running the binaries"),
+// after checking that its API server answers.
 func Connect(ctx context.Context, binary string, flags Flags, core config.Core) (*rest.Config, error) {
 	restCfg, err := kube.RESTConfig(flags.Kubeconfig, binary+"/"+version.Version, core.KubeAPIQPS, core.KubeAPIBurst)
+	return reachable(ctx, restCfg, err)
+}
+
+// ConnectAsKubectl is Connect for the kubectl plugin: the cluster is the
+// one kubectl would talk to, from kubeconfig (else $KUBECONFIG, else
+// ~/.kube/config) at kubeContext (else the current-context).
+func ConnectAsKubectl(ctx context.Context, binary, kubeconfig, kubeContext string, core config.Core) (*rest.Config, error) {
+	restCfg, err := kube.KubectlRESTConfig(kubeconfig, kubeContext, binary+"/"+version.Version, core.KubeAPIQPS, core.KubeAPIBurst)
+	return reachable(ctx, restCfg, err)
+}
+
+// reachable returns restCfg once its API server answers.
+func reachable(ctx context.Context, restCfg *rest.Config, err error) (*rest.Config, error) {
 	if err != nil {
 		return nil, err
 	}

@@ -38,6 +38,39 @@ func RESTConfig(kubeconfigFlag, userAgent string, qps float32, burst int) (*rest
 	if err != nil {
 		return nil, fmt.Errorf("cannot load the cluster configuration from %s: %w", source, err)
 	}
+	return withBudget(cfg, userAgent, qps, burst), nil
+}
+
+// KubectlRESTConfig returns the client configuration of the cluster kubectl
+// would talk to, for the kubectl plugin (docs/kubectl-plugin.md): the
+// kubeconfig named by kubeconfigFlag, else the files of $KUBECONFIG merged,
+// else ~/.kube/config; in it the context named by contextFlag, else the
+// current-context. Unlike RESTConfig it prefers a kubeconfig to the
+// in-cluster service account, which it falls back to, as kubectl does, only
+// when there is no kubeconfig at all.
+func KubectlRESTConfig(kubeconfigFlag, contextFlag, userAgent string, qps float32, burst int) (*rest.Config, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = kubeconfigFlag
+	overrides := &clientcmd.ConfigOverrides{CurrentContext: contextFlag}
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides).ClientConfig()
+	if err != nil {
+		source := clientcmd.RecommendedHomeFile
+		switch {
+		case kubeconfigFlag != "":
+			source = "--kubeconfig " + kubeconfigFlag
+		case os.Getenv(clientcmd.RecommendedConfigPathEnvVar) != "":
+			source = clientcmd.RecommendedConfigPathEnvVar
+		}
+		if contextFlag != "" {
+			source += fmt.Sprintf(" (--context %s)", contextFlag)
+		}
+		return nil, fmt.Errorf("cannot load the cluster configuration from %s: %w", source, err)
+	}
+	return withBudget(cfg, userAgent, qps, burst), nil
+}
+
+// withBudget names the binary in cfg and gives it its request budget.
+func withBudget(cfg *rest.Config, userAgent string, qps float32, burst int) *rest.Config {
 	cfg.UserAgent = userAgent
 	cfg.QPS = qps
 	cfg.Burst = burst
@@ -46,7 +79,7 @@ func RESTConfig(kubeconfigFlag, userAgent string, qps float32, burst int) (*rest
 	// HCC_KUBE_API_QPS bounds the binary, not each clientset. A client that
 	// must not queue behind reconciliation (leader election) sets its own.
 	cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(qps, burst)
-	return cfg, nil
+	return cfg
 }
 
 // CheckReachable asks the API server for its version and fails with a

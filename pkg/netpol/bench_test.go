@@ -135,3 +135,50 @@ func BenchmarkPlanOneContextChanged(b *testing.B) {
 		b.ReportMetric(float64(touched), "touched/op")
 	})
 }
+
+// The large fleet of the full plan benchmark: 10,000 Contexts each granting
+// 10 of 1,000 shared servers, about 300,000 policies.
+const (
+	largeContexts = 10000
+	largeServers  = 1000
+	// largePlanBudget is the ceiling for the memory a full pass's
+	// planning holds at 10,000 Contexts × 10 servers: the planner it keeps
+	// for incremental passes, and its plan.
+	largePlanBudget = 1536 << 20
+)
+
+// BenchmarkFullPlan10000x10 is what a full pass plans with at 10,000
+// Contexts × 10 servers: an Incremental planner built from the whole
+// inventory (which the pass keeps) and its sorted plan. It fails when the
+// planner and plan retain more than largePlanBudget, or plan another set
+// than Compute.
+func BenchmarkFullPlan10000x10(b *testing.B) {
+	inv := largeInventory(largeContexts, benchServersPerContext, largeServers)
+	opts := defaultOptions(b)
+	want := len(Compute(inv, opts).Policies)
+
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	inc := NewIncremental(inv, opts)
+	plan := inc.Plan()
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	retained := after.HeapAlloc - before.HeapAlloc
+	if len(plan.Policies) != want {
+		b.Fatalf("planned %d policies, Compute %d", len(plan.Policies), want)
+	}
+	if retained > largePlanBudget {
+		b.Fatalf("the planner and its plan retain %.0f MiB, over the %d MiB budget", float64(retained)/(1<<20), largePlanBudget>>20)
+	}
+	runtime.KeepAlive(inc)
+	inc, plan = nil, nil
+
+	b.ReportAllocs()
+	for b.Loop() {
+		inc = NewIncremental(inv, opts)
+		plan = inc.Plan()
+	}
+	b.ReportMetric(float64(len(plan.Policies)), "policies/op")
+	b.ReportMetric(float64(retained)/(1<<20), "retained-MiB")
+}

@@ -72,12 +72,12 @@ type Observed struct {
 // keys the inventory the same way.
 type Judge struct {
 	opts Options
-	// servers maps the label value of every McpServer of the inventory,
-	// enabled or not, to it.
-	servers map[string]*clerumv1alpha1.McpServer
-	// holders maps the label value of each contextId to the Context that
-	// holds it.
-	holders map[string]*clerumv1alpha1.Context
+	// server looks up an McpServer of the inventory, enabled or not, by the
+	// label value of its name.
+	server func(label string) (*clerumv1alpha1.McpServer, bool)
+	// holder looks up the Context holding a contextId by the label value of
+	// the contextId.
+	holder func(label string) (*clerumv1alpha1.Context, bool)
 	// deletedServers and retiredIDs are the observed deletions, by label
 	// value.
 	deletedServers, retiredIDs map[string]bool
@@ -86,22 +86,66 @@ type Judge struct {
 
 // NewJudge returns a Judge of inv under opts with the deletions observed.
 func NewJudge(inv Inventory, opts Options, observed Observed) *Judge {
+	servers := make(map[string]*clerumv1alpha1.McpServer, len(inv.Servers))
+	for _, s := range inv.Servers {
+		if _, dup := servers[names.Label(s.Name)]; !dup {
+			servers[names.Label(s.Name)] = s
+		}
+	}
+	holders := map[string]*clerumv1alpha1.Context{}
+	claimed, _ := claimContextIDs(inv.Contexts)
+	for _, c := range claimed {
+		holders[names.Label(c.Spec.ContextID)] = c
+	}
+	return newJudge(opts, observed, lookup(servers), lookup(holders))
+}
+
+// Judge returns a Judge of the inventory inc holds, with the deletions
+// observed. It reads inc's maps, so it is valid until inc's next edit.
+func (inc *Incremental) Judge(observed Observed) *Judge {
+	server := func(label string) (*clerumv1alpha1.McpServer, bool) {
+		// A server's label value is its name whenever that is a DNS
+		// label, as the CRD requires; only a shortened label needs the
+		// search, and then the smallest name wins, as in NewJudge.
+		if s, ok := inc.servers[label]; ok && names.Label(s.Name) == label {
+			return s, true
+		}
+		if !names.IsShortened(label, names.MaxLabel) {
+			return nil, false
+		}
+		var found *clerumv1alpha1.McpServer
+		for _, s := range inc.servers {
+			if names.Label(s.Name) == label && (found == nil || s.Name < found.Name) {
+				found = s
+			}
+		}
+		return found, found != nil
+	}
+	holder := func(label string) (*clerumv1alpha1.Context, bool) {
+		// Only a DNS-label contextId is ever held, and its label value is
+		// itself.
+		cl, ok := inc.claims[label]
+		if !ok {
+			return nil, false
+		}
+		return inc.contexts[cl.holder], true
+	}
+	return newJudge(inc.opts, observed, server, holder)
+}
+
+func lookup[V any](m map[string]V) func(string) (V, bool) {
+	return func(k string) (V, bool) { v, ok := m[k]; return v, ok }
+}
+
+func newJudge(opts Options, observed Observed, server func(string) (*clerumv1alpha1.McpServer, bool),
+	holder func(string) (*clerumv1alpha1.Context, bool)) *Judge {
 	j := &Judge{
 		opts:           opts,
-		servers:        make(map[string]*clerumv1alpha1.McpServer, len(inv.Servers)),
-		holders:        map[string]*clerumv1alpha1.Context{},
+		server:         server,
+		holder:         holder,
 		deletedServers: make(map[string]bool, len(observed.DeletedServers)),
 		retiredIDs:     make(map[string]bool, len(observed.RetiredContextIDs)),
 		runtime:        map[string]bool{},
-	}
-	for _, s := range inv.Servers {
-		if _, dup := j.servers[names.Label(s.Name)]; !dup {
-			j.servers[names.Label(s.Name)] = s
-		}
-	}
-	claimed, _ := claimContextIDs(inv.Contexts)
-	for _, c := range claimed {
-		j.holders[names.Label(c.Spec.ContextID)] = c
 	}
 	for s, ok := range observed.DeletedServers {
 		if ok {
@@ -150,7 +194,7 @@ func (j *Judge) Dispose(p *networkingv1.NetworkPolicy, policyType string) (Dispo
 		// An unplanned policy of a live server is one the server no longer
 		// has (disabled, binding or recipe entry gone); of a server seen
 		// deleted, one whose owner went.
-		if s, live := j.servers[server]; live {
+		if s, live := j.server(server); live {
 			return Disowned, s.Name
 		}
 		if j.deletedServers[server] {
@@ -183,7 +227,7 @@ func (j *Judge) disposeInfrastructure(namespace, name string) Disposition {
 // policy is an orphan, and the caps hold it.
 func (j *Judge) disposeContextAllow(id, server string) (Disposition, string) {
 	name := server
-	s, live := j.servers[server]
+	s, live := j.server(server)
 	if live {
 		name = s.Name
 	}
@@ -192,7 +236,7 @@ func (j *Judge) disposeContextAllow(id, server string) (Disposition, string) {
 	}
 	// A live holder decides for its id, whatever was seen of the id's
 	// earlier holders: its spec is the evidence.
-	if holder, ok := j.holders[id]; ok {
+	if holder, ok := j.holder(id); ok {
 		if !slices.ContainsFunc(holder.Spec.McpServers, func(n string) bool { return names.Label(n) == server }) {
 			return Disowned, name
 		}

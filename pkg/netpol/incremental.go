@@ -2,7 +2,6 @@ package netpol
 
 import (
 	"cmp"
-	"fmt"
 	"maps"
 	"slices"
 
@@ -11,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
+	"github.com/clerum/hcc/pkg/names"
 )
 
 // Incremental keeps a plan and, on each edit of one Context, McpServer or
@@ -29,6 +29,9 @@ type Incremental struct {
 	rules *EgressRules
 
 	contexts map[string]*clerumv1alpha1.Context
+	// servers are every McpServer held, active or not: the Judge's
+	// inventory.
+	servers map[string]*clerumv1alpha1.McpServer
 	// active are the servers that may hold allows (ServerActive, and a name
 	// that is a DNS label): the planner's servers map.
 	active   map[string]*clerumv1alpha1.McpServer
@@ -44,8 +47,15 @@ type Incremental struct {
 	units map[unit]unitPlan
 	// byKey are every unit's candidates per policy name, kept sorted by
 	// owner: the first is the winner.
-	byKey   map[Key][]candidate
-	touched sets.Set[Key]
+	byKey map[Key][]candidate
+	// contested are the names more than one unit planned: the only ones
+	// whose candidates may reject one another.
+	contested sets.Set[Key]
+	// types counts the planned policies (winners) by policy type.
+	types map[string]int
+
+	touched    sets.Set[Key]
+	touchedIDs sets.Set[string]
 }
 
 // Key names a policy by namespace and name.
@@ -81,10 +91,11 @@ type claim struct {
 func NewIncremental(inv Inventory, opts Options) *Incremental {
 	inc := &Incremental{
 		opts: opts, rules: NewEgressRules(opts),
-		contexts: map[string]*clerumv1alpha1.Context{}, active: map[string]*clerumv1alpha1.McpServer{},
-		resolved: map[string]map[string]Resolution{}, byID: map[string]sets.Set[string]{}, claims: map[string]claim{},
-		naming: map[string]sets.Set[string]{}, units: map[unit]unitPlan{}, byKey: map[Key][]candidate{},
-		touched: sets.New[Key](),
+		contexts: map[string]*clerumv1alpha1.Context{}, servers: map[string]*clerumv1alpha1.McpServer{},
+		active: map[string]*clerumv1alpha1.McpServer{}, resolved: map[string]map[string]Resolution{},
+		byID: map[string]sets.Set[string]{}, claims: map[string]claim{}, naming: map[string]sets.Set[string]{},
+		units: map[unit]unitPlan{}, byKey: map[Key][]candidate{}, contested: sets.New[Key](), types: map[string]int{},
+		touched: sets.New[Key](), touchedIDs: sets.New[string](),
 	}
 	p := &planner{opts: opts}
 	for _, policy := range appendDefaults(nil, opts) {
@@ -92,7 +103,7 @@ func NewIncremental(inv Inventory, opts Options) *Incremental {
 	}
 	inc.setUnit(unit{}, unitPlan{policies: p.policies})
 	for _, s := range inv.Servers {
-		if _, seen := inc.active[s.Name]; !seen {
+		if _, seen := inc.servers[s.Name]; !seen {
 			inc.SetServer(s, inv.Resolved[s.Name])
 		}
 	}
@@ -101,7 +112,7 @@ func NewIncremental(inv Inventory, opts Options) *Incremental {
 			inc.SetContext(c)
 		}
 	}
-	inc.touched = sets.New[Key]()
+	inc.touched, inc.touchedIDs = sets.New[Key](), sets.New[string]()
 	return inc
 }
 
@@ -126,6 +137,7 @@ func (inc *Incremental) DeleteContext(name string) {
 
 // SetServer adds or replaces the McpServer s, with its current DNS answers.
 func (inc *Incremental) SetServer(s *clerumv1alpha1.McpServer, resolved map[string]Resolution) {
+	inc.servers[s.Name] = s
 	delete(inc.active, s.Name)
 	if inc.opts.ServerActive(s) && len(validation.IsDNS1123Label(s.Name)) == 0 {
 		inc.active[s.Name] = s
@@ -136,6 +148,7 @@ func (inc *Incremental) SetServer(s *clerumv1alpha1.McpServer, resolved map[stri
 
 // DeleteServer removes the McpServer name, if held.
 func (inc *Incremental) DeleteServer(name string) {
+	delete(inc.servers, name)
 	delete(inc.active, name)
 	delete(inc.resolved, name)
 	inc.replanServer(name)
@@ -148,6 +161,69 @@ func (inc *Incremental) Touched() sets.Set[Key] {
 	inc.touched = sets.New[Key]()
 	return t
 }
+
+// TouchedContexts returns the Contexts that hold, or are refused, a
+// contextId some edit since the last call touched — the ones whose
+// ContextIDConflict condition may have changed — and forgets those ids.
+func (inc *Incremental) TouchedContexts() []*clerumv1alpha1.Context {
+	var out []*clerumv1alpha1.Context
+	for id := range inc.touchedIDs {
+		for name := range inc.byID[id] {
+			out = append(out, inc.contexts[name])
+		}
+	}
+	inc.touchedIDs = sets.New[string]()
+	slices.SortFunc(out, func(a, b *clerumv1alpha1.Context) int { return cmp.Compare(a.Name, b.Name) })
+	return out
+}
+
+// Holder returns the Context holding the contextId id, or nil.
+func (inc *Incremental) Holder(id string) *clerumv1alpha1.Context {
+	if cl, ok := inc.claims[id]; ok {
+		return inc.contexts[cl.holder]
+	}
+	return nil
+}
+
+// ChangedResolutions returns the servers held whose DNS answers in
+// resolved differ from those they were last set with.
+func (inc *Incremental) ChangedResolutions(resolved map[string]map[string]Resolution) []string {
+	var out []string
+	for name := range inc.servers {
+		if !sameResolutions(inc.resolved[name], resolved[name]) {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// sameResolutions reports whether a and b hold the same answers; no
+// answer and an empty set of answers are the same.
+func sameResolutions(a, b map[string]Resolution) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for binding, ra := range a {
+		rb, ok := b[binding]
+		if !ok || ra.ServerUID != rb.ServerUID || ra.Host != rb.Host || ra.Port != rb.Port || ra.Protocol != rb.Protocol ||
+			!slices.Equal(ra.Addrs, rb.Addrs) {
+			return false
+		}
+	}
+	return true
+}
+
+// Server returns the McpServer name as last set, active or not.
+func (inc *Incremental) Server(name string) (*clerumv1alpha1.McpServer, bool) {
+	s, ok := inc.servers[name]
+	return s, ok
+}
+
+// PolicyCounts returns how many policies are planned, by policy type.
+func (inc *Incremental) PolicyCounts() map[string]int { return maps.Clone(inc.types) }
+
+// Size returns how many policies are planned.
+func (inc *Incremental) Size() int { return len(inc.byKey) }
 
 // Winner returns the policy planned under k and the server it is for (""
 // for L0/L1), or ok false when none is.
@@ -164,41 +240,48 @@ func (inc *Incremental) Plan() *Plan {
 	keys := slices.SortedFunc(maps.Keys(inc.byKey), func(a, b Key) int {
 		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 	})
-	plan := &Plan{Policies: make([]*networkingv1.NetworkPolicy, 0, len(keys)), Servers: make([]string, 0, len(keys))}
+	plan := &Plan{Policies: make([]*networkingv1.NetworkPolicy, 0, len(keys)), Servers: make([]string, 0, len(keys)),
+		Rejections: inc.Rejections(), Conflicts: inc.Conflicts()}
 	for _, k := range keys {
 		cands := inc.byKey[k]
 		plan.Policies = append(plan.Policies, cands[0].policy)
 		plan.Servers = append(plan.Servers, cands[0].owner.server)
-		plan.Rejections = append(plan.Rejections, collisions(cands)...)
 	}
-	for _, u := range inc.units {
-		plan.Rejections = append(plan.Rejections, u.rejections...)
-	}
-	slices.SortFunc(plan.Rejections, func(a, b Rejection) int {
-		return cmp.Or(cmp.Compare(a.Server, b.Server), cmp.Compare(a.Binding, b.Binding), cmp.Compare(a.Reason, b.Reason))
-	})
-	for _, cl := range inc.claims {
-		plan.Conflicts = append(plan.Conflicts, cl.conflicts...)
-	}
-	slices.SortFunc(plan.Conflicts, func(a, b ContextConflict) int {
-		return cmp.Or(cmp.Compare(a.Context, b.Context), cmp.Compare(a.ContextID, b.ContextID))
-	})
 	return plan
 }
 
-// collisions are the rejections of the candidates for one name that lose it
-// to another owner, as plan() reports them.
-func collisions(cands []candidate) []Rejection {
+// Rejections returns the plan's rejections, as Plan reports them, without
+// building the plan: the units' own and those of the names two owners
+// planned.
+func (inc *Incremental) Rejections() []Rejection {
 	var out []Rejection
-	kept := &cands[0]
-	for i := range cands[1:] {
-		pp := &cands[i+1]
-		if pp.owner != kept.owner {
-			out = append(out, Rejection{Kind: pp.owner.rejectionKind(), Server: pp.owner.server, Binding: pp.owner.binding(),
-				Reason: fmt.Sprintf("NetworkPolicy %s/%s is already planned for server %s, %s",
-					pp.namespace, pp.name, kept.owner.server, kept.owner.binding())})
+	for _, u := range inc.units {
+		out = append(out, u.rejections...)
+	}
+	for k := range inc.contested {
+		cands := inc.byKey[k]
+		for i := range cands[1:] {
+			if cands[i+1].owner != cands[0].owner {
+				out = append(out, collisionRejection(&cands[i+1].plannedPolicy, &cands[0].plannedPolicy))
+			}
 		}
 	}
+	slices.SortFunc(out, func(a, b Rejection) int {
+		return cmp.Or(cmp.Compare(a.Server, b.Server), cmp.Compare(a.Binding, b.Binding), cmp.Compare(a.Reason, b.Reason))
+	})
+	return out
+}
+
+// Conflicts returns the Contexts ignored for a duplicate contextId, as Plan
+// reports them.
+func (inc *Incremental) Conflicts() []ContextConflict {
+	var out []ContextConflict
+	for _, cl := range inc.claims {
+		out = append(out, cl.conflicts...)
+	}
+	slices.SortFunc(out, func(a, b ContextConflict) int {
+		return cmp.Or(cmp.Compare(a.Context, b.Context), cmp.Compare(a.ContextID, b.ContextID))
+	})
 	return out
 }
 
@@ -243,6 +326,7 @@ func (inc *Incremental) replanContextIDs(ids ...string) {
 			contexts = append(contexts, inc.contexts[name])
 		}
 		claimed, conflicts := claimContextIDs(contexts)
+		inc.touchedIDs.Insert(id)
 		delete(inc.claims, id)
 		if len(claimed) > 0 {
 			inc.claims[id] = claim{holder: claimed[0].Name, conflicts: conflicts}
@@ -284,6 +368,19 @@ func (inc *Incremental) replanContext(name string) {
 
 // setUnit replaces u's candidates and rejections with up's.
 func (inc *Incremental) setUnit(u unit, up unitPlan) {
+	// The winners' types before, to keep the counts by type.
+	before := map[Key]string{}
+	note := func(k Key) {
+		if _, ok := before[k]; !ok {
+			before[k] = inc.winnerType(k)
+		}
+	}
+	for _, pp := range inc.units[u].policies {
+		note(Key{pp.namespace, pp.name})
+	}
+	for _, pp := range up.policies {
+		note(Key{pp.namespace, pp.name})
+	}
 	for _, pp := range inc.units[u].policies {
 		k := Key{pp.namespace, pp.name}
 		inc.touched.Insert(k)
@@ -303,11 +400,34 @@ func (inc *Incremental) setUnit(u unit, up unitPlan) {
 		i, _ := slices.BinarySearchFunc(cands, pp, func(a candidate, b plannedPolicy) int { return a.compare(&b) })
 		inc.byKey[k] = slices.Insert(cands, i, candidate{plannedPolicy: pp, unit: u})
 	}
+	for k, was := range before {
+		if was != "" {
+			inc.types[was]--
+		}
+		if now := inc.winnerType(k); now != "" {
+			inc.types[now]++
+		}
+		if len(inc.byKey[k]) > 1 {
+			inc.contested.Insert(k)
+		} else {
+			inc.contested.Delete(k)
+		}
+	}
 	if len(up.policies) == 0 && len(up.rejections) == 0 {
 		delete(inc.units, u)
 		return
 	}
 	inc.units[u] = up
+}
+
+// winnerType returns the policy type of the policy planned under k, or ""
+// when none is.
+func (inc *Incremental) winnerType(k Key) string {
+	cands := inc.byKey[k]
+	if len(cands) == 0 {
+		return ""
+	}
+	return cands[0].policy.Labels[names.LabelPolicyType]
 }
 
 func insertInto(m map[string]sets.Set[string], k, v string) {

@@ -207,8 +207,7 @@ func (p *planner) plan() *Plan {
 		pp := &p.policies[i]
 		if kept != nil && kept.namespace == pp.namespace && kept.name == pp.name {
 			if kept.owner != pp.owner {
-				p.reject(pp.owner.rejectionKind(), pp.owner.server, pp.owner.binding(), fmt.Sprintf("NetworkPolicy %s/%s is already planned for server %s, %s",
-					pp.namespace, pp.name, kept.owner.server, kept.owner.binding()))
+				p.rejections = append(p.rejections, collisionRejection(pp, kept))
 			}
 			continue
 		}
@@ -220,6 +219,14 @@ func (p *planner) plan() *Plan {
 		return cmp.Or(cmp.Compare(a.Server, b.Server), cmp.Compare(a.Binding, b.Binding), cmp.Compare(a.Reason, b.Reason))
 	})
 	return &Plan{Policies: policies, Servers: servers, Rejections: p.rejections, Conflicts: p.conflicts}
+}
+
+// collisionRejection rejects loser's policy, whose name kept's owner
+// keeps.
+func collisionRejection(loser, kept *plannedPolicy) Rejection {
+	return Rejection{Kind: loser.owner.rejectionKind(), Server: loser.owner.server, Binding: loser.owner.binding(),
+		Reason: fmt.Sprintf("NetworkPolicy %s/%s is already planned for server %s, %s",
+			loser.namespace, loser.name, kept.owner.server, kept.owner.binding())}
 }
 
 func comparePolicies(a, b *networkingv1.NetworkPolicy) int {

@@ -265,6 +265,13 @@ func runFleetConvergence(b *testing.B, bin string, f fleet, budget clientBudget)
 	b.ReportMetric(float64(nWarnings), "log-warnings")
 	b.ReportMetric(ms(median(revoke)), "revoke-ms-p50")
 	b.ReportMetric(ms(slices.Max(revoke)), "revoke-ms-max")
+	// When each server's runtime started: its Deployment's create (the
+	// egress gate opened), from the controller's start.
+	started := serverStarts(events, controller.started)
+	require.Len(b, started, f.servers(), "every server's Deployment is created once")
+	b.ReportMetric(started[0].Seconds(), "s-first-server")
+	b.ReportMetric(median(started).Seconds(), "s-median-server")
+	b.ReportMetric(started[len(started)-1].Seconds(), "s-last-server")
 
 	// The properties, after every figure is reported.
 	if len(failed) > maxFailedWrites {
@@ -303,6 +310,20 @@ func runFleetConvergence(b *testing.B, bin string, f fleet, budget clientBudget)
 	if nErrors > maxLogErrors {
 		b.Fatalf("hcc-controller logged %d errors, more than %d (the first above)", nErrors, maxLogErrors)
 	}
+}
+
+// serverStarts returns, sorted, when each McpServer's Deployment was
+// created (successfully), as durations since start.
+func serverStarts(events []auditEvent, start time.Time) []time.Duration {
+	var out []time.Duration
+	for i := range events {
+		ev := &events[i]
+		if ev.Verb == "create" && ev.succeeded() && ev.resource() == "deployments" && ev.ObjectRef.Namespace == "mcp-server" {
+			out = append(out, ev.Stage.Sub(start))
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

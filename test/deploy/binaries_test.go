@@ -13,10 +13,11 @@ import (
 )
 
 // TestBinariesAreStaticAndTrimmed builds both binaries as `make build` and
-// the Dockerfile do (CGO_ENABLED=0, -trimpath) and checks what the
-// distroless image relies on: no program interpreter and no shared library,
-// so the binary runs without a libc; and no path of the machine that built
-// it.
+// `make images` do (CGO_ENABLED=0, -trimpath) and checks what the images,
+// which hold the binary alone, rely on: no program interpreter and no shared
+// library, so the binary runs without a libc; and no path of the machine
+// that built it. (hack/images's TestMakeImagesIsReproducible checks the
+// binaries inside the images.)
 func TestBinariesAreStaticAndTrimmed(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds both binaries (a minute or two)")

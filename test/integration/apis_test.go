@@ -7,8 +7,6 @@ package integration
 import (
 	"context"
 	"encoding/json"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -75,7 +73,8 @@ func TestAPITypes(t *testing.T) {
 	t.Run("the API server applies the defaults HCC assumes", e.testDefaults)
 	t.Run("McpServer status has two server-side apply owners", e.testStatusOwners)
 	t.Run("the API server rejects invalid specs", e.testRejections)
-	t.Run("kubectl get shows the printer columns", e.testPrinterColumns)
+	t.Run("kubectl get hcc resolves to every kind, and each short name to its own", e.testCategoryAndShortNames)
+	t.Run("kubectl get shows each kind's readiness and reason", e.testPrinterColumns)
 }
 
 func (e *env) testRoundTrip(t *testing.T) {
@@ -390,47 +389,6 @@ func validateJSON(t *testing.T, gvr, raw string) field.ErrorList {
 }
 
 var kindOf = map[string]string{"mcpservers": "McpServer", "contexts": "Context", "hosts": "Host", "sharedfilesystems": "SharedFileSystem"}
-
-func (e *env) testPrinterColumns(t *testing.T) {
-	ctx := context.Background()
-	_, err := e.hcc.ClerumV1alpha1().McpServers(serverNS).Create(ctx, newServer("printed"), metav1.CreateOptions{})
-	require.NoError(t, err)
-
-	// The Table API is what kubectl renders; checking it needs no kubectl.
-	columns := func(resource, ns string) []string {
-		t.Helper()
-		raw, err := e.kube.CoreV1().RESTClient().Get().
-			AbsPath("/apis/clerum.io/v1alpha1/namespaces", ns, resource).
-			SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").
-			Do(ctx).Raw()
-		require.NoError(t, err)
-		var table metav1.Table
-		require.NoError(t, json.Unmarshal(raw, &table))
-		var names []string
-		for _, c := range table.ColumnDefinitions {
-			names = append(names, c.Name)
-		}
-		return names
-	}
-	assert.Equal(t, []string{"Name", "Transport", "Deployed", "Ready", "Age"}, columns("mcpservers", serverNS))
-	// Image and Credential-Expires are priority 1: kubectl get -o wide.
-	assert.Equal(t, []string{"Name", "Context", "Ready", "Image", "Credential-Expires", "Age"}, columns("hosts", hostNS))
-	assert.Equal(t, []string{"Name", "ContextID", "Servers", "Age"}, columns("contexts", serverNS))
-
-	kubectl, err := exec.LookPath("kubectl")
-	if err != nil {
-		t.Skip("kubectl is not installed; the Table API check above covers the columns")
-	}
-	out, err := exec.Command(kubectl, "--kubeconfig", e.cp.Kubeconfig(), "get", "mcps", "-n", serverNS, "printed").CombinedOutput()
-	require.NoError(t, err, string(out))
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	require.Len(t, lines, 2, string(out))
-	assert.Equal(t, []string{"NAME", "TRANSPORT", "DEPLOYED", "READY", "AGE"}, strings.Fields(lines[0]))
-	assert.Equal(t, []string{"printed", "sse"}, strings.Fields(lines[1])[:2])
-	if testing.Verbose() {
-		_, _ = os.Stdout.WriteString(string(out))
-	}
-}
 
 func newServer(name string) *clerumv1alpha1.McpServer {
 	return &clerumv1alpha1.McpServer{

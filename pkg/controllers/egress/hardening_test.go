@@ -355,7 +355,7 @@ func TestAPassThatPlannedTheServerWithoutBindingsOpensItsGate(t *testing.T) {
 		open   bool
 	}{
 		{"the pass planned this generation without bindings", func(f *fixture) netpolcontroller.EgressReport {
-			return netpolcontroller.EgressReport{Bindingless: map[string]netpolcontroller.PlannedServer{"s1": planned(f)}}
+			return netpolcontroller.EgressReport{Bindingless: only("s1", planned(f))}
 		}, true},
 		{"the pass did not plan the server", func(*fixture) netpolcontroller.EgressReport {
 			return netpolcontroller.EgressReport{}
@@ -363,15 +363,15 @@ func TestAPassThatPlannedTheServerWithoutBindingsOpensItsGate(t *testing.T) {
 		{"the pass planned an older generation", func(f *fixture) netpolcontroller.EgressReport {
 			p := planned(f)
 			p.Generation--
-			return netpolcontroller.EgressReport{Bindingless: map[string]netpolcontroller.PlannedServer{"s1": p}}
+			return netpolcontroller.EgressReport{Bindingless: only("s1", p)}
 		}, false},
 		{"the pass planned another server of the name", func(f *fixture) netpolcontroller.EgressReport {
 			p := planned(f)
 			p.UID = "another"
-			return netpolcontroller.EgressReport{Bindingless: map[string]netpolcontroller.PlannedServer{"s1": p}}
+			return netpolcontroller.EgressReport{Bindingless: only("s1", p)}
 		}, false},
 		{"its revocation failed", func(f *fixture) netpolcontroller.EgressReport {
-			return netpolcontroller.EgressReport{Bindingless: map[string]netpolcontroller.PlannedServer{"s1": planned(f)}, Failed: sets.New("s1")}
+			return netpolcontroller.EgressReport{Bindingless: only("s1", planned(f)), Failed: sets.New("s1")}
 		}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -383,4 +383,9 @@ func TestAPassThatPlannedTheServerWithoutBindingsOpensItsGate(t *testing.T) {
 			assert.Equal(t, tc.open, f.c.Ready(f.server))
 		})
 	}
+}
+
+// only is a Bindingless lookup that knows one server.
+func only(name string, p netpolcontroller.PlannedServer) func(string) (netpolcontroller.PlannedServer, bool) {
+	return func(n string) (netpolcontroller.PlannedServer, bool) { return p, n == name }
 }

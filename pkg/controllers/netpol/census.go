@@ -32,8 +32,8 @@ type Census struct {
 	// deleted a moment ago are here too.
 	Orphans []CensusEntry
 	// Stale are L0/L1 policies of namespaces no longer on the runtime
-	// list: kept, never swept (README, "Upgrade notes", says how to remove
-	// them).
+	// list: kept, never swept (docs/operating.md, "Removing the L0/L1
+	// policies of a namespace", says how to remove them).
 	Stale []CensusEntry
 	// DenyAllHolders are the policies HCC may not write that hold a runtime
 	// namespace's deny-all name (live must include them: the census reads

@@ -1,8 +1,11 @@
 // Package netpol is the NetworkPolicy operator: it writes the policy set
-// pkg/netpol plans to the cluster. Informer handlers only signal; one
-// coalescing, single-flight pass computes the whole desired set from the
-// listers and applies the difference, so a burst of events costs one pass
-// and a pass over an unchanged cluster writes nothing.
+// pkg/netpol plans to the cluster. Informer handlers note what changed and
+// signal; one coalescing, single-flight pass applies the difference, so a
+// burst of events costs one pass and a pass over an unchanged cluster
+// writes nothing. A full pass plans and compares the whole set; after one
+// that converged, a signalled pass replans and compares only what the
+// changes touched (incremental.go, docs/networkpolicy.md "Incremental
+// passes").
 package netpol
 
 import (
@@ -59,6 +62,13 @@ type EgressSource interface {
 	// cluster for every server but those report names, so the coordinator
 	// may release the servers it gates.
 	Applied(version uint64, report EgressReport)
+	// Landed reports, while a pass is still writing, that the policies of
+	// servers planned from Snapshot version are all in the cluster: the
+	// namespace-wide layers and every revocation of the pass landed, and so
+	// did each server's own policies. rejected holds the planner's
+	// rejections of their egress bindings. Applied follows at the end of
+	// the pass.
+	Landed(version uint64, servers []string, rejected map[string]map[string]string)
 	// Primed is closed once the startup resolution round is done.
 	Primed() <-chan struct{}
 }
@@ -77,10 +87,11 @@ type EgressReport struct {
 	// Blocked is set when the MCP server namespace's default deny could not
 	// be written: no server's pods are isolated, so every gate stays closed.
 	Blocked bool
-	// Bindingless are the servers the pass planned with no egress bindings,
-	// with the UID and generation it planned: it revoked every external
-	// allow under their names, but those of Failed.
-	Bindingless map[string]PlannedServer
+	// Bindingless looks up a server the pass planned with no egress
+	// bindings, with the UID and generation it planned: the pass revoked
+	// every external allow under its name, unless it is among Failed. It
+	// is valid only during Applied.
+	Bindingless func(server string) (PlannedServer, bool)
 }
 
 // PlannedServer is a server as one pass's inventory held it.
@@ -120,6 +131,8 @@ type Controller struct {
 	// policyListers has one lister per namespace policies may live in; each
 	// informer lists only policies labelled managed-by HCC.
 	policyListers []networkinglisters.NetworkPolicyLister
+	// policyListersByNS are the same listers by namespace.
+	policyListersByNS map[string]networkinglisters.NetworkPolicyLister
 	// cacheVersions are the informers' last synced resourceVersions, in
 	// the order readConsistently lists: McpServers, Contexts, then the
 	// policies of each of PolicyNamespaces.
@@ -151,8 +164,19 @@ type Controller struct {
 	// lastStart is when the last full pass started, in Unix nanoseconds.
 	lastStart atomic.Int64
 
-	// plan computes the desired set; a seam for tests.
+	// plan, when set, computes the desired set of full passes in place of
+	// the incremental planner, and every pass is then full: a seam for
+	// tests that plan by hand.
 	plan func(netpol.Inventory, netpol.Options) *netpol.Plan
+	// dirty is what the informer handlers saw change since a pass last
+	// took it.
+	dirty *dirtySet
+	// inc is the planner holding the plan the cluster converged on in the
+	// last pass, which a signalled pass edits; nil when the next pass must
+	// be full. Only the pass worker touches it.
+	inc *netpol.Incremental
+	// forceFull makes the next pass full (the resync timer's).
+	forceFull atomic.Bool
 
 	certified atomic.Bool
 	// inFlight marks a running pass per kind, for the timers' skip rule.
@@ -209,13 +233,15 @@ func New(d kit.Deps, egress EgressSource, opts Options) *Controller {
 		metrics:       NewMetrics(d.Registry),
 		clock:         clk,
 		statusWrites:  kit.NewStatusWrites(clk),
-		plan:          netpol.Compute,
 		observed:      newObservations(),
-		created:       newCreatedPolicies(),
-		conflicted:    sets.New[string](),
-		rejected:      sets.New[string](),
-		unmanaged:     sets.New[policyKey](),
-		grantsWarned:  sets.New[string](),
+		dirty:         newDirtySet(),
+
+		policyListersByNS: map[string]networkinglisters.NetworkPolicyLister{},
+		created:           newCreatedPolicies(),
+		conflicted:        sets.New[string](),
+		rejected:          sets.New[string](),
+		unmanaged:         sets.New[policyKey](),
+		grantsWarned:      sets.New[string](),
 	}
 	// A failed pass retries after 1 s, doubling to at most 2 min: fast
 	// enough to converge after a blip, slow enough not to hammer an API
@@ -239,6 +265,7 @@ func New(d kit.Deps, egress EgressSource, opts Options) *Controller {
 		inf := d.Informers.Kube(ns, kit.ManagedObjects, "networkpolicies").Networking().V1().NetworkPolicies()
 		handle(inf.Informer(), c.policyHandlers())
 		c.policyListers = append(c.policyListers, inf.Lister())
+		c.policyListersByNS[ns] = inf.Lister()
 		c.cacheVersions = append(c.cacheVersions, inf.Informer().LastSyncResourceVersion)
 	}
 	// Every pod an L2 allow can select is labelled managed by HCC, so the
@@ -283,7 +310,8 @@ func (c *Controller) HeldBack() (rule string, policies []types.NamespacedName) {
 	return "", nil
 }
 
-// Signal asks for a full pass. Signals arriving while one is queued or
+// Signal asks for a pass: incremental when the last pass converged and
+// nothing asks for a full one. Signals arriving while one is queued or
 // running coalesce into at most one more pass, and passes start at least
 // MinInterval apart, so a burst of events costs one pass.
 func (c *Controller) Signal() {
@@ -301,13 +329,20 @@ func (c *Controller) sync(ctx context.Context, kind passKind) (kit.Result, error
 	start := c.clock.Now()
 	var after time.Duration
 	var err error
+	metricKind := string(kind)
 	switch kind {
 	case passFull:
 		c.lastStart.Store(start.UnixNano())
 		c.fullInFlight.Store(true)
-		after, err = c.syncFull(ctx)
+		var incremental bool
+		after, err, incremental = c.syncSignalled(ctx)
 		c.fullInFlight.Store(false)
+		if incremental {
+			metricKind = "incremental"
+		}
 		if err == nil {
+			// An incremental pass runs only on the state of a full pass
+			// that converged, and leaves the cluster as a full pass would.
 			c.metrics.LastSuccess.Set(float64(c.clock.Now().Unix()))
 		}
 	case passDefaults:
@@ -320,15 +355,15 @@ func (c *Controller) sync(ctx context.Context, kind passKind) (kit.Result, error
 		result = "error"
 	}
 	took := c.clock.Since(start).Seconds()
-	c.metrics.PassDuration.WithLabelValues(string(kind), result).Observe(took)
-	c.metrics.LastPassDuration.WithLabelValues(string(kind)).Set(took)
+	c.metrics.PassDuration.WithLabelValues(metricKind, result).Observe(took)
+	c.metrics.LastPassDuration.WithLabelValues(metricKind).Set(took)
 	return kit.Result{RequeueAfter: after}, err
 }
 
-// startTimers starts the periodic passes. A tick that finds a pass of its
-// kind running is skipped and counted, not queued: a period shorter than a
 // resyncTimers queues the periodic full and defaults-only passes until ctx
-// is done, and returns once both timers have stopped.
+// is done, and returns once both timers have stopped. A tick that finds a
+// pass of its kind running is skipped and counted, not queued; a skipped
+// full tick still makes the next pass full.
 func (c *Controller) resyncTimers(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Go(func() { c.tickEvery(ctx, c.opts.Resync, &c.fullInFlight, passFull, "pass-in-flight") })
@@ -345,6 +380,9 @@ func (c *Controller) tickEvery(ctx context.Context, period time.Duration, inFlig
 		return
 	}
 	wait.UntilWithContext(ctx, func(context.Context) {
+		if kind == passFull {
+			c.forceFull.Store(true)
+		}
 		if inFlight.Load() {
 			c.metrics.TicksSkipped.WithLabelValues(reason).Inc()
 			return

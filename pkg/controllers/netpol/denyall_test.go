@@ -54,7 +54,7 @@ func TestAnUnmanagedDenyAllHolder(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f, c := newFixture(t, world{policies: []*networkingv1.NetworkPolicy{
 				policy("mcp-server", "ctx-c-stale", names.PolicyTypeContextAllow, 3000), tc.holder}})
-			c.plan = netpol.Compute
+			c.plan = nil // the real planner over the seeded listers
 
 			require.NoError(t, fullPass(c))
 			assert.Contains(t, f.WritesIn("mcp-server"), "delete networkpolicies/ctx-c-stale", "revocations go on")

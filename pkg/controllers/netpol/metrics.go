@@ -28,6 +28,9 @@ type Metrics struct {
 	// whatever its result: a pass that fails after minutes is the one an
 	// operator comparing pass time with the resync period must see.
 	LastPassDuration *prometheus.GaugeVec
+	// FullPasses counts the full passes a signal, a timer or an
+	// incremental pass asked for, by why the pass could not be incremental.
+	FullPasses *prometheus.CounterVec
 	// GrantsWithheld counts the contextIds whose new allows the last full
 	// pass held back while pods of another holder carried them.
 	GrantsWithheld prometheus.Gauge
@@ -44,12 +47,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		PassDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "clerum_hcc_netpol_pass_duration_seconds",
-			Help:    "Duration of NetworkPolicy passes, by kind (full or defaults) and result.",
+			Help:    "Duration of NetworkPolicy passes, by kind (full, incremental or defaults) and result.",
 			Buckets: passBuckets,
 		}, []string{"kind", "result"}),
 		Policies: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "clerum_hcc_netpol_policies",
-			Help: "Desired NetworkPolicies by policy type, as of the last full pass.",
+			Help: "Desired NetworkPolicies by policy type, as of the last pass.",
 		}, []string{"type"}),
 		Writes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "clerum_hcc_netpol_writes_total",
@@ -77,16 +80,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 		Rejections: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "clerum_hcc_netpol_rejected_bindings",
-			Help: "Egress and recipe bindings rejected by the last full pass.",
+			Help: "Egress and recipe bindings rejected by the last pass.",
 		}),
 		ContextIgnore: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "clerum_hcc_netpol_ignored_contexts",
-			Help: "Contexts ignored for a duplicate contextId in the last full pass.",
+			Help: "Contexts ignored for a duplicate contextId in the last pass.",
 		}),
 	}
 	m.Disowned = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "clerum_hcc_netpol_disowned",
-		Help: "Allows the inventory disowns found by the last full pass; revoked whatever the orphan caps.",
+		Help: "Allows the inventory disowns found by the last pass; revoked whatever the orphan caps.",
 	})
 	m.KeptDefaults = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "clerum_hcc_netpol_stale_defaults",
@@ -106,12 +109,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	})
 	m.LastSuccess = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "clerum_hcc_netpol_last_success_timestamp_seconds",
-		Help: "Unix time the last full pass succeeded; alert when it falls behind while this replica leads.",
+		Help: "Unix time the last full or incremental pass succeeded; alert when it falls behind while this replica leads.",
 	})
 	m.LastPassDuration = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "clerum_hcc_netpol_last_pass_duration_seconds",
-		Help: "Duration of the last NetworkPolicy pass of each kind (full or defaults), successful or not.",
+		Help: "Duration of the last NetworkPolicy pass of each kind (full, incremental or defaults), successful or not.",
 	}, []string{"kind"})
+	m.FullPasses = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "clerum_hcc_netpol_full_passes_total",
+		Help: "Full NetworkPolicy passes run where a signal or timer asked for a pass, by why it could not be incremental.",
+	}, []string{"reason"})
 	m.GrantsWithheld = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "clerum_hcc_netpol_contextid_grants_withheld",
 		Help: "contextIds whose new allows the last full pass withheld because pods of a Host whose Context does not hold them (or of no Host) still carry them; granted once those pods are gone.",
@@ -119,6 +126,6 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	reg.MustRegister(m.PassDuration, m.Policies, m.Writes, m.WriteErrors, m.OrphanCapped,
 		m.TicksSkipped, m.Certified, m.Orphans, m.Rejections, m.ContextIgnore,
 		m.Disowned, m.KeptDefaults, m.UnmanagedConflicts, m.DefaultDenyWithheld, m.MissingNamespaces, m.LastSuccess, m.GrantsWithheld,
-		m.LastPassDuration)
+		m.LastPassDuration, m.FullPasses)
 	return m
 }

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	networkingv1 "k8s.io/api/networking/v1"
-
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
 
@@ -139,14 +139,23 @@ func (p *createdPolicies) settled(now time.Time) bool {
 	return len(p.pending) == 0
 }
 
-// policyHandlers signal a pass when a policy in this operator's scope
-// changes (drift: edited or deleted by hand), and note the creates the
-// cache has caught up with. Other writers' policies in the same namespaces
-// signal nothing.
+// policyHandlers note the policies in this operator's scope that changed
+// (drift: edited or deleted by hand, or a pass's own writes coming back)
+// and signal a pass, and note the creates the cache has caught up with.
+// Other writers' policies in the same namespaces signal nothing. An update
+// that leaves the resourceVersion as it was (a relist's) changes nothing.
 func (c *Controller) policyHandlers() cache.ResourceEventHandler {
 	ours := func(obj any) bool {
 		p, ok := kit.Unwrap(obj).(*networkingv1.NetworkPolicy)
 		return !ok || owned(p) // an unreadable tombstone signals, to be safe
+	}
+	changed := func(obj any) {
+		if key, ok := kit.KeyOf(obj); ok {
+			c.dirty.policy(policyKey{key.Namespace, key.Name})
+		} else {
+			c.dirty.needFull(reasonUnreadableEvent)
+		}
+		c.Signal()
 	}
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
@@ -154,15 +163,18 @@ func (c *Controller) policyHandlers() cache.ResourceEventHandler {
 				c.created.seen(keyOf(p))
 			}
 			if ours(obj) {
-				c.Signal()
+				changed(obj)
 			}
 		},
 		UpdateFunc: func(old, cur any) {
 			if p, ok := cur.(*networkingv1.NetworkPolicy); ok {
 				c.created.seen(keyOf(p))
 			}
+			if sameVersion(old, cur) {
+				return
+			}
 			if ours(old) || ours(cur) {
-				c.Signal()
+				changed(cur)
 			}
 		},
 		DeleteFunc: func(obj any) {
@@ -172,28 +184,46 @@ func (c *Controller) policyHandlers() cache.ResourceEventHandler {
 				c.created.seen(keyOf(p))
 			}
 			if ours(obj) {
-				c.Signal()
+				changed(obj)
 			}
 		},
 	}
 }
 
-// serverHandlers signal a pass on every McpServer change but one that only
-// touches status (the coordinator and the McpServer operator write status
-// often; the planner never reads it), and remember deletions.
+// sameVersion reports whether old and cur are one version of an object, as
+// a relist delivers every object it finds unchanged.
+func sameVersion(old, cur any) bool {
+	o, errOld := meta.Accessor(old)
+	n, errNew := meta.Accessor(cur)
+	return errOld == nil && errNew == nil && o.GetResourceVersion() != "" && o.GetResourceVersion() == n.GetResourceVersion()
+}
+
+// serverHandlers note every McpServer change but one that only touches
+// status (the coordinator and the McpServer operator write status often;
+// the planner never reads it) and signal a pass, and remember deletions.
+// A deletion is remembered before it is noted, so a pass that plans the
+// server away judges its allows with the deletion in view.
 func (c *Controller) serverHandlers() cache.ResourceEventHandler {
+	changed := func(obj any) {
+		if key, ok := kit.KeyOf(obj); ok {
+			c.dirty.server(key.Name)
+		} else {
+			c.dirty.needFull(reasonUnreadableEvent)
+		}
+		c.Signal()
+	}
 	return cache.ResourceEventHandlerFuncs{
-		AddFunc: func(any) { c.Signal() },
+		AddFunc: changed,
 		UpdateFunc: func(old, cur any) {
 			if !kit.StatusOnly(old, cur) {
-				c.Signal()
+				changed(cur)
 			}
 		},
 		DeleteFunc: func(obj any) {
 			if key, ok := kit.KeyOf(obj); ok {
 				c.observed.serverDeleted(key.Name)
 			}
-			c.Signal()
+			changed(obj)
 		},
 	}
 }
@@ -201,8 +231,16 @@ func (c *Controller) serverHandlers() cache.ResourceEventHandler {
 // contextHandlers are serverHandlers for Contexts; a changed contextId
 // retires the old one.
 func (c *Controller) contextHandlers() cache.ResourceEventHandler {
+	changed := func(obj any) {
+		if key, ok := kit.KeyOf(obj); ok {
+			c.dirty.context(key.Name)
+		} else {
+			c.dirty.needFull(reasonUnreadableEvent)
+		}
+		c.Signal()
+	}
 	return cache.ResourceEventHandlerFuncs{
-		AddFunc: func(any) { c.Signal() },
+		AddFunc: changed,
 		UpdateFunc: func(old, cur any) {
 			o, okOld := old.(*clerumv1alpha1.Context)
 			n, okNew := cur.(*clerumv1alpha1.Context)
@@ -210,7 +248,7 @@ func (c *Controller) contextHandlers() cache.ResourceEventHandler {
 				c.observed.contextIDRetired(o.Spec.ContextID)
 			}
 			if !kit.StatusOnly(old, cur) {
-				c.Signal()
+				changed(cur)
 			}
 		},
 		DeleteFunc: func(obj any) {
@@ -219,7 +257,7 @@ func (c *Controller) contextHandlers() cache.ResourceEventHandler {
 			if ctx, ok := kit.Unwrap(obj).(*clerumv1alpha1.Context); ok && c.held(ctx) {
 				c.observed.contextIDRetired(ctx.Spec.ContextID)
 			}
-			c.Signal()
+			changed(obj)
 		},
 	}
 }

@@ -26,7 +26,7 @@ func TestSyncAndRenderProduceTheSamePolicies(t *testing.T) {
 		{Name: "api", CIDR: "8.8.8.0/24", Port: ptr.To[int32](443)},
 	}
 	f, c := newFixture(t, world{contexts: contexts, servers: servers})
-	c.plan = netpol.Compute
+	c.plan = nil // the real planner over the seeded listers
 	require.NoError(t, fullPass(c))
 
 	// What render plans for the same inventory (no lookups answered: the

@@ -106,7 +106,7 @@ func TestRemovingElevenBindingsRevokesElevenPolicies(t *testing.T) {
 	}
 	servers := []*clerumv1alpha1.McpServer{server}
 	f, c := newFixture(t, world{servers: servers, policies: netpol.Compute(netpol.Inventory{Servers: servers}, testPlanOpts).Policies})
-	c.plan = netpol.Compute
+	c.plan = nil // the real planner over the seeded listers
 	f.running(c)
 
 	fewer := server.DeepCopy()
@@ -121,7 +121,7 @@ func TestATrippedCapHoldsBackOnlyTheUnexplained(t *testing.T) {
 	contexts, servers := inventory(3, 2)
 	f, c := newFixture(t, world{contexts: contexts, servers: servers, policies: append(
 		netpol.Compute(netpol.Inventory{Contexts: contexts, Servers: servers}, testPlanOpts).Policies, unexplained(20)...)})
-	c.plan = netpol.Compute
+	c.plan = nil           // the real planner over the seeded listers
 	c.caughtUp.Store(true) // after the certifying pass, read the caches
 
 	require.NoError(t, fullPass(c))
@@ -275,15 +275,33 @@ func TestSystemicCreateFailuresStopCreatesButNotRevocations(t *testing.T) {
 
 func TestALaggingCacheIsRetriedQuietly(t *testing.T) {
 	mine := policy("mcp-server", "ctx-c-s00", names.PolicyTypeContextAllow, 3000)
-	f, c := newFixture(t, world{policies: []*networkingv1.NetworkPolicy{mine}})
-	f.desired = []*networkingv1.NetworkPolicy{mine}
-	f.running(c)
-	// HCC created it a moment ago; the informer has not seen it yet.
-	f.Unindex(mine)
-	_, err := c.syncFull(context.Background())
-	require.ErrorIs(t, err, kit.ErrCacheBehind)
-	assert.Zero(t, counterValue(t, c.metrics.WriteErrors.WithLabelValues("create")), "no error is counted")
-	assert.Zero(t, gaugeValue(t, c.metrics.UnmanagedConflicts))
+	mine.Labels[names.LabelMcpServer] = "s00"
+	t.Run("the holder is the planned policy: done", func(t *testing.T) {
+		f, c := newFixture(t, world{policies: []*networkingv1.NetworkPolicy{mine}})
+		f.desired = []*networkingv1.NetworkPolicy{mine}
+		f.running(c)
+		// HCC created it a moment ago; the informer has not seen it yet.
+		f.Unindex(mine)
+		_, err := c.syncFull(context.Background())
+		require.NoError(t, err)
+		assert.Equal(t, []string{"create networkpolicies/ctx-c-s00"}, f.Writes(), "refused: it exists")
+		assert.Empty(t, f.egress.report.Failed, "its server's gate may open: the policy is in place")
+		assert.Zero(t, counterValue(t, c.metrics.WriteErrors.WithLabelValues("create")), "no error is counted")
+		assert.Zero(t, gaugeValue(t, c.metrics.UnmanagedConflicts))
+	})
+	t.Run("the holder differs: retried from the newer object", func(t *testing.T) {
+		f, c := newFixture(t, world{policies: []*networkingv1.NetworkPolicy{mine}})
+		wider := mine.DeepCopy()
+		wider.Spec.Ingress = nil
+		f.desired = []*networkingv1.NetworkPolicy{wider}
+		f.running(c)
+		f.Unindex(mine)
+		_, err := c.syncFull(context.Background())
+		require.ErrorIs(t, err, kit.ErrCacheBehind)
+		assert.True(t, f.egress.report.Failed.Has("s00"), "not as planned: the gate waits")
+		assert.Zero(t, counterValue(t, c.metrics.WriteErrors.WithLabelValues("create")), "no error is counted")
+		assert.Zero(t, gaugeValue(t, c.metrics.UnmanagedConflicts))
+	})
 }
 
 func TestStatusOnlyUpdatesDoNotSignal(t *testing.T) {
@@ -424,7 +442,7 @@ func TestADeletionDuringAPassIsNotForgotten(t *testing.T) {
 func TestObservationsOutliveACacheThatIsBehind(t *testing.T) {
 	contexts, servers := inventory(1, 4)
 	f, c := newFixture(t, world{contexts: contexts, servers: servers})
-	c.plan = netpol.Compute
+	c.plan = nil                    // the real planner over the seeded listers
 	c.caughtUp.Store(true)          // after the certifying pass, read the caches
 	require.NoError(t, fullPass(c)) // creates L0/L1 and 12 allows; the cache has not seen them
 	for _, s := range f.servers {

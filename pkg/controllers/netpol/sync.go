@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -81,12 +82,19 @@ func newOutcome() *outcome {
 // backoff. A failed revocation withholds certification; so does a default
 // deny that could not be created or any L0/L1 update (an update may narrow),
 // since a namespace without its default deny is open.
+//
+// A pass that read the caches and converged keeps its planner for the
+// incremental passes (incremental.go).
 func (c *Controller) syncFull(ctx context.Context) (time.Duration, error) {
+	c.inc = nil
 	// The observations are read before the inventory: the informer updates
 	// its cache before it calls the handlers, so a deletion that lands in
 	// between is then either in this inventory or in the next snapshot, never
-	// settled by a pass that planned the object as still there.
+	// settled by a pass that planned the object as still there. The notes
+	// of what changed are taken for the same reason: this pass reads
+	// everything they name.
 	observed, seq := c.observed.snapshot()
+	c.dirty.take()
 	resolved, version := c.egress.Snapshot()
 	// Until readiness is certified, and then until the caches have caught
 	// up with the certifying read, the pass reads the world from the API
@@ -110,14 +118,118 @@ func (c *Controller) syncFull(ctx context.Context) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
-	plan := c.plan(inv, c.opts.Plan)
+	var plan *netpol.Plan
+	var inc *netpol.Incremental
+	if c.plan != nil {
+		plan = c.plan(inv, c.opts.Plan)
+	} else {
+		inc = netpol.NewIncremental(inv, c.opts.Plan)
+		plan = inc.Plan()
+	}
 	judge := netpol.NewJudge(inv, c.opts.Plan, observed)
 	ch := diff(plan.Policies, plan.Servers, live, c.opts.Caps, nil, judge.Dispose)
-	stale, holders, err := c.staleHolders(inv.Contexts)
+	holders := netpol.ContextIDHolders(inv.Contexts)
+	holder := func(id string) *clerumv1alpha1.Context { return holders[id] }
+	stale, err := c.staleContextIDs(holder)
 	if err != nil {
 		return 0, err
 	}
 	held := withholdGrants(&ch, live, stale)
+	c.observeFullPass(ch)
+	byName := make(map[string]*clerumv1alpha1.McpServer, len(inv.Servers))
+	for _, s := range inv.Servers {
+		byName[s.Name] = s
+	}
+	after, err := c.apply(ctx, passPlan{
+		ch: ch, held: held, holder: holder, version: version, seq: seq, desired: len(plan.Policies),
+		counts: countByType(plan.Policies), rejections: plan.Rejections, conflicts: plan.Conflicts,
+		contexts: inv.Contexts, server: lookup(byName), bindingless: bindinglessOf(lookup(byName)),
+		servers: slices.Sorted(maps.Keys(byName)),
+		onConverged: func() {
+			// Only a pass that read the caches leaves a planner the
+			// incremental passes can edit: they read the caches too.
+			if !consistent {
+				c.inc = inc
+			}
+		},
+	})
+	return after, err
+}
+
+// passPlan is what a pass planned and compared, however it read the world.
+type passPlan struct {
+	ch   changes
+	held map[string]*heldGrant
+	// holder returns the Context holding a contextId, or nil.
+	holder func(id string) *clerumv1alpha1.Context
+	// version is the egress snapshot planned from; seq the observations
+	// judged with.
+	version, seq uint64
+	// desired is how many policies are planned, counts how many of each
+	// type.
+	desired    int
+	counts     map[string]int
+	rejections []netpol.Rejection
+	conflicts  []netpol.ContextConflict
+	// contexts are the Contexts whose ContextIDConflict condition to
+	// reconcile.
+	contexts []*clerumv1alpha1.Context
+	// server looks up an McpServer of the inventory by name.
+	server      func(name string) (*clerumv1alpha1.McpServer, bool)
+	bindingless func(name string) (PlannedServer, bool)
+	// onConverged, if set, is called when every write landed and the
+	// cluster holds exactly the plan.
+	onConverged func()
+	// servers, when set, are the inventory's McpServers, each released as
+	// soon as its own policies land (createAllows).
+	servers []string
+}
+
+// createAllows creates the allows of a pass, after the namespace-wide
+// layers and the revocations. When release is set — every default deny and
+// revocation landed — it writes them server by server and tells the
+// external-egress coordinator as each server's last one lands, so a cold
+// start releases its first server after that server's policies rather than
+// after the whole fleet's (docs/networkpolicy.md, "Releasing servers as
+// their policies land"). Servers with nothing to create go first, at once.
+// A server with a failed write of the pass is never released early; the
+// pass's Applied decides for it, as for everything else.
+func (c *Controller) createAllows(ctx context.Context, pp passPlan, ch changes, out *outcome, release bool) {
+	creates := filter(ch.creates, not(isDefault))
+	if !release || pp.servers == nil {
+		c.write(ctx, verbCreate, creates, ch.servers, out)
+		return
+	}
+	rejected := egressRejections(pp.rejections)
+	byServer := map[string][]*networkingv1.NetworkPolicy{}
+	for _, p := range creates {
+		s := ch.servers[keyOf(p)]
+		byServer[s] = append(byServer[s], p)
+	}
+	// Allows no server owns (none today) go before any server is released.
+	c.write(ctx, verbCreate, byServer[""], ch.servers, out)
+	var ready []string
+	for _, s := range pp.servers {
+		if _, pending := byServer[s]; !pending && !out.failed.Has(s) {
+			ready = append(ready, s)
+		}
+	}
+	c.egress.Landed(pp.version, ready, rejected)
+	for _, s := range slices.Sorted(maps.Keys(byServer)) {
+		if s == "" {
+			continue
+		}
+		c.write(ctx, verbCreate, byServer[s], ch.servers, out)
+		if !out.failed.Has(s) {
+			c.egress.Landed(pp.version, []string{s}, rejected)
+		}
+	}
+}
+
+// apply writes a pass's changes in the safety order (syncFull), certifies,
+// tells the external-egress coordinator which gates may open, and reports.
+func (c *Controller) apply(ctx context.Context, pp passPlan) (time.Duration, error) {
+	ch := pp.ch
 	// An allow this process created and the cache has not shown yet is not
 	// sent again: a pass that runs before the watch delivers it would only
 	// meet AlreadyExists. Defaults are sent again whatever: a default deny
@@ -126,7 +238,7 @@ func (c *Controller) syncFull(ctx context.Context) (time.Duration, error) {
 	ch.creates = slices.DeleteFunc(ch.creates, func(p *networkingv1.NetworkPolicy) bool {
 		return !isDefault(p) && c.created.pendingFor(keyOf(p), c.clock.Now())
 	})
-	c.observePlan(plan, ch)
+	c.observePlan(pp, ch)
 
 	out := newOutcome()
 	out.conflicts = ch.conflicts
@@ -164,33 +276,50 @@ func (c *Controller) syncFull(ctx context.Context) (time.Duration, error) {
 		c.explainWithheld(out)
 	}
 	c.metrics.DefaultDenyWithheld.Set(float64(len(out.withheld)))
-	c.write(ctx, verbCreate, filter(ch.creates, not(isDefault)), ch.servers, out)
+	c.createAllows(ctx, pp, ch, out, revoked && !blocked)
 
 	// What this pass saw deleted is forgotten only once its revocations all
 	// succeeded against a cache that had caught up with HCC's own creates:
 	// a policy this process created that the cache did not show yet could
 	// belong to a server deleted since, and would then look unexplained.
 	if revoked && !out.behind && c.created.settled(c.clock.Now()) {
-		c.observed.settle(seq)
+		c.observed.settle(pp.seq)
 	}
-	c.egress.Applied(version, EgressReport{Failed: out.failed, Rejected: egressRejections(plan.Rejections), Blocked: blocked,
-		Bindingless: bindingless(inv.Servers)})
-	byName := make(map[string]*clerumv1alpha1.McpServer, len(inv.Servers))
-	for _, s := range inv.Servers {
-		byName[s.Name] = s
-	}
-	c.reportRejections(byName, plan.Rejections)
-	c.reportUnmanaged(byName, out.conflicts, ch.servers)
+	c.egress.Applied(pp.version, EgressReport{Failed: out.failed, Rejected: egressRejections(pp.rejections), Blocked: blocked,
+		Bindingless: pp.bindingless})
+	c.reportRejections(pp.server, pp.rejections)
+	c.reportUnmanaged(pp.server, out.conflicts, ch.servers)
 	c.reportMissing(out.missing)
-	c.reportWithheld(held, holders)
+	c.reportWithheld(pp.held, pp.holder)
 	if out.skipped > 0 {
 		c.log.Warn().Int("skipped", out.skipped).Int("failed", out.createFailures).
 			Msg("creates skipped for the rest of the pass after repeated failures; revocations were all attempted")
 	}
-	if err := c.reportConflicts(ctx, inv.Contexts, plan.Conflicts); err != nil {
+	if err := c.reportConflicts(ctx, pp.contexts, pp.conflicts); err != nil {
 		out.errs = append(out.errs, err)
 	}
+	converged := revoked && !blocked && len(out.errs) == 0 && !out.behind && out.missing.Len() == 0 &&
+		out.failed.Len() == 0 && len(out.conflicts) == 0 && len(out.withheld) == 0 && out.skipped == 0 &&
+		ch.capped == "" && len(pp.held) == 0
+	if converged && pp.onConverged != nil {
+		pp.onConverged()
+	} else if !converged {
+		c.inc = nil
+	}
 	return c.finish(out)
+}
+
+func lookup[V any](m map[string]V) func(string) (V, bool) {
+	return func(k string) (V, bool) { v, ok := m[k]; return v, ok }
+}
+
+// countByType counts policies by policy type.
+func countByType(policies []*networkingv1.NetworkPolicy) map[string]int {
+	out := map[string]int{}
+	for _, p := range policies {
+		out[p.Labels[names.LabelPolicyType]]++
+	}
+	return out
 }
 
 // failedAny reports whether any of policies is among the writes of out that
@@ -303,7 +432,7 @@ func (c *Controller) reportMissing(missing sets.Set[string]) {
 // reportUnmanaged reports every name HCC needs that an object it does not
 // own holds: a Warning event on that object (and on the server the policy
 // is for) the first time, and a gauge. The object is never written.
-func (c *Controller) reportUnmanaged(byName map[string]*clerumv1alpha1.McpServer, conflicts []*networkingv1.NetworkPolicy, servers map[policyKey]string) {
+func (c *Controller) reportUnmanaged(server func(string) (*clerumv1alpha1.McpServer, bool), conflicts []*networkingv1.NetworkPolicy, servers map[policyKey]string) {
 	c.metrics.UnmanagedConflicts.Set(float64(len(conflicts)))
 	current := sets.New[policyKey]()
 	for _, p := range conflicts {
@@ -316,7 +445,7 @@ func (c *Controller) reportUnmanaged(byName map[string]*clerumv1alpha1.McpServer
 		log := kit.LogObjectOf(c.log, p.Namespace, p.Name)
 		log.Warn().Msg("name held by an unmanaged NetworkPolicy; skipped")
 		c.recorder.Event(p, corev1.EventTypeWarning, reasons.EventUnmanagedConflict, message)
-		if s, ok := byName[servers[k]]; ok {
+		if s, ok := server(servers[k]); ok {
 			c.recorder.Event(s, corev1.EventTypeWarning, reasons.EventUnmanagedConflict, message)
 		}
 	}
@@ -326,7 +455,7 @@ func (c *Controller) reportUnmanaged(byName map[string]*clerumv1alpha1.McpServer
 // reportRejections emits one Warning event on the McpServer for each new
 // rejected recipe binding or colliding Context allow. Egress binding
 // rejections are the external-egress coordinator's to report, with status.
-func (c *Controller) reportRejections(byName map[string]*clerumv1alpha1.McpServer, rejections []netpol.Rejection) {
+func (c *Controller) reportRejections(server func(string) (*clerumv1alpha1.McpServer, bool), rejections []netpol.Rejection) {
 	current := sets.New[string]()
 	for _, r := range rejections {
 		if r.Kind == netpol.RejectedEgressBinding {
@@ -334,7 +463,7 @@ func (c *Controller) reportRejections(byName map[string]*clerumv1alpha1.McpServe
 		}
 		key := r.Server + "\x00" + r.Binding + "\x00" + r.Reason
 		current.Insert(key)
-		if s, ok := byName[r.Server]; ok && !c.rejected.Has(key) {
+		if s, ok := server(r.Server); ok && !c.rejected.Has(key) {
 			c.recorder.Eventf(s, corev1.EventTypeWarning, reasons.EventRecipeBindingRejected, "%s: %s", r.Binding, r.Reason)
 		}
 	}
@@ -357,23 +486,11 @@ func (c *Controller) syncDefaults(ctx context.Context) (time.Duration, error) {
 	return c.finish(out)
 }
 
-// observePlan records what the pass found.
-func (c *Controller) observePlan(plan *netpol.Plan, ch changes) {
-	byType := map[string]int{}
-	for t := range ownedTypes {
-		byType[t] = 0
-	}
-	for _, p := range plan.Policies {
-		byType[p.Labels[names.LabelPolicyType]]++
-	}
-	for t, n := range byType {
-		c.metrics.Policies.WithLabelValues(t).Set(float64(n))
-	}
+// observeFullPass records what only a full pass finds: the orphans, what
+// the caps held back, and the L0/L1 policies kept.
+func (c *Controller) observeFullPass(ch changes) {
 	c.metrics.Orphans.Set(float64(len(ch.orphans)))
-	c.metrics.Disowned.Set(float64(len(ch.revokes)))
 	c.metrics.KeptDefaults.Set(float64(len(ch.kept)))
-	c.metrics.Rejections.Set(float64(len(plan.Rejections)))
-	c.metrics.ContextIgnore.Set(float64(len(plan.Conflicts)))
 	held := &cappedOrphans{rule: ch.capped}
 	if ch.capped != "" {
 		for _, p := range ch.orphans {
@@ -394,10 +511,20 @@ func (c *Controller) observePlan(plan *netpol.Plan, ch changes) {
 				Msg("L0/L1 policies outside the runtime namespaces are kept, never swept; `hcc-controller census` lists them")
 		}
 	}
+}
+
+// observePlan records what a pass planned and is about to write.
+func (c *Controller) observePlan(pp passPlan, ch changes) {
+	for t := range ownedTypes {
+		c.metrics.Policies.WithLabelValues(t).Set(float64(pp.counts[t]))
+	}
+	c.metrics.Disowned.Set(float64(len(ch.revokes)))
+	c.metrics.Rejections.Set(float64(len(pp.rejections)))
+	c.metrics.ContextIgnore.Set(float64(len(pp.conflicts)))
 	if len(ch.creates)+len(ch.updates)+len(ch.revokes)+len(ch.deletes) > 0 {
 		c.log.Info().Int("creates", len(ch.creates)).Int("updates", len(ch.updates)).
 			Int("revokes", len(ch.revokes)).Int("orphanDeletes", len(ch.deletes)).
-			Int("desired", len(plan.Policies)).Msg("applying NetworkPolicy changes")
+			Int("desired", pp.desired).Msg("applying NetworkPolicy changes")
 	}
 }
 
@@ -515,8 +642,9 @@ func (c *Controller) writeOne(ctx context.Context, verb string, p *networkingv1.
 
 // createConflict handles a create refused because the name is taken. The
 // informer lists only managed policies, so the holder is either one HCC
-// wrote that the cache has not seen yet (retry quietly) or an object HCC
-// must not touch (report and skip; docs/ownership.md).
+// wrote that the cache has not seen yet (as planned: done; otherwise retry
+// quietly from the newer object) or an object HCC must not touch (report
+// and skip; docs/ownership.md).
 func (c *Controller) createConflict(ctx context.Context, p *networkingv1.NetworkPolicy, out *outcome) error {
 	holder, err := c.kube.NetworkingV1().NetworkPolicies(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
 	switch {
@@ -525,6 +653,13 @@ func (c *Controller) createConflict(ctx context.Context, p *networkingv1.Network
 		return kit.ErrCacheBehind
 	case err != nil:
 		return fmt.Errorf("create NetworkPolicy %s/%s: reading the object holding its name: %w", p.Namespace, p.Name, err)
+	case owned(holder) && updateFor(p, holder) == nil:
+		// HCC's own create of this very policy, which the cache has not
+		// shown yet (one pass created it and the next met a cache that
+		// had not caught up, or a relist briefly dropped it): the policy
+		// is in place as planned, so it neither fails its server's gate
+		// nor the pass. The watch brings it to the cache.
+		return nil
 	case owned(holder):
 		out.behind = true
 		return kit.ErrCacheBehind
@@ -625,14 +760,14 @@ func and(f, g func(*networkingv1.NetworkPolicy) bool) func(*networkingv1.Network
 	return func(p *networkingv1.NetworkPolicy) bool { return f(p) && g(p) }
 }
 
-// bindingless are the servers of the inventory that declare no egress
-// binding, as the pass planned them.
-func bindingless(servers []*clerumv1alpha1.McpServer) map[string]PlannedServer {
-	out := make(map[string]PlannedServer, len(servers))
-	for _, s := range servers {
-		if len(s.Spec.EgressBindings) == 0 {
-			out[s.Name] = PlannedServer{UID: s.UID, Generation: s.Generation}
+// bindinglessOf looks up a server of the inventory server reads that
+// declares no egress binding, as the pass planned it.
+func bindinglessOf(server func(string) (*clerumv1alpha1.McpServer, bool)) func(string) (PlannedServer, bool) {
+	return func(name string) (PlannedServer, bool) {
+		s, ok := server(name)
+		if !ok || len(s.Spec.EgressBindings) > 0 {
+			return PlannedServer{}, false
 		}
+		return PlannedServer{UID: s.UID, Generation: s.Generation}, true
 	}
-	return out
 }

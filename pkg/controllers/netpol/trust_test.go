@@ -27,7 +27,7 @@ func TestCertificationDoesNotTrustALaggingCache(t *testing.T) {
 		old := policy("mcp-server", "ctx-old-s1", names.PolicyTypeContextAllow, 3000)
 		f, c := newFixture(t, world{contexts: contexts, servers: servers,
 			policies: append(netpol.Compute(netpol.Inventory{Contexts: contexts, Servers: servers}, testPlanOpts).Policies, old)})
-		c.plan = netpol.Compute
+		c.plan = nil   // the real planner over the seeded listers
 		f.Unindex(old) // in the API server, not in the cache
 
 		require.NoError(t, fullPass(c))
@@ -40,7 +40,7 @@ func TestCertificationDoesNotTrustALaggingCache(t *testing.T) {
 		f, c := newFixture(t, world{contexts: contexts[1:], servers: servers,
 			policies: netpol.Compute(netpol.Inventory{Contexts: contexts, Servers: servers}, testPlanOpts).Policies})
 		c.opts.Caps = Caps{Absolute: 100, Percent: 100}
-		c.plan = netpol.Compute
+		c.plan = nil  // the real planner over the seeded listers
 		f.Index(gone) // deleted before the start; the cache still shows it
 
 		require.NoError(t, fullPass(c))
@@ -76,7 +76,7 @@ func TestExistingPoliciesGainOwnerLabelsInOneUpdateEach(t *testing.T) {
 	}
 	planned := netpol.Compute(netpol.Inventory{Contexts: contexts, Servers: servers}, testPlanOpts).Policies
 	f, c := newFixture(t, world{contexts: contexts, servers: servers, policies: stripOwnerLabels(planned)})
-	c.plan = netpol.Compute
+	c.plan = nil // the real planner over the seeded listers
 
 	require.NoError(t, fullPass(c))
 	updates := map[string]int{}
@@ -138,7 +138,7 @@ func TestAnInventoryMissingAContextRevokesNothing(t *testing.T) {
 				policies = stripOwnerLabels(policies)
 			}
 			f, c := newFixture(t, world{contexts: []*clerumv1alpha1.Context{team}, servers: servers, policies: policies})
-			c.plan = netpol.Compute
+			c.plan = nil   // the real planner over the seeded listers
 			f.Index(teamA) // deleted before the start; the cache still shows it
 
 			require.NoError(t, fullPass(c))
@@ -193,7 +193,7 @@ func TestALaggingCacheDoesNotBringRevokedAllowsBack(t *testing.T) {
 	f, c := newFixture(t, world{contexts: contexts[1:], servers: servers,
 		policies: netpol.Compute(netpol.Inventory{Contexts: contexts, Servers: servers}, testPlanOpts).Policies})
 	c.opts.Caps = Caps{Absolute: 100, Percent: 100}
-	c.plan = netpol.Compute
+	c.plan = nil  // the real planner over the seeded listers
 	f.Index(gone) // deleted before the start; the cache still shows it
 	require.NoError(t, fullPass(c))
 	require.Len(t, deletes(f.Writes()), 3)

@@ -17,7 +17,6 @@ import (
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
 	"github.com/clerum/hcc/pkg/controllers/kit"
 	"github.com/clerum/hcc/pkg/names"
-	"github.com/clerum/hcc/pkg/netpol"
 	"github.com/clerum/hcc/pkg/reasons"
 )
 
@@ -48,7 +47,7 @@ type staleUse struct {
 // until it is gone. pods are those of the host namespace the informer
 // caches (managed by HCC); a pod that carries no contextId matches no L2
 // allow and is ignored.
-func staleContextIDs(pods []*corev1.Pod, hosts []*clerumv1alpha1.Host, holders map[string]*clerumv1alpha1.Context) map[string]staleUse {
+func staleContextIDs(pods []*corev1.Pod, hosts []*clerumv1alpha1.Host, holderOf func(id string) *clerumv1alpha1.Context) map[string]staleUse {
 	byLabel := make(map[string]*clerumv1alpha1.Host, len(hosts))
 	for _, h := range hosts {
 		byLabel[names.Label(h.Name)] = h
@@ -66,7 +65,7 @@ func staleContextIDs(pods []*corev1.Pod, hosts []*clerumv1alpha1.Host, holders m
 		}
 		label, hasHost := p.Labels[names.LabelHost]
 		h := byLabel[label]
-		holder := holders[id]
+		holder := holderOf(id)
 		var why string
 		switch {
 		case !hasHost:
@@ -203,29 +202,28 @@ func within[T any](a, b []T) bool {
 	return true
 }
 
-// staleHolders reads the Host pods and Hosts from the caches and returns
-// the contextIds whose grants a pass withholds, judged against contexts
-// (the pass's inventory), and the holder of each contextId. The caches are
-// read as they are even while passes read the inventory consistently: the
-// withholding only ever holds grants back, and a pod the cache has not
-// shown yet was started by a Host operator that checks the holder itself.
-func (c *Controller) staleHolders(contexts []*clerumv1alpha1.Context) (map[string]staleUse, map[string]*clerumv1alpha1.Context, error) {
+// staleContextIDs reads the Host pods and Hosts from the caches and
+// returns the contextIds whose grants a pass withholds, judged against
+// holder (the pass's inventory). The caches are read as they are even
+// while passes read the inventory consistently: the withholding only ever
+// holds grants back, and a pod the cache has not shown yet was started by
+// a Host operator that checks the holder itself.
+func (c *Controller) staleContextIDs(holder func(id string) *clerumv1alpha1.Context) (map[string]staleUse, error) {
 	pods, err := c.podLister.List(labels.Everything())
 	if err != nil {
-		return nil, nil, fmt.Errorf("listing Host pods: %w", err)
+		return nil, fmt.Errorf("listing Host pods: %w", err)
 	}
 	hosts, err := c.hostLister.List(labels.Everything())
 	if err != nil {
-		return nil, nil, fmt.Errorf("listing Hosts: %w", err)
+		return nil, fmt.Errorf("listing Hosts: %w", err)
 	}
-	holders := netpol.ContextIDHolders(contexts)
-	return staleContextIDs(pods, hosts, holders), holders, nil
+	return staleContextIDs(pods, hosts, holder), nil
 }
 
 // reportWithheld exports how many contextIds had grants held back, logs
 // the set when it changes, and emits one Warning event on the Context that
 // holds a contextId when its grants start being withheld.
-func (c *Controller) reportWithheld(held map[string]*heldGrant, holders map[string]*clerumv1alpha1.Context) {
+func (c *Controller) reportWithheld(held map[string]*heldGrant, holder func(id string) *clerumv1alpha1.Context) {
 	c.metrics.GrantsWithheld.Set(float64(len(held)))
 	ids := make([]string, 0, len(held))
 	for id := range held {
@@ -239,7 +237,7 @@ func (c *Controller) reportWithheld(held map[string]*heldGrant, holders map[stri
 		if !c.grantsWarned.Has(id) {
 			c.log.Warn().Str("contextId", id).Str("host", g.Host).Str("pod", g.Pod).Strs("policies", g.Policies).
 				Msg("new allows of the contextId withheld: a pod carrying it is not its holder's")
-			if ctxObj := holders[id]; ctxObj != nil {
+			if ctxObj := holder(id); ctxObj != nil {
 				c.recorder.Event(ctxObj, corev1.EventTypeWarning, reasons.EventGrantsWithheld, message)
 			}
 		}

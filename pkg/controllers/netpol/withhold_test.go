@@ -84,7 +84,7 @@ func holderChange(t *testing.T, servers ...string) (*fixture, *Controller) {
 	}
 	w.policies = netpol.Compute(netpol.Inventory{Contexts: w.contexts, Servers: w.servers}, testPlanOpts).Policies
 	f, c := newFixture(t, w)
-	c.plan = netpol.Compute
+	c.plan = nil // the real planner over the seeded listers
 	f.running(c)
 	require.NoError(t, fullPass(c))
 	require.Empty(t, f.Writes(), "converged")
@@ -154,7 +154,7 @@ func TestAPodOfNoLiveHostWithholdsItsContextIDOnly(t *testing.T) {
 		pods:     []*corev1.Pod{hostPod("gone-0", "gone", "team"), hostPod("hx-0", "hx", "x")},
 		policies: netpol.Defaults(testPlanOpts),
 	})
-	c.plan = netpol.Compute
+	c.plan = nil // the real planner over the seeded listers
 	f.running(c)
 
 	require.NoError(t, fullPass(c))

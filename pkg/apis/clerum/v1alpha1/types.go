@@ -60,7 +60,7 @@ const (
 )
 
 // Field managers for server-side apply of McpServer status; each owns a
-// disjoint set of status fields (README, "The API").
+// disjoint set of status fields (docs/api-reference.md).
 const (
 	FieldManagerMcpServer = "hcc-mcpserver"
 	FieldManagerNetPol    = "hcc-netpol"
@@ -103,11 +103,15 @@ const (
 
 // +genclient
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
-// +kubebuilder:resource:shortName=mcps,categories=clerum
+// +kubebuilder:resource:shortName=mcps,categories=hcc;clerum
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="Transport",type=string,JSONPath=`.spec.transport.type`
+// +kubebuilder:printcolumn:name="Enabled",type=boolean,JSONPath=`.spec.enabled`
 // +kubebuilder:printcolumn:name="Deployed",type=boolean,JSONPath=`.status.deployed`
-// +kubebuilder:printcolumn:name="Ready",type=boolean,JSONPath=`.status.ready`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
+// +kubebuilder:printcolumn:name="Egress",type=string,JSONPath=`.status.conditions[?(@.type=="ExternalEgressReady")].status`,priority=1
+// +kubebuilder:printcolumn:name="Image",type=string,JSONPath=`.spec.image`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 63 && self.metadata.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be a DNS label: at most 63 lowercase alphanumerics or '-', starting and ending with an alphanumeric"
 // +kubebuilder:validation:XValidation:rule="oldSelf.hasValue() || !(self.metadata.name in ['host-context-controller', 'host-context-controller-api-gateway', 'mcp-proxy', 'rpc-proxy', 'channel-reader', 'nginx-workflow-approval-gateway', 'control-postgres'])",optionalOldSelf=true,message="metadata.name is a platform app label value (host-context-controller, host-context-controller-api-gateway, mcp-proxy, rpc-proxy, channel-reader, nginx-workflow-approval-gateway, control-postgres) and is reserved for a platform workload"
@@ -362,9 +366,11 @@ type McpServerList struct {
 
 // +genclient
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
-// +kubebuilder:resource:shortName=ctx,categories=clerum
+// +kubebuilder:resource:shortName=ctx,categories=hcc;clerum
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="ContextID",type=string,JSONPath=`.spec.contextId`
+// +kubebuilder:printcolumn:name="Conflict",type=string,JSONPath=`.status.conditions[?(@.type=="ContextIDConflict")].status`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="ContextIDConflict")].reason`
 // +kubebuilder:printcolumn:name="Servers",type=string,JSONPath=`.spec.mcpServers`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 
@@ -424,10 +430,12 @@ type ContextList struct {
 
 // +genclient
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
-// +kubebuilder:resource:categories=clerum
+// +kubebuilder:resource:shortName=mcph,categories=hcc;clerum
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="Context",type=string,JSONPath=`.spec.contextRef`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
+// +kubebuilder:printcolumn:name="Auth",type=string,JSONPath=`.status.conditions[?(@.type=="AuthReady")].status`,priority=1
 // +kubebuilder:printcolumn:name="Image",type=string,JSONPath=`.status.image`,priority=1
 // +kubebuilder:printcolumn:name="Credential-Expires",type=date,JSONPath=`.status.credentialExpiresAt`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
@@ -518,10 +526,13 @@ const (
 
 // +genclient
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
-// +kubebuilder:resource:shortName=sfs,categories=clerum
+// +kubebuilder:resource:shortName=sfs,categories=hcc;clerum
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
 // +kubebuilder:printcolumn:name="Size",type=string,JSONPath=`.spec.size`
+// +kubebuilder:printcolumn:name="Endpoint",type=string,JSONPath=`.status.endpoint`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 63 && self.metadata.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be a DNS label: at most 63 lowercase alphanumerics or '-', starting and ending with an alphanumeric"
 
@@ -601,10 +612,13 @@ type SharedFileSystemList struct {
 
 // +genclient
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
-// +kubebuilder:resource:shortName=gfs,categories=clerum
+// +kubebuilder:resource:shortName=gfs,categories=hcc;clerum
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="Drive",type=string,JSONPath=`.spec.driveName`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
+// +kubebuilder:printcolumn:name="Endpoint",type=string,JSONPath=`.status.endpoint`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 63 && self.metadata.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be a DNS label: at most 63 lowercase alphanumerics or '-', starting and ending with an alphanumeric"
 

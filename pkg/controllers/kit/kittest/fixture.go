@@ -17,6 +17,7 @@ import (
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	kubescheme "k8s.io/client-go/kubernetes/scheme"
 	core "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	clocktesting "k8s.io/utils/clock/testing"
 
@@ -132,6 +133,66 @@ func (f *Fixture) SyncCaches() {
 		}
 	}
 	f.ClearWrites()
+}
+
+// SyncChanges makes every cache of the kinds handlers has a handler for
+// show what the fake API server holds, as its running informer would after
+// a watch: each object added, changed (by resourceVersion) or gone is stored
+// or removed through the informer's transform, and then the handler of its
+// kind is called, in that order (an informer stores before it notifies).
+// Caches of other kinds are left as they are. Unlike SyncCaches it keeps
+// the writes so far.
+func (f *Fixture) SyncChanges(handlers map[schema.GroupVersionKind]cache.ResourceEventHandler) {
+	f.t.Helper()
+	for _, c := range f.deps.Informers.Caches() {
+		h, ok := handlers[c.Kind]
+		if !ok {
+			continue
+		}
+		list, err := f.tracker(c.Kind).List(c.Resource, c.Kind, c.Namespace)
+		if err != nil {
+			f.t.Fatalf("kittest: listing %s in %q: %v", c.Resource, c.Namespace, err)
+		}
+		objs, err := meta.ExtractList(list)
+		if err != nil {
+			f.t.Fatalf("kittest: listing %s in %q: %v", c.Resource, c.Namespace, err)
+		}
+		listed := map[string]bool{}
+		for _, o := range objs {
+			m := accessor(f.t, o)
+			if !c.Selects(m) {
+				continue
+			}
+			key := cache.ObjectName{Namespace: m.GetNamespace(), Name: m.GetName()}.String()
+			listed[key] = true
+			old, exists, err := c.Indexer.GetByKey(key)
+			if err != nil {
+				f.t.Fatalf("kittest: %s %s: %v", c.Resource, key, err)
+			}
+			if exists && accessor(f.t, old.(runtime.Object)).GetResourceVersion() == m.GetResourceVersion() {
+				continue
+			}
+			cur := f.transform(c.Transform, o)
+			if err := c.Indexer.Update(cur); err != nil {
+				f.t.Fatalf("kittest: caching %s %s: %v", c.Resource, key, err)
+			}
+			if exists {
+				h.OnUpdate(old, cur)
+			} else {
+				h.OnAdd(cur, false)
+			}
+		}
+		for _, old := range c.Indexer.List() {
+			m := accessor(f.t, old.(runtime.Object))
+			if listed[cache.ObjectName{Namespace: m.GetNamespace(), Name: m.GetName()}.String()] {
+				continue
+			}
+			if err := c.Indexer.Delete(old); err != nil {
+				f.t.Fatalf("kittest: uncaching %s %s/%s: %v", c.Resource, m.GetNamespace(), m.GetName(), err)
+			}
+			h.OnDelete(old)
+		}
+	}
 }
 
 // Index puts obj into every cache whose informer would list it, through
