@@ -41,7 +41,10 @@ func TestMain(m *testing.M) {
 		if err := Check(); err != nil {
 			unavailable = err
 			logf("dataplane suite: SKIPPED: %v", err)
-			os.Exit(m.Run())
+			code := m.Run()
+			// Said again last, where a reader of the log looks.
+			logf("dataplane suite: SKIPPED: %v", err)
+			os.Exit(code)
 		}
 		vars, cleanup, err := Prepare(context.Background(), logf)
 		if err != nil {
