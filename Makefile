@@ -135,13 +135,16 @@ test-e2e: ## The end-to-end tests alone: both binaries as processes on the local
 .PHONY: test
 # verify first: it fails fastest (stale generated code, formatting, vet).
 test: verify test-unit test-integration ## Everything: generated-code checks, unit tests, integration and end-to-end tests.
-	@echo "make test: the dataplane suite (real packets, docs/dataplane.md) is not part of make test; make test-dataplane-suite runs it (.ci/run does, after make test)"
+	@# Never silent about the suite it leaves out, nor about whether this
+	@# machine could run it.
+	@echo "make test: dataplane suite SKIPPED: real packets take their own budget (docs/local-cluster.md#the-dataplane); make test-dataplane-suite runs it, as .ci/run does after make test"
+	@$(GO) run ./test/dataplane/cmd/hcc-dataplane --check || true
 
 # The dataplane: the local cluster in a network namespace of its own, each
 # pod in one of its own, kube-router enforcing the NetworkPolicies
-# (docs/dataplane.md). Needs root (network namespaces) and iptables, ipset
-# and ip, which hack/dataplane-deps.sh installs; without them it skips,
-# saying why.
+# (docs/local-cluster.md#the-dataplane). Needs root (network namespaces)
+# and iptables, ipset and ip, which hack/dataplane-deps.sh installs;
+# without them it skips, saying why.
 .PHONY: test-dataplane
 test-dataplane: ## FLOWS=path [OBJECTS=path] [RESOLVE=host=ip,...] [CONTROLLER_ENV='NAME=VALUE ...']: the flows of a flows file as real packets.
 	@if [[ -z "$(FLOWS)" ]]; then echo "usage: make test-dataplane FLOWS=path [OBJECTS=path] [RESOLVE=host=ip,...]" >&2; exit 2; fi
@@ -175,8 +178,8 @@ bench: ## Benchmarks, with the ratios the issues ask for (hcc-api: x-plain).
 	@bin_dir=$$($(CONTROLPLANE)); \
 	  HCC_CONTROLPLANE_BIN="$$bin_dir" $(GO) test -count=1 -tags integration -timeout 60m -run '^$$' \
 	    -bench . -benchtime=1x ./test/bench/ | tee _output/bench-e2e.txt
-	@# Revocation on the wire (docs/dataplane.md): skips, saying why, where
-	@# network namespaces cannot be made.
+	@# Revocation on the wire (docs/local-cluster.md#the-dataplane): skips,
+	@# saying why, where network namespaces cannot be made.
 	@$(MAKE) --no-print-directory bench-dataplane
 	@# Every figure above as one table, each beside its same-run baseline.
 	@$(GO) run ./hack/benchtable _output/bench*.txt

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Installs what the dataplane (test/dataplane, docs/dataplane.md) needs and
-# this machine lacks: ip (iproute2), iptables and ipset, which kube-router
-# runs. Debian packages, with apt-get, as root; Debian's iptables uses the
+# Installs what the dataplane (test/dataplane;
+# docs/local-cluster.md#the-dataplane) needs and this machine lacks: ip
+# (iproute2), iptables and ipset, which kube-router runs. Debian packages, with apt-get, as root; Debian's iptables uses the
 # nf_tables backend. Where it cannot install them (not root, no apt-get) it
 # says what is missing and exits 0: the dataplane then skips with that
 # same message rather than fail.

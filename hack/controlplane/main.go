@@ -45,10 +45,11 @@ const (
 	etcdVersion    = "v3.7.3"
 	kwokVersion    = "v0.8.0"
 	// kubeRouterVersion is the NetworkPolicy implementation of the
-	// dataplane tests (docs/dataplane.md): test-only, never shipped. It is
-	// the only version the module proxy here serves, and it has reported
-	// security flaws that do not matter inside a throwaway network
-	// namespace (docs/local-cluster.md).
+	// dataplane tests (docs/local-cluster.md#the-dataplane): test-only,
+	// never shipped. It is the only version the module proxy here serves,
+	// and it has reported security flaws that do not matter inside a
+	// throwaway network namespace (docs/local-cluster.md, "kube-router:
+	// test-only").
 	kubeRouterVersion = "v2.1.0"
 )
 

@@ -1,6 +1,6 @@
 // Package dataplane sends real packets between pods of the local cluster
 // and reports, flow by flow, whether HCC's NetworkPolicies let each one
-// through (docs/dataplane.md).
+// through (docs/local-cluster.md#the-dataplane).
 //
 // The local cluster runs in a network namespace of its own, the node. Each
 // pod kwok runs there gets a network namespace with the address kwok gave

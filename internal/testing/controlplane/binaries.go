@@ -78,8 +78,9 @@ func EnsureBinaries(ctx context.Context, cluster bool) (string, error) {
 }
 
 // DataplaneBinaries returns the directory holding the local cluster's
-// binaries and kube-router (docs/dataplane.md): $HCC_CONTROLPLANE_BIN when
-// it holds them all, else what hack/controlplane builds or finds cached.
+// binaries and kube-router (docs/local-cluster.md#the-dataplane):
+// $HCC_CONTROLPLANE_BIN when it holds them all, else what hack/controlplane
+// builds or finds cached.
 func DataplaneBinaries(ctx context.Context) (string, error) {
 	if dir := os.Getenv(binDirEnv); dir != "" {
 		return findBinDir(dataplaneBinaries)

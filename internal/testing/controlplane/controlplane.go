@@ -73,7 +73,7 @@ type Options struct {
 	// address of the network namespace instead of a free loopback port.
 	// The dataplane tests run the cluster in a network namespace of its
 	// own, where pods reach the API server at the node's address on 443
-	// (docs/dataplane.md).
+	// (docs/local-cluster.md#the-dataplane).
 	APIServerPort int
 }
 
