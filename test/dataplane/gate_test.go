@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -23,6 +24,10 @@ const (
 	// gateObserve is how long the flows are watched after the granted one
 	// first passed.
 	gateObserve = 5 * time.Second
+	// gateHold is how long the server stays unresolvable (its binding's
+	// hostname has no answer yet) before the answer is given: long enough
+	// for HCC, were its gate open, to have written the server's Deployment.
+	gateHold = 10 * time.Second
 )
 
 // gateWatches are the flows watched from the moment the server's pod has
@@ -47,11 +52,18 @@ type gateWatches struct {
 // and its egress binding works from its first packet, because HCC creates
 // its Deployment only once its policies are programmed (the runtime gate,
 // docs/networkpolicy.md). Every flow is tried every gateInterval from the
-// moment the agent brings the pod's network up.
+// moment the agent brings the pod's network up. The server is created
+// while its binding's hostname does not resolve, and gets the answer only
+// gateHold later: until then HCC must not write its Deployment; after,
+// the gate opens only once the allow is written, so the first packet to
+// the binding passes. Without the hold the allow would be written before
+// any pod could start whether or not the gate held it back, and the test
+// could not tell.
 func TestEgressGate(t *testing.T) {
 	need(t)
 	ctx := context.Background()
-	require.NoError(t, env.SetDNS(map[string][]netip.Addr{"api.gated.example.com": {netip.MustParseAddr("93.184.216.50")}}))
+	answer := map[string][]netip.Addr{"api.gated.example.com": {netip.MustParseAddr("93.184.216.50")}}
+	require.NoError(t, env.SetDNS(nil))
 	t.Cleanup(func() { require.NoError(t, env.SetDNS(nil)) })
 	raw, err := os.ReadFile(filepath.Join("flows", "gate.yaml"))
 	require.NoError(t, err)
@@ -107,6 +119,13 @@ func TestEgressGate(t *testing.T) {
 		require.NoError(t, env.DeleteFiles(context.Background(), server))
 		require.NoError(t, env.WaitConverged(context.Background(), 3*time.Minute))
 	})
+	// The binding's hostname does not resolve: no allow, so no Deployment.
+	time.Sleep(gateHold)
+	deployments, err := env.Kube.AppsV1().Deployments("mcp-server").List(ctx, metav1.ListOptions{LabelSelector: "clerum.io/mcpserver=gated"})
+	require.NoError(t, err)
+	require.Empty(t, deployments.Items, "HCC wrote the server's Deployment while its egress binding's hostname did not resolve: the egress gate was open")
+	require.True(t, armed.Load(), "the server's pod came up while its egress binding's hostname did not resolve: the egress gate was open")
+	require.NoError(t, env.SetDNS(answer))
 	var g *gateWatches
 	select {
 	case g = <-started:
