@@ -82,13 +82,15 @@ install-plugin: build ## Install the kubectl plugin `kubectl hcc` (render, censu
 	@echo "installed $(PREFIX)/bin/kubectl-hcc; kubectl finds it when $(PREFIX)/bin is on PATH (kubectl plugin list)"
 
 .PHONY: generate
-generate: ## Regenerate clients, deepcopy, CRDs and docs/configuration.md.
+generate: ## Regenerate clients, deepcopy, CRDs, docs/configuration.md and deploy/monitoring.
 	hack/update-codegen.sh
 	$(GO) run ./pkg/config/internal/gendocs
+	cd hack/monitoring && $(GO) run .
 
 .PHONY: verify
-verify: ## Fail when generated code, CRDs, docs, go.mod/go.sum or formatting are stale, on a forbidden import, or on vet or staticcheck findings.
+verify: ## Fail when generated code, CRDs, docs, deploy/monitoring, go.mod/go.sum or formatting are stale, on a forbidden import, or on vet or staticcheck findings.
 	hack/verify-codegen.sh
+	hack/verify-monitoring.sh
 	hack/verify-gomod.sh
 	hack/verify-render-deps.sh
 	@# gofmt of the toolchain that runs everything else, not whichever is on PATH.
@@ -99,6 +101,7 @@ verify: ## Fail when generated code, CRDs, docs, go.mod/go.sum or formatting are
 	$(GO) vet -tags dataplane ./test/dataplane/...
 	cd hack/controlplane && $(GO) vet ./...
 	cd hack/images && $(GO) vet ./...
+	cd hack/monitoring && $(GO) vet ./...
 	@# The import guard (the layering of docs/style.md; it parses the sources,
 	@# builds none of them) and staticcheck both run, so one pass reports both.
 	@status=0; \
@@ -115,11 +118,12 @@ verify-fresh: ## make verify in a clone of HEAD with empty module, build and too
 	hack/verify-fresh.sh
 
 .PHONY: test-unit
-test-unit: ## Unit tests (fake clientsets, no cluster), with the race detector; hack/images's too (make images twice).
+test-unit: ## Unit tests (fake clientsets, no cluster), with the race detector; hack/images's (make images twice) and hack/monitoring's rule tests too.
 	$(GO) test -race -count=1 ./...
 	@# TestMakeImagesIsReproducible builds every package for arm64 on a cold
 	@# build cache: more than go test's default 10 minutes on a slow machine.
 	cd hack/images && $(GO) test -race -count=1 -timeout 30m ./...
+	cd hack/monitoring && $(GO) test -race -count=1 ./...
 
 .PHONY: test-integration
 test-integration: ## Integration tests against a real etcd and kube-apiserver.

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Runs staticcheck (the version pinned in hack/lib.sh, installed into the HCC
 # tool cache) on every hand-written package: the main module without
-# pkg/generated, and hack/controlplane and hack/images (modules of their
-# own). The main module is checked three times, because each run sees only
-# the files its build tags select: without tags (what ships), with -tags
-# integration (adds the integration tests), and test/dataplane with -tags
-# dataplane (adds the dataplane suite's tests; no file outside test/dataplane
-# has that tag). Every run completes, so one report lists every finding; the
-# script fails when any found one.
+# pkg/generated, and hack/controlplane, hack/images and hack/monitoring
+# (modules of their own). The main module is checked three times, because
+# each run sees only the files its build tags select: without tags (what
+# ships), with -tags integration (adds the integration tests), and
+# test/dataplane with -tags dataplane (adds the dataplane suite's tests; no
+# file outside test/dataplane has that tag). Every run completes, so one
+# report lists every finding; the script fails when any found one.
 #
 # The checks are staticcheck's defaults. Silence a finding at its line with
 # `//lint:ignore CHECK reason`, never by dropping a check for everyone.
@@ -39,6 +39,7 @@ check "${HCC_ROOT}"
 check "${HCC_ROOT}" -tags integration
 check "${HCC_ROOT}/hack/controlplane"
 check "${HCC_ROOT}/hack/images"
+check "${HCC_ROOT}/hack/monitoring"
 echo "staticcheck -tags dataplane in ./test/dataplane"
 if ! (cd "${HCC_ROOT}" && "${staticcheck}" -tags dataplane ./test/dataplane/...); then
   status=1

@@ -84,9 +84,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // serve builds the API over the cluster's informer caches (or, in dev
 // mode, the fixtures) and serves it until ctx is done.
 func serve(ctx context.Context, log zerolog.Logger, flags startup.Flags, cfg *config.Config) error {
-	registry := prometheus.NewRegistry()
-	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	metrics := api.NewMetrics(registry)
+	registry, metrics := newRegistry()
 	logKeyIDs(log, cfg.HostAuth)
 	refused, err := imageRefusal(log, cfg.ImagePolicy)
 	if err != nil {
@@ -133,6 +131,14 @@ func serve(ctx context.Context, log zerolog.Logger, flags startup.Flags, cfg *co
 	defer caches.shutdown()
 	caches.run(ctx, opts.Readiness, metrics, log)
 	return startup.Serve(ctx, log, cfg.Core.Port, api.NewHandler(opts), drainTimeout)
+}
+
+// newRegistry is the registry /metrics serves, and hcc-api's series in
+// it: the Go and process collectors and the API's.
+func newRegistry() (*prometheus.Registry, *api.Metrics) {
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return registry, api.NewMetrics(registry)
 }
 
 // logKeyIDs names the keys this replica verifies v2 tokens with, by the

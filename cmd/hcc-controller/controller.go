@@ -60,8 +60,7 @@ const (
 // runController serves the health endpoints and, outside dev mode, connects
 // to the cluster and reconciles while this replica holds the leader lease.
 func runController(ctx context.Context, log zerolog.Logger, flags startup.Flags, cfg *config.Config) error {
-	registry := prometheus.NewRegistry()
-	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	registry := newRegistry()
 	// Each reconciler the leader runs adds its own readiness check.
 	readiness := newReadiness(cfg.Core)
 	mux := http.NewServeMux()
@@ -107,6 +106,15 @@ func runController(ctx context.Context, log zerolog.Logger, flags startup.Flags,
 		})
 	})
 	return g.Wait()
+}
+
+// newRegistry is the registry /metrics serves: the Go and process
+// collectors on every replica, and the reconcilers' series once this
+// replica leads (reconcile).
+func newRegistry() *prometheus.Registry {
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return registry
 }
 
 // controllerConfig is the configuration of the reconcilers' clients: the
@@ -164,24 +172,8 @@ func reconcile(ctx context.Context, log zerolog.Logger, cfg *config.Config, clie
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: clients.kube.CoreV1().Events("")})
 	defer broadcaster.Shutdown()
 
-	deps := kit.Deps{
-		Kube:      clients.kube,
-		HCC:       clients.hcc,
-		Informers: kit.NewInformers(clients.kube, clients.hcc),
-		Recorder:  broadcaster.NewRecorder(eventScheme(), corev1.EventSource{Component: binary}),
-		Registry:  registry,
-		Queues:    kit.NewQueues(registry, clock.RealClock{}),
-		Clock:     clock.RealClock{},
-		Log:       log,
-		Config:    cfg,
-		Readiness: readiness,
-		Hold:      hold,
-	}
-	issuer, err := newIssuer(deps)
-	if err != nil {
-		return err
-	}
-	reconcilers, err := newReconcilers(deps, egressResolver(cfg.McpServer.ExternalEgressDNSServer), issuer)
+	deps := newDeps(log, cfg, clients, broadcaster.NewRecorder(eventScheme(), corev1.EventSource{Component: binary}), readiness, registry, hold)
+	reconcilers, err := buildReconcilers(deps)
 	if err != nil {
 		return err
 	}
@@ -197,6 +189,35 @@ func reconcile(ctx context.Context, log zerolog.Logger, cfg *config.Config, clie
 	}()
 	log.Info().Msg("reconciling")
 	return kit.RunAll(ctx, reconcilers)
+}
+
+// newDeps are the dependencies the leader's reconcilers share; their
+// queues and metrics register with registry.
+func newDeps(log zerolog.Logger, cfg *config.Config, clients clientSet, recorder record.EventRecorder, readiness *health.Readiness, registry prometheus.Registerer, hold kit.WriteHold) kit.Deps {
+	return kit.Deps{
+		Kube:      clients.kube,
+		HCC:       clients.hcc,
+		Informers: kit.NewInformers(clients.kube, clients.hcc),
+		Recorder:  recorder,
+		Registry:  registry,
+		Queues:    kit.NewQueues(registry, clock.RealClock{}),
+		Clock:     clock.RealClock{},
+		Log:       log,
+		Config:    cfg,
+		Readiness: readiness,
+		Hold:      hold,
+	}
+}
+
+// buildReconcilers builds what the leader runs: the Control API client
+// and every reconciler, resolving egress hostnames as the configuration
+// says.
+func buildReconcilers(deps kit.Deps) ([]kit.Reconciler, error) {
+	issuer, err := newIssuer(deps)
+	if err != nil {
+		return nil, err
+	}
+	return newReconcilers(deps, egressResolver(deps.Config.McpServer.ExternalEgressDNSServer), issuer)
 }
 
 // egressResolver is the resolver of external egress hostnames: the

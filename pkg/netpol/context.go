@@ -55,11 +55,11 @@ func claimContextIDs(contexts []*clerumv1alpha1.Context) ([]*clerumv1alpha1.Cont
 // Host pods of the Context, rpc-proxy and mcp-proxy.
 func buildContextIngress(contextID, server string, serverPort int32, opts Options) *networkingv1.NetworkPolicy {
 	p := newPolicy(opts.McpServerNamespace, names.ContextIngressPolicy(contextID, server), names.PolicyTypeContextAllow, contextOwner(contextID, server),
-		matchLabels(names.LabelMcpServer, server), networkingv1.PolicyTypeIngress)
+		opts.match(names.LabelMcpServer, server), networkingv1.PolicyTypeIngress)
 	p.Spec.Ingress = ingressFrom(tcp(serverPort),
-		podsInNamespace(opts.HostNamespace, contextHostPods(contextID)),
-		podsInNamespace(opts.RPCProxyNamespace, matchLabels(names.LabelApp, names.AppRPCProxy)),
-		podsInNamespace(opts.ControlPlaneNamespace, matchLabels(names.LabelApp, names.AppMcpProxy)),
+		opts.inNamespace(opts.HostNamespace, contextHostPods(contextID, opts)),
+		opts.inNamespace(opts.RPCProxyNamespace, opts.match(names.LabelApp, names.AppRPCProxy)),
+		opts.inNamespace(opts.ControlPlaneNamespace, opts.match(names.LabelApp, names.AppMcpProxy)),
 	)
 	return p
 }
@@ -67,7 +67,7 @@ func buildContextIngress(contextID, server string, serverPort int32, opts Option
 // buildContextEgress lets the Host pods of the Context reach server.
 func buildContextEgress(contextID, server string, serverPort int32, opts Options) *networkingv1.NetworkPolicy {
 	p := newPolicy(opts.HostNamespace, names.ContextEgressPolicy(contextID, server), names.PolicyTypeContextAllow, contextOwner(contextID, server),
-		contextHostPods(contextID), networkingv1.PolicyTypeEgress)
+		contextHostPods(contextID, opts), networkingv1.PolicyTypeEgress)
 	p.Spec.Egress = egressTo(tcp(serverPort), serverPods(server, opts))
 	return p
 }
@@ -75,7 +75,7 @@ func buildContextEgress(contextID, server string, serverPort int32, opts Options
 // buildRPCProxyEgress lets rpc-proxy reach server on behalf of the Context.
 func buildRPCProxyEgress(contextID, server string, serverPort int32, opts Options) *networkingv1.NetworkPolicy {
 	p := newPolicy(opts.RPCProxyNamespace, names.RPCProxyEgressPolicy(contextID, server), names.PolicyTypeRPCProxyEgress, contextOwner(contextID, server),
-		matchLabels(names.LabelApp, names.AppRPCProxy), networkingv1.PolicyTypeEgress)
+		opts.match(names.LabelApp, names.AppRPCProxy), networkingv1.PolicyTypeEgress)
 	p.Spec.Egress = egressTo(tcp(serverPort), serverPods(server, opts))
 	return p
 }
@@ -88,13 +88,13 @@ func contextOwner(contextID, server string) []string {
 }
 
 // contextHostPods selects the Host pods HCC runs for one Context.
-func contextHostPods(contextID string) metav1.LabelSelector {
-	return matchLabels(names.LabelManagedBy, names.ManagedByValue, names.LabelContext, contextID)
+func contextHostPods(contextID string, opts Options) metav1.LabelSelector {
+	return opts.match(names.LabelManagedBy, names.ManagedByValue, names.LabelContext, contextID)
 }
 
 // serverPods is the peer of one McpServer's pods.
 func serverPods(server string, opts Options) networkingv1.NetworkPolicyPeer {
-	return podsInNamespace(opts.McpServerNamespace, matchLabels(names.LabelMcpServer, server))
+	return opts.inNamespace(opts.McpServerNamespace, opts.match(names.LabelMcpServer, server))
 }
 
 // ContextIDHolder returns the Context among contexts that holds contextID by

@@ -89,6 +89,7 @@ type claim struct {
 // NewIncremental returns an incremental planner holding Compute's plan of
 // inv.
 func NewIncremental(inv Inventory, opts Options) *Incremental {
+	opts = opts.withSelectors()
 	inc := &Incremental{
 		opts: opts, rules: NewEgressRules(opts),
 		contexts: map[string]*clerumv1alpha1.Context{}, servers: map[string]*clerumv1alpha1.McpServer{},

@@ -18,6 +18,7 @@ import (
 // NetworkPolicy operator owns. It is pure and deterministic: the same
 // inventory and options, in any list order, yield an identical Plan.
 func Compute(inv Inventory, opts Options) *Plan {
+	opts = opts.withSelectors()
 	p := newPlanner(inv, opts)
 	for _, policy := range appendDefaults(nil, opts) {
 		p.add(policy, owner{})

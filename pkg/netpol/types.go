@@ -51,6 +51,10 @@ type Options struct {
 	// disabled one (no allows; its allows are disowned). Nil refuses none
 	// (audit mode).
 	ImageRefused func(*clerumv1alpha1.McpServer) bool
+
+	// selectors, set by Compute and NewIncremental, shares the selectors
+	// of one plan's policies (selectorCache).
+	selectors *selectorCache
 }
 
 // ServerActive reports whether s may hold allows: it is enabled, its name

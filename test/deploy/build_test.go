@@ -21,6 +21,9 @@ const (
 	baseTree = "deploy/base"
 	// minikubeTree is `kubectl apply -k deploy/overlays/minikube`.
 	minikubeTree = "deploy/overlays/minikube"
+	// monitoringTree is `kubectl apply -k deploy/monitoring`, on a cluster
+	// with the Prometheus Operator (docs/monitoring.md).
+	monitoringTree = "deploy/monitoring"
 )
 
 // repoRoot is the module root: go test runs in test/deploy.

@@ -40,6 +40,16 @@ func (b *breaker) allow(now time.Time) error {
 	return nil
 }
 
+// tripped reports whether the breaker is open: breakerThreshold calls in a
+// row found the Control API unavailable and none has succeeded or been
+// refused since. It stays tripped while a probe is allowed, so its metric
+// does not blink between pauses.
+func (b *breaker) tripped() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.failures >= breakerThreshold
+}
+
 func (b *breaker) record(now time.Time, err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -200,7 +200,7 @@ func New(d kit.Deps, issuer controlapi.CredentialIssuer, cfg Config) *Controller
 		Resource: clerumv1alpha1.Resource("hosts"), BaseDelay: retryBase, MaxDelay: retryMax,
 		Workers: cfg.Workers, ErrorsMetric: "clerum_hcc_host_reconcile_errors_total"})
 	c.queue, c.log = c.base.Queue(), c.base.Log()
-	c.metrics = NewMetrics(d.Registry, func() float64 { return c.state.soonestExpiry(c.clock.Now()) })
+	c.metrics = NewMetrics(d.Registry, func() float64 { return c.state.soonestExpiry(c.clock.Now()) }, c.breaker.tripped)
 	c.claimKind = kit.PersistentVolumeClaims.WithMarker(kit.NewMarker(cfg.Build.ClaimMark))
 	c.children = kit.NewChildren(d.Kube, clerumv1alpha1.FieldManagerHost, d.Recorder, func(kind string, cause kit.Cause) {
 		c.metrics.Refused.WithLabelValues(kind, string(cause)).Inc()
@@ -560,6 +560,7 @@ type Metrics struct {
 	Hosts    *prometheus.GaugeVec
 	Blocked  *prometheus.GaugeVec
 	Expiry   prometheus.GaugeFunc
+	Breaker  prometheus.GaugeFunc
 	Refused  *prometheus.CounterVec
 	CapTrips prometheus.Counter
 	Orphans  *prometheus.CounterVec
@@ -568,8 +569,9 @@ type Metrics struct {
 }
 
 // NewMetrics registers the operator's metrics with reg; soonest reports
-// the seconds until the soonest credential expires.
-func NewMetrics(reg prometheus.Registerer, soonest func() float64) *Metrics {
+// the seconds until the soonest credential expires, breakerOpen whether the
+// Control API breaker is open.
+func NewMetrics(reg prometheus.Registerer, soonest func() float64, breakerOpen func() bool) *Metrics {
 	m := &Metrics{
 		Hosts: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "clerum_hcc_host_hosts",
@@ -583,6 +585,15 @@ func NewMetrics(reg prometheus.Registerer, soonest func() float64) *Metrics {
 			Name: "clerum_hcc_host_credential_expiry_seconds",
 			Help: "Seconds until the soonest bootstrap credential of any Host expires, at scrape time (negative: expired; +Inf with no credential).",
 		}, func() float64 { return soonest() }),
+		Breaker: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "clerum_hcc_host_control_api_breaker_open",
+			Help: "1 while the Control API breaker is open (three calls in a row found it unavailable and none has succeeded since: calls pause, one probe per pause), else 0.",
+		}, func() float64 {
+			if breakerOpen() {
+				return 1
+			}
+			return 0
+		}),
 		Refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "clerum_hcc_host_children_refused_total",
 			Help: "Per-Host objects not written because an object HCC does not own holds their name, by kind and cause.",
@@ -604,7 +615,7 @@ func NewMetrics(reg prometheus.Registerer, soonest func() float64) *Metrics {
 			Help: "Unmarked runtime-token Secrets created before HCC_HOST_ADOPT_CREDENTIALS_CREATED_BEFORE whose credential was adopted (marked and kept) instead of re-issued.",
 		}),
 	}
-	reg.MustRegister(m.Hosts, m.Blocked, m.Expiry, m.Refused, m.CapTrips, m.Orphans, m.Forged, m.Adopted)
+	reg.MustRegister(m.Hosts, m.Blocked, m.Expiry, m.Breaker, m.Refused, m.CapTrips, m.Orphans, m.Forged, m.Adopted)
 	return m
 }
 

@@ -94,12 +94,22 @@ func TestBreaker(t *testing.T) {
 
 	t.Run("three unavailable failures open it for 15 s; the probe after reopens it, doubled; a success closes it", func(t *testing.T) {
 		f := newFixture(t, resourcestest.NewHost("h1"), resourcestest.NewHost("h2"), resourcestest.NewHost("h3"), context1())
+		// clerum_hcc_host_control_api_breaker_open, which exists from the
+		// start (an alert reads it: docs/monitoring.md).
+		breakerOpen := func() float64 {
+			t.Helper()
+			require.NotNil(t, series(t, f.Registry, "clerum_hcc_host_control_api_breaker_open", nil))
+			return counter(t, f.Registry, "clerum_hcc_host_control_api_breaker_open", nil)
+		}
+		assert.Equal(t, 0.0, breakerOpen(), "closed at the start")
 		f.issuer.fail(unavailable)
 		for i := 1; i <= breakerThreshold; i++ {
+			require.Equal(t, 0.0, breakerOpen(), "closed before failure %d", i)
 			_, err := f.sync("h1")
 			require.Error(t, err)
 			require.Equal(t, i, f.issuer.calls(), "failure %d is a call", i)
 		}
+		assert.Equal(t, 1.0, breakerOpen(), "open after three failures in a row")
 
 		// Open: another Host needing a credential is not sent either.
 		f.ClearWrites()
@@ -123,6 +133,7 @@ func TestBreaker(t *testing.T) {
 
 		// 15 s: one probe, which fails and reopens it for 30 s.
 		f.Clock.Step(time.Second)
+		assert.Equal(t, 1.0, breakerOpen(), "open while a probe is allowed: the metric does not blink between pauses")
 		_, err = f.sync("h1")
 		require.Error(t, err)
 		assert.Equal(t, 4, f.issuer.calls(), "one probe once the pause is over")
@@ -140,6 +151,7 @@ func TestBreaker(t *testing.T) {
 		f.ClearWrites()
 		f.mustSync("h2")
 		assert.Equal(t, 5, f.issuer.calls())
+		assert.Equal(t, 0.0, breakerOpen(), "a success closes it")
 		assert.Contains(t, f.Writes(), "create deployments/h2")
 		assert.Equal(t, reasons.CredentialIssued, f.condition("h2", clerumv1alpha1.ConditionAuthReady).Reason)
 		f.mustSync("h1")
@@ -152,6 +164,7 @@ func TestBreaker(t *testing.T) {
 			require.Error(t, err)
 			assert.Equal(t, i, f.issuer.calls())
 		}
+		assert.Equal(t, 0.0, breakerOpen(), "two failures do not open it")
 	})
 	t.Run("the pause doubles to at most 5 minutes", func(t *testing.T) {
 		f := newFixture(t, resourcestest.NewHost("h1"), context1())

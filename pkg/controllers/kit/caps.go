@@ -15,18 +15,28 @@ type Caps struct {
 	Percent int
 }
 
+// The rules of Caps, as Capped names them (and the NetworkPolicy operator's
+// clerum_hcc_netpol_orphan_sweep_capped_total labels them).
+const (
+	CapRuleAbsolute = "absolute"
+	CapRulePercent  = "percent"
+)
+
+// CapRules lists every rule Capped may name.
+var CapRules = []string{CapRuleAbsolute, CapRulePercent}
+
 // Capped reports whether deleting orphans out of a listed fleet is refused,
-// and by which rule: "absolute" or "percent".
+// and by which rule: CapRuleAbsolute or CapRulePercent.
 func (c Caps) Capped(orphans, listed int) (bool, string) {
 	if orphans == 0 {
 		return false, ""
 	}
 	if orphans > c.Absolute {
-		return true, "absolute"
+		return true, CapRuleAbsolute
 	}
 	limit := float64(listed) * float64(c.Percent) / 100
 	if limit >= 1 && float64(orphans) > limit {
-		return true, "percent"
+		return true, CapRulePercent
 	}
 	return false, ""
 }

@@ -52,6 +52,16 @@ const (
 	passDefaults passKind = "defaults"
 )
 
+// metricIncremental is the kind label of a passFull signal that ran as an
+// incremental pass (docs/networkpolicy.md, "Incremental passes").
+const metricIncremental = "incremental"
+
+// The results of a pass: the label result of its duration.
+const (
+	passSuccess = "success"
+	passError   = "error"
+)
+
 // EgressSource supplies the resolved external egress the planner needs. The
 // external-egress coordinator implements it.
 type EgressSource interface {
@@ -335,10 +345,10 @@ func (c *Controller) sync(ctx context.Context, kind passKind) (kit.Result, error
 		c.lastStart.Store(start.UnixNano())
 		c.fullInFlight.Store(true)
 		var incremental bool
-		after, err, incremental = c.syncSignalled(ctx)
+		after, incremental, err = c.syncSignalled(ctx)
 		c.fullInFlight.Store(false)
 		if incremental {
-			metricKind = "incremental"
+			metricKind = metricIncremental
 		}
 		if err == nil {
 			// An incremental pass runs only on the state of a full pass
@@ -350,9 +360,9 @@ func (c *Controller) sync(ctx context.Context, kind passKind) (kit.Result, error
 		after, err = c.syncDefaults(ctx)
 		c.defaultsInFlight.Store(false)
 	}
-	result := "success"
+	result := passSuccess
 	if err != nil {
-		result = "error"
+		result = passError
 	}
 	took := c.clock.Since(start).Seconds()
 	c.metrics.PassDuration.WithLabelValues(metricKind, result).Observe(took)

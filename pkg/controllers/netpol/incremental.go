@@ -114,7 +114,7 @@ type dirty struct {
 // syncSignalled runs the pass a signal or a timer queued: incremental when
 // the last pass converged and nothing asks for a full pass, full
 // otherwise. incremental reports which ran.
-func (c *Controller) syncSignalled(ctx context.Context) (after time.Duration, err error, incremental bool) {
+func (c *Controller) syncSignalled(ctx context.Context) (after time.Duration, incremental bool, err error) {
 	reason := ""
 	switch {
 	case c.plan != nil:
@@ -127,26 +127,26 @@ func (c *Controller) syncSignalled(ctx context.Context) (after time.Duration, er
 		reason = reasonNoState
 	}
 	if reason == "" {
-		after, err, reason = c.syncIncremental(ctx)
+		after, reason, err = c.syncIncremental(ctx)
 		if reason == "" {
-			return after, err, true
+			return after, true, err
 		}
 		c.log.Debug().Str("reason", reason).Msg("an incremental pass handed over to a full pass")
 	}
 	c.metrics.FullPasses.WithLabelValues(reason).Inc()
 	after, err = c.syncFull(ctx)
-	return after, err, false
+	return after, false, err
 }
 
 // syncIncremental is one incremental pass on c.inc. It returns a reason,
 // and writes nothing, when the change needs a full pass instead.
-func (c *Controller) syncIncremental(ctx context.Context) (time.Duration, error, string) {
+func (c *Controller) syncIncremental(ctx context.Context) (time.Duration, string, error) {
 	// The observations before the notes: a deletion noted after this
 	// snapshot was taken is judged by a later pass, which sees both.
 	observed, seq := c.observed.snapshot()
 	d := c.dirty.take()
 	if d.full != "" {
-		return 0, nil, d.full
+		return 0, d.full, nil
 	}
 	resolved, version := c.egress.Snapshot()
 	inc := c.inc
@@ -154,14 +154,14 @@ func (c *Controller) syncIncremental(ctx context.Context) (time.Duration, error,
 		// The planner may hold part of the edits: it is dropped.
 		c.inc = nil
 		c.log.Warn().Err(err).Msg("reading the caches for an incremental pass")
-		return 0, nil, reasonCacheError
+		return 0, reasonCacheError, nil
 	}
 	touched := inc.Touched()
 	for k := range d.policies {
 		touched.Insert(netpol.Key{Namespace: k.ns, Name: k.name})
 	}
 	if len(touched) > relistFloor && len(touched) > inc.Size()/relistShare {
-		return 0, nil, reasonRelist
+		return 0, reasonRelist, nil
 	}
 
 	desired := make([]*networkingv1.NetworkPolicy, 0, len(touched))
@@ -175,7 +175,7 @@ func (c *Controller) syncIncremental(ctx context.Context) (time.Duration, error,
 		p, err := c.livePolicy(k)
 		if err != nil {
 			c.inc = nil
-			return 0, nil, reasonCacheError
+			return 0, reasonCacheError, nil
 		}
 		if p != nil {
 			live = append(live, p)
@@ -186,18 +186,18 @@ func (c *Controller) syncIncremental(ctx context.Context) (time.Duration, error,
 	ch := diff(desired, desiredServers, live, c.opts.Caps, nil, judge.Dispose)
 	switch {
 	case len(ch.orphans) > 0:
-		return 0, nil, reasonOrphan
+		return 0, reasonOrphan, nil
 	case len(ch.kept) > 0 || anyDefault(ch.creates) || anyDefault(ch.updates):
-		return 0, nil, reasonDefaults
+		return 0, reasonDefaults, nil
 	case len(ch.conflicts) > 0:
-		return 0, nil, reasonConflict
+		return 0, reasonConflict, nil
 	}
 	var held map[string]*heldGrant
 	holder := inc.Holder
 	if grants(ch) {
 		stale, err := c.staleContextIDs(holder)
 		if err != nil {
-			return 0, err, ""
+			return 0, "", err
 		}
 		held = withholdGrants(&ch, live, stale)
 	}
@@ -206,7 +206,7 @@ func (c *Controller) syncIncremental(ctx context.Context) (time.Duration, error,
 		counts: inc.PolicyCounts(), rejections: inc.Rejections(), conflicts: inc.Conflicts(),
 		contexts: inc.TouchedContexts(), server: inc.Server, bindingless: bindinglessOf(inc.Server),
 	})
-	return after, err, ""
+	return after, "", err
 }
 
 // replan feeds inc the Contexts and McpServers d names, as the caches hold

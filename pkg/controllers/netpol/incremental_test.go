@@ -44,7 +44,7 @@ func (f *fixture) deliver(c *Controller) { f.SyncChanges(handlers(c)) }
 // incremental.
 func signalledPass(t testing.TB, c *Controller) bool {
 	t.Helper()
-	_, err, incremental := c.syncSignalled(context.Background())
+	_, incremental, err := c.syncSignalled(context.Background())
 	require.NoError(t, err)
 	return incremental
 }
@@ -441,7 +441,7 @@ func TestAFailedWriteMakesTheNextPassFull(t *testing.T) {
 	f.updateContext(changed)
 	f.deliver(c)
 	f.failingCreates("ctx-c0000-s0001-00")
-	_, err, incremental := c.syncSignalled(context.Background())
+	_, incremental, err := c.syncSignalled(context.Background())
 	require.Error(t, err)
 	assert.True(t, incremental)
 	assert.True(t, c.inc == nil, "a failed write drops the planner")

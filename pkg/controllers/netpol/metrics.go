@@ -1,6 +1,10 @@
 package netpol
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/clerum/hcc/pkg/controllers/kit"
+)
 
 // Metrics are the NetworkPolicy operator's Prometheus series, all named
 // clerum_hcc_netpol_* (docs/networkpolicy.md, "Metrics").
@@ -127,5 +131,21 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.TicksSkipped, m.Certified, m.Orphans, m.Rejections, m.ContextIgnore,
 		m.Disowned, m.KeptDefaults, m.UnmanagedConflicts, m.DefaultDenyWithheld, m.MissingNamespaces, m.LastSuccess, m.GrantsWithheld,
 		m.LastPassDuration, m.FullPasses)
+	// Every series of a closed label set exists from the start, at zero: a
+	// counter that appears at 1 hides that first increase from rate() and
+	// increase(), so an alert on a single cap trip would never fire
+	// (docs/monitoring.md).
+	for _, kind := range []string{string(passFull), metricIncremental, string(passDefaults)} {
+		for _, result := range []string{passSuccess, passError} {
+			m.PassDuration.WithLabelValues(kind, result)
+		}
+	}
+	for _, verb := range []string{verbCreate, verbUpdate, verbDelete} {
+		m.Writes.WithLabelValues(verb)
+		m.WriteErrors.WithLabelValues(verb)
+	}
+	for _, rule := range kit.CapRules {
+		m.OrphanCapped.WithLabelValues(rule)
+	}
 	return m
 }

@@ -105,7 +105,7 @@ func BenchmarkPassUnchanged(b *testing.B) {
 func BenchmarkPassOneContextChanged(b *testing.B) {
 	f, c := convergedFixture(b, 1000, 10)
 	ctx := context.Background()
-	if _, err, _ := c.syncSignalled(ctx); err != nil || c.inc == nil {
+	if _, _, err := c.syncSignalled(ctx); err != nil || c.inc == nil {
 		b.Fatalf("the first pass: %v (state kept: %v)", err, c.inc != nil)
 	}
 	// The fake API server's managed-fields tracker costs milliseconds a
@@ -144,7 +144,7 @@ func BenchmarkPassOneContextChanged(b *testing.B) {
 		f.ClearWrites()
 		b.StartTimer()
 
-		_, err, inc := c.syncSignalled(ctx)
+		_, inc, err := c.syncSignalled(ctx)
 
 		b.StopTimer()
 		if err != nil {

@@ -657,8 +657,11 @@ func (c *Controller) createConflict(ctx context.Context, p *networkingv1.Network
 		// HCC's own create of this very policy, which the cache has not
 		// shown yet (one pass created it and the next met a cache that
 		// had not caught up, or a relist briefly dropped it): the policy
-		// is in place as planned, so it neither fails its server's gate
-		// nor the pass. The watch brings it to the cache.
+		// is in place as planned, so it does not fail its server's gate.
+		// The pass still read a cache that is behind — what else that
+		// cache misses it cannot know — so it is retried quietly, and
+		// neither converges nor settles its observations.
+		out.behind = true
 		return nil
 	case owned(holder):
 		out.behind = true
