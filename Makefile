@@ -98,6 +98,7 @@ verify: ## Fail when generated code, CRDs, docs, deploy/monitoring, go.mod/go.su
 	  if [[ -n "$$unformatted" ]]; then echo "gofmt needed: $$unformatted" >&2; exit 1; fi
 	$(GO) vet ./...
 	$(GO) vet -tags integration ./...
+	$(GO) vet -tags dataplane ./test/dataplane/...
 	cd hack/controlplane && $(GO) vet ./...
 	cd hack/images && $(GO) vet ./...
 	cd hack/monitoring && $(GO) vet ./...
@@ -109,7 +110,7 @@ verify: ## Fail when generated code, CRDs, docs, deploy/monitoring, go.mod/go.su
 	  exit $$status
 
 .PHONY: staticcheck
-staticcheck: ## staticcheck (pinned in hack/lib.sh) on every hand-written package, with and without -tags integration.
+staticcheck: ## staticcheck (pinned in hack/lib.sh) on every hand-written package: without tags, with -tags integration, and test/dataplane with -tags dataplane.
 	hack/verify-staticcheck.sh
 
 .PHONY: verify-fresh
@@ -138,6 +139,33 @@ test-e2e: ## The end-to-end tests alone: both binaries as processes on the local
 .PHONY: test
 # verify first: it fails fastest (stale generated code, formatting, vet).
 test: verify test-unit test-integration ## Everything: generated-code checks, unit tests, integration and end-to-end tests.
+	@# Never silent about the suite it leaves out, nor about whether this
+	@# machine could run it.
+	@echo "make test: dataplane suite SKIPPED: real packets take their own budget (docs/local-cluster.md#the-dataplane); make test-dataplane-suite runs it, as .ci/run does after make test"
+	@$(GO) run ./test/dataplane/cmd/hcc-dataplane --check || true
+
+# The dataplane: the local cluster in a network namespace of its own, each
+# pod in one of its own, kube-router enforcing the NetworkPolicies
+# (docs/local-cluster.md#the-dataplane). Needs root (network namespaces)
+# and iptables, ipset and ip, which hack/dataplane-deps.sh installs;
+# without them it skips, saying why.
+.PHONY: test-dataplane
+test-dataplane: ## FLOWS=path [OBJECTS=path] [RESOLVE=host=ip,...] [CONTROLLER_ENV='NAME=VALUE ...']: the flows of a flows file as real packets.
+	@if [[ -z "$(FLOWS)" ]]; then echo "usage: make test-dataplane FLOWS=path [OBJECTS=path] [RESOLVE=host=ip,...]" >&2; exit 2; fi
+	@hack/dataplane-deps.sh
+	@$(GO) build -o $(BIN_DIR)/hcc-dataplane ./test/dataplane/cmd/hcc-dataplane
+	@$(BIN_DIR)/hcc-dataplane --flows '$(FLOWS)' $(if $(OBJECTS),--objects '$(OBJECTS)') $(if $(RESOLVE),--resolve '$(RESOLVE)') $(foreach kv,$(CONTROLLER_ENV),--controller-env '$(kv)')
+
+.PHONY: bench-dataplane
+bench-dataplane: ## Revocation on the wire: from an edit (server removed from a Context, Context deleted, DNS answer changed) to the first dropped connection, beside a NetworkPolicy deleted by hand.
+	@hack/dataplane-deps.sh
+	@mkdir -p _output
+	$(GO) test -count=1 -tags dataplane -timeout 30m -run '^$$' -bench Revocation -benchtime=1x ./test/dataplane/ | tee _output/bench-dataplane.txt
+
+.PHONY: test-dataplane-suite
+test-dataplane-suite: ## The dataplane's end-to-end tests: HCC's policies, revocation and the egress gate on the wire (skips, saying why, where it cannot run).
+	@hack/dataplane-deps.sh
+	$(GO) test -count=1 -tags dataplane -timeout 40m -v ./test/dataplane/
 
 .PHONY: bench
 bench: ## Benchmarks, with the ratios the issues ask for (hcc-api: x-plain).
@@ -154,6 +182,9 @@ bench: ## Benchmarks, with the ratios the issues ask for (hcc-api: x-plain).
 	@bin_dir=$$($(CONTROLPLANE)); \
 	  HCC_CONTROLPLANE_BIN="$$bin_dir" $(GO) test -count=1 -tags integration -timeout 60m -run '^$$' \
 	    -bench . -benchtime=1x ./test/bench/ | tee _output/bench-e2e.txt
+	@# Revocation on the wire (docs/local-cluster.md#the-dataplane): skips,
+	@# saying why, where network namespaces cannot be made.
+	@$(MAKE) --no-print-directory bench-dataplane
 	@# Every figure above as one table, each beside its same-run baseline.
 	@$(GO) run ./hack/benchtable _output/bench*.txt
 

@@ -44,6 +44,13 @@ const (
 	stagingVersion = "v0.37.2"
 	etcdVersion    = "v3.7.3"
 	kwokVersion    = "v0.8.0"
+	// kubeRouterVersion is the NetworkPolicy implementation of the
+	// dataplane tests (docs/local-cluster.md#the-dataplane): test-only,
+	// never shipped. It is the only version the module proxy here serves,
+	// and it has reported security flaws that do not matter inside a
+	// throwaway network namespace (docs/local-cluster.md, "kube-router:
+	// test-only").
+	kubeRouterVersion = "v2.1.0"
 )
 
 const (
@@ -75,6 +82,11 @@ type component struct {
 	module *sourceModule
 	// files are the data files of module.files this component needs.
 	files []string
+	// version, when set, is written next to the binary as NAME.version
+	// and must match for the binary to count as built: a component whose
+	// version is not part of the directory's cache key (binDir) is still
+	// rebuilt when its version changes.
+	version string
 }
 
 var (
@@ -92,15 +104,23 @@ var (
 		generate: generateKwok,
 		files:    kwokStages,
 	}
+	kubeRouterModule = &sourceModule{
+		name:     "kube-router-" + kubeRouterVersion,
+		generate: generateKubeRouter,
+	}
 )
 
 // components lists everything this tool can build, in build order.
 var components = []component{
-	{"etcd", "hcc.local/controlplane/etcd", etcdModule, nil},
-	{"kube-apiserver", "k8s.io/kubernetes/cmd/kube-apiserver", kubernetesModule, nil},
-	{"kube-controller-manager", "k8s.io/kubernetes/cmd/kube-controller-manager", kubernetesModule, nil},
-	{"kube-scheduler", "k8s.io/kubernetes/cmd/kube-scheduler", kubernetesModule, nil},
-	{"kwok", "sigs.k8s.io/kwok/cmd/kwok", kwokModule, []string{kwokStagesFile}},
+	{name: "etcd", pkg: "hcc.local/controlplane/etcd", module: etcdModule},
+	{name: "kube-apiserver", pkg: "k8s.io/kubernetes/cmd/kube-apiserver", module: kubernetesModule},
+	{name: "kube-controller-manager", pkg: "k8s.io/kubernetes/cmd/kube-controller-manager", module: kubernetesModule},
+	{name: "kube-scheduler", pkg: "k8s.io/kubernetes/cmd/kube-scheduler", module: kubernetesModule},
+	{name: "kwok", pkg: "sigs.k8s.io/kwok/cmd/kwok", module: kwokModule, files: []string{kwokStagesFile}},
+	// kube-router's own version is not in binDir's key: adding it there
+	// would rebuild every other binary for a component only the dataplane
+	// tests use. Its version stamp stands in.
+	{name: "kube-router", pkg: "github.com/cloudnativelabs/kube-router/v2/cmd/kube-router", module: kubeRouterModule, version: kubeRouterVersion},
 }
 
 func main() {
@@ -224,15 +244,30 @@ func (c *cache) srcDir(m *sourceModule) string { return filepath.Join(c.dir(), "
 func (c *cache) missing(selected []component) []string {
 	var names []string
 	for _, comp := range selected {
-		for _, file := range append([]string{comp.name}, comp.files...) {
-			if info, err := os.Stat(filepath.Join(c.binDir(), file)); err != nil || !info.Mode().IsRegular() {
-				names = append(names, comp.name)
-				break
-			}
+		if !c.built(comp) {
+			names = append(names, comp.name)
 		}
 	}
 	return names
 }
+
+// built reports whether comp's binary, its data files and, for a versioned
+// component, a matching version stamp are all in binDir.
+func (c *cache) built(comp component) bool {
+	for _, file := range append([]string{comp.name}, comp.files...) {
+		if info, err := os.Stat(filepath.Join(c.binDir(), file)); err != nil || !info.Mode().IsRegular() {
+			return false
+		}
+	}
+	if comp.version == "" {
+		return true
+	}
+	stamp, err := os.ReadFile(filepath.Join(c.binDir(), comp.versionFile()))
+	return err == nil && strings.TrimSpace(string(stamp)) == comp.version
+}
+
+// versionFile is the name of comp's version stamp.
+func (comp component) versionFile() string { return comp.name + ".version" }
 
 // ensure builds the missing selected components. Binaries only ever appear
 // in binDir through an atomic rename, so a present binary is a complete one
@@ -398,6 +433,17 @@ func (c *cache) build(ctx context.Context, srcDir string, m *sourceModule, comps
 		built := filepath.Join(tmp, filepath.Base(comp.pkg))
 		if err := os.Rename(built, filepath.Join(c.binDir(), comp.name)); err != nil {
 			return fmt.Errorf("install %s: %w", comp.name, err)
+		}
+		// The stamp goes in after the binary, so a stamp always names the
+		// binary beside it.
+		if comp.version != "" {
+			stamp := filepath.Join(tmp, comp.versionFile())
+			if err := os.WriteFile(stamp, []byte(comp.version+"\n"), 0o644); err != nil {
+				return err
+			}
+			if err := os.Rename(stamp, filepath.Join(c.binDir(), comp.versionFile())); err != nil {
+				return fmt.Errorf("install %s: %w", comp.versionFile(), err)
+			}
 		}
 	}
 	if m.files == nil {
@@ -580,6 +626,14 @@ func generateKubernetes(ctx context.Context, dir string, pkgs []string) error {
 
 func generateKwok(_ context.Context, dir string, pkgs []string) error {
 	goMod := "module hcc.local/controlplane/kwok\n\ngo 1.26.0\n\nrequire sigs.k8s.io/kwok " + kwokVersion + "\n"
+	return writeFiles(dir, map[string]string{"go.mod": goMod, "tools.go": toolsGo(pkgs)})
+}
+
+// generateKubeRouter writes a module requiring kube-router, so that its
+// dependencies (an older client-go among them) are resolved apart from
+// every other component and never touch HCC's own go.mod.
+func generateKubeRouter(_ context.Context, dir string, pkgs []string) error {
+	goMod := "module hcc.local/controlplane/kuberouter\n\ngo 1.26.0\n\nrequire github.com/cloudnativelabs/kube-router/v2 " + kubeRouterVersion + "\n"
 	return writeFiles(dir, map[string]string{"go.mod": goMod, "tools.go": toolsGo(pkgs)})
 }
 

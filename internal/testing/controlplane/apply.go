@@ -101,3 +101,36 @@ func readFiles(paths []string) ([]*unstructured.Unstructured, error) {
 	}
 	return objects, nil
 }
+
+// DeleteFiles deletes every object of the YAML files in paths (as
+// ApplyFiles reads them), last first; objects already gone are fine.
+func DeleteFiles(ctx context.Context, cfg *rest.Config, paths ...string) error {
+	objects, err := readFiles(paths)
+	if err != nil {
+		return err
+	}
+	disc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc))
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	for _, obj := range slices.Backward(objects) {
+		gvk := obj.GroupVersionKind()
+		mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			return fmt.Errorf("%s %s: %w", gvk.Kind, obj.GetName(), err)
+		}
+		var client dynamic.ResourceInterface = dyn.Resource(mapping.Resource)
+		if mapping.Scope.Name() == "namespace" {
+			client = dyn.Resource(mapping.Resource).Namespace(obj.GetNamespace())
+		}
+		if err := client.Delete(ctx, obj.GetName(), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("%s %s/%s: %w", gvk.Kind, obj.GetNamespace(), obj.GetName(), err)
+		}
+	}
+	return nil
+}

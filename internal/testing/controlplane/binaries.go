@@ -33,10 +33,12 @@ var (
 	clusterBinDir   = sync.OnceValues(func() (string, error) { return findBinDir(clusterBinaries) })
 )
 
-// The binaries of a control plane, and those Options.Cluster adds.
+// The binaries of a control plane, those Options.Cluster adds, and the
+// dataplane's NetworkPolicy implementation (test/dataplane).
 var (
 	apiServerBinaries = []string{"etcd", "kube-apiserver"}
 	clusterBinaries   = append(slices.Clone(apiServerBinaries), "kube-controller-manager", "kube-scheduler", "kwok")
+	dataplaneBinaries = append(slices.Clone(clusterBinaries), "kube-router")
 )
 
 func findBinDir(names []string) (string, error) {
@@ -73,6 +75,17 @@ func EnsureBinaries(ctx context.Context, cluster bool) (string, error) {
 		return ensureBinariesContext(ctx, clusterBinaries)
 	}
 	return ensureBinariesContext(ctx, apiServerBinaries)
+}
+
+// DataplaneBinaries returns the directory holding the local cluster's
+// binaries and kube-router (docs/local-cluster.md#the-dataplane):
+// $HCC_CONTROLPLANE_BIN when it holds them all, else what hack/controlplane
+// builds or finds cached.
+func DataplaneBinaries(ctx context.Context) (string, error) {
+	if dir := os.Getenv(binDirEnv); dir != "" {
+		return findBinDir(dataplaneBinaries)
+	}
+	return ensureBinariesContext(ctx, dataplaneBinaries)
 }
 
 func ensureBinariesContext(ctx context.Context, names []string) (string, error) {

@@ -1,6 +1,7 @@
 package controlplane
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"fmt"
@@ -36,9 +37,9 @@ const (
 	// volumeSize is each static volume's capacity: more than any claim the
 	// examples and tests make.
 	volumeSize = "1Ti"
-	// podCIDR is where kwok takes pod IPs from; apart from the Service
+	// PodCIDR is where kwok takes pod IPs from; apart from the Service
 	// range.
-	podCIDR = "10.244.0.0/16"
+	PodCIDR = "10.244.0.0/16"
 
 	clusterReadyTimeout = 2 * time.Minute
 )
@@ -157,8 +158,8 @@ func (c *ControlPlane) startKwok() error {
 		"--kubeconfig=" + c.kubeconfig,
 		"--config=" + filepath.Join(c.binDir, "kwok-stages.yaml"),
 		"--manage-nodes-with-label-selector=type=kwok",
-		"--cidr=" + podCIDR,
-		"--node-ip=127.0.0.1",
+		"--cidr=" + PodCIDR,
+		"--node-ip=" + cmp.Or(c.opts.NodeIP, "127.0.0.1"),
 		"--server-address=" + addr,
 	}
 	p, err := startProcess("kwok", filepath.Join(c.binDir, "kwok"), args, c.logPath("kwok"))

@@ -42,10 +42,10 @@ const (
 	// waits for its old port to be free again.
 	restartAttempts   = 10
 	restartRetryDelay = time.Second
-	// serviceClusterIPRange is required by kube-apiserver; nothing routes
+	// ServiceClusterIPRange is required by kube-apiserver; nothing routes
 	// to it in tests. A /16 holds the thousands of Services the convergence
 	// benchmarks create (a /24 runs out at 254).
-	serviceClusterIPRange = "10.0.0.0/16"
+	ServiceClusterIPRange = "10.0.0.0/16"
 )
 
 // Options configures Start.
@@ -66,6 +66,15 @@ type Options struct {
 	// events it selects are written, one JSON object per line and before
 	// each request is answered, to AuditLog. Tests count writes with it.
 	AuditPolicy string
+	// NodeIP is the fake node's address (kwok --node-ip): the Node's
+	// InternalIP and every pod's hostIP. Default 127.0.0.1.
+	NodeIP string
+	// APIServerPort, when set, is kube-apiserver's port, served on every
+	// address of the network namespace instead of a free loopback port.
+	// The dataplane tests run the cluster in a network namespace of its
+	// own, where pods reach the API server at the node's address on 443
+	// (docs/local-cluster.md#the-dataplane).
+	APIServerPort int
 }
 
 // ControlPlane is a running etcd and kube-apiserver. Its methods are not
@@ -244,6 +253,10 @@ func (c *ControlPlane) startEtcd() error {
 }
 
 func (c *ControlPlane) startAPIServerOnNewPort() error {
+	if c.opts.APIServerPort != 0 {
+		c.apiserverPort = c.opts.APIServerPort
+		return c.runAPIServer()
+	}
 	ports, err := freePorts(1)
 	if err != nil {
 		return err
@@ -256,9 +269,13 @@ func (c *ControlPlane) startAPIServerOnNewPort() error {
 // /readyz, which also covers etcd connectivity and the CRD and RBAC
 // bootstrap post-start hooks.
 func (c *ControlPlane) runAPIServer() error {
+	bind := "127.0.0.1"
+	if c.opts.APIServerPort != 0 {
+		bind = "0.0.0.0"
+	}
 	args := []string{
 		"--etcd-servers=" + c.etcdURL,
-		"--bind-address=127.0.0.1",
+		"--bind-address=" + bind,
 		"--advertise-address=127.0.0.1",
 		// The endpoint reconciler publishes the advertise address as the
 		// endpoint of the default/kubernetes service and refuses a
@@ -271,7 +288,7 @@ func (c *ControlPlane) runAPIServer() error {
 		"--service-account-key-file=" + c.pki.serviceAccountPub,
 		"--service-account-signing-key-file=" + c.pki.serviceAccountKey,
 		"--service-account-issuer=" + c.url(),
-		"--service-cluster-ip-range=" + serviceClusterIPRange,
+		"--service-cluster-ip-range=" + ServiceClusterIPRange,
 		"--authorization-mode=RBAC",
 		"--allow-privileged=true",
 		// The ServiceAccount admission plugin rejects pods in namespaces
