@@ -536,36 +536,3 @@ func TestANewGenerationWithoutBindingsTellsTheGate(t *testing.T) {
 	assert.Equal(t, []string{"s1"}, told, "the gate's listener hears the new generation's gate open")
 	assert.Zero(t, f.changes, "no pass is needed")
 }
-
-// A pass tells the coordinator as each server's policies land (Landed),
-// before the pass ends: that server's gate opens then, with the planner's
-// rejections of its bindings, and the coordinator settles. A server whose
-// state is newer than the pass's snapshot waits for a pass that planned it.
-func TestLandedOpensAGateBeforeThePassEnds(t *testing.T) {
-	f := newFixture(t, hostBinding("api", "api.example.com"))
-	f.c.settled, f.c.settleOnce = make(chan struct{}), sync.Once{}
-	f.resolver.set("api.example.com", "93.184.216.34")
-	f.sync(t)
-	require.False(t, f.c.Ready(f.server))
-	_, version := f.c.Snapshot()
-
-	gated := 0
-	f.c.OnGate(func(string) { gated++ })
-	f.c.Landed(version-1, []string{"s1"}, nil)
-	assert.False(t, f.c.Ready(f.server), "a pass planned from an older snapshot did not program this answer")
-	f.c.Landed(version, []string{"s1"}, map[string]map[string]string{"s1": {"api": "NetworkPolicy mcp-server/ext-egress-s1-api is already planned for server s0"}})
-	assert.False(t, f.c.Ready(f.server), "the planner rejected its binding")
-	f.c.Landed(version, []string{"s1", "not-known"}, nil)
-	assert.True(t, f.c.Ready(f.server), "its policies landed")
-	assert.Equal(t, 2, gated, "the McpServer operator hears each change of the gate")
-	select {
-	case <-f.c.Settled():
-	default:
-		t.Fatal("Landed did not settle the coordinator")
-	}
-
-	// The pass's own report at its end changes nothing more.
-	f.c.Applied(version, netpolcontroller.EgressReport{})
-	assert.True(t, f.c.Ready(f.server))
-	assert.Equal(t, 2, gated)
-}

@@ -346,40 +346,6 @@ func (c *Coordinator) Applied(version uint64, report netpolcontroller.EgressRepo
 	c.settle()
 }
 
-// Landed implements EgressSource: while a pass is still writing, the
-// policies of servers planned from Snapshot version are in the cluster, the
-// namespace-wide layers and every revocation of the pass with them. Their
-// gates may open now rather than when the pass ends (Applied). A server
-// whose state is newer than version, or that the planner rejected a binding
-// of, stays as it is; so does every gate while the last pass's default deny
-// could not be written. The first Landed settles the gates: the gates of
-// servers not yet landed are closed for want of their policies, which is
-// now what they say.
-func (c *Coordinator) Landed(version uint64, servers []string, rejected map[string]map[string]string) {
-	c.mu.Lock()
-	var touched []string
-	for _, name := range servers {
-		st, ok := c.states[name]
-		if !ok {
-			continue // Applied decides for a server the coordinator does not know yet
-		}
-		changedRejections := !maps.Equal(st.planRejected, rejected[name])
-		st.planRejected = rejected[name]
-		if st.version <= version && version > st.applied {
-			st.applied = version
-			touched = append(touched, name)
-		} else if changedRejections {
-			touched = append(touched, name)
-		}
-	}
-	c.mu.Unlock()
-	c.settle()
-	for _, name := range touched {
-		c.queue.Add(name)
-		c.onGate(name)
-	}
-}
-
 // Ready is the runtime gate: true when every binding of server's current
 // generation is valid, resolved, accepted by the planner and in the
 // cluster, and the last pass wrote all of the server's policies. A server

@@ -72,13 +72,6 @@ type EgressSource interface {
 	// cluster for every server but those report names, so the coordinator
 	// may release the servers it gates.
 	Applied(version uint64, report EgressReport)
-	// Landed reports, while a pass is still writing, that the policies of
-	// servers planned from Snapshot version are all in the cluster: the
-	// namespace-wide layers and every revocation of the pass landed, and so
-	// did each server's own policies. rejected holds the planner's
-	// rejections of their egress bindings. Applied follows at the end of
-	// the pass.
-	Landed(version uint64, servers []string, rejected map[string]map[string]string)
 	// Primed is closed once the startup resolution round is done.
 	Primed() <-chan struct{}
 }

@@ -30,8 +30,6 @@ func (e *unprimedEgress) Applied(uint64, EgressReport) {
 	e.applied++
 }
 
-func (e *unprimedEgress) Landed(uint64, []string, map[string]map[string]string) {}
-
 func (e *unprimedEgress) passes() int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
