@@ -88,7 +88,7 @@ func TestEveryCacheDropsWhatNoReconcilerReads(t *testing.T) {
 		m.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationUpdate}})
 		require.True(t, c.Selects(m), "%s/%s: the cache's list would not return the test's object", c.Namespace, c.Resource.Resource)
 		tracker := kube.Tracker()
-		if c.Resource.Group == clerumv1alpha1.SchemeGroupVersion.Group {
+		if c.Resource.Group == clerumv1alpha1.GroupVersion.Group {
 			tracker = hcc.Tracker()
 		}
 		if err := tracker.Create(c.Resource, obj, ns); err != nil && !apierrors.IsAlreadyExists(err) {
