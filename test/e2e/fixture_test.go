@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -419,6 +420,28 @@ func (e *env) waitConverged(timeout time.Duration, blocked ...string) {
 	})
 	require.NoError(e.t, err, "not converged after %s; still waiting for %s", time.Since(start).Round(time.Millisecond), last)
 	e.t.Logf("converged in %s", time.Since(start).Round(time.Millisecond))
+}
+
+// waitPlanned waits until the cluster holds exactly the planned objects
+// (expectedSet) and fails t with the difference once timeout passes.
+// converged reads the owners' statuses, which a new leader inherits
+// from the old one: right after a takeover they may already read ready
+// while the new leader's first NetworkPolicy pass is still writing, so a
+// test comparing sets after a change waits here rather than comparing
+// once.
+func (e *env) waitPlanned(timeout time.Duration, msgAndArgs ...any) {
+	e.t.Helper()
+	var want, got []string
+	start := time.Now()
+	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		want, got = e.expectedSet(), actualSet(e.t)
+		return equalSets(want, got), nil
+	})
+	if err != nil {
+		assert.Equal(e.t, want, got, msgAndArgs...)
+		return
+	}
+	e.t.Logf("exactly the planned objects %s after the wait began", time.Since(start).Round(time.Millisecond))
 }
 
 // cleanUp deletes the created objects and waits until HCC has removed

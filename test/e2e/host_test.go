@@ -198,5 +198,5 @@ func TestHostSeesItsContext(t *testing.T) {
 	})
 	e.eventually("beta's L2 policies are back", time.Minute, policiesExist(true))
 	e.waitConverged(time.Minute)
-	assert.Equal(t, e.expectedSet(), actualSet(t), "exactly the planned objects")
+	e.waitPlanned(time.Minute, "exactly the planned objects")
 }

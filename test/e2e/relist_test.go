@@ -96,7 +96,7 @@ func TestWatchRelistAfterCompaction(t *testing.T) {
 		return apierrors.IsNotFound(err)
 	})
 	e.waitConverged(time.Minute)
-	e.eventually("exactly the planned objects", time.Minute, func() bool { return equalSets(e.expectedSet(), actualSet(t)) })
+	e.waitPlanned(time.Minute, "exactly the planned objects")
 }
 
 // breakWatches freezes c, runs gap, compacts etcd at its current revision,
