@@ -17,28 +17,35 @@ import (
 // from series, as written ("name{label=\"v\",...}"), to value.
 func scrape(t *testing.T, b *binary) map[string]float64 {
 	t.Helper()
-	resp, err := http.Get(b.base + "/metrics")
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode)
 	out := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
+	scrapeLines(t, b, func(line string) {
 		if line == "" || strings.HasPrefix(line, "#") {
-			continue
+			return
 		}
 		i := strings.LastIndexByte(line, ' ')
 		if i < 0 {
-			continue
+			return
 		}
 		v, err := strconv.ParseFloat(line[i+1:], 64)
 		require.NoError(t, err, line)
 		out[line[:i]] = v
+	})
+	return out
+}
+
+// scrapeLines calls f with each line of b's /metrics.
+func scrapeLines(t *testing.T, b *binary, f func(line string)) {
+	t.Helper()
+	resp, err := http.Get(b.base + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		f(sc.Text())
 	}
 	require.NoError(t, sc.Err())
-	return out
 }
 
 // queueAdds is the series of workqueue_adds_total for the queue name.

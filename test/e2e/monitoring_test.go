@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"bufio"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -22,20 +21,13 @@ import (
 // its # TYPE lines. A vector with no series yet has none.
 func scrapeFamilies(t *testing.T, b *binary) map[string]bool {
 	t.Helper()
-	resp, err := http.Get(b.base + "/metrics")
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode)
 	out := map[string]bool{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "# TYPE "); ok {
+	scrapeLines(t, b, func(line string) {
+		if rest, ok := strings.CutPrefix(line, "# TYPE "); ok {
 			name, _, _ := strings.Cut(rest, " ")
 			out[name] = true
 		}
-	}
-	require.NoError(t, sc.Err())
+	})
 	return out
 }
 

@@ -49,30 +49,45 @@ func ApplyFiles(ctx context.Context, cfg *rest.Config, paths ...string) error {
 
 // ApplyObjects applies objects by server-side apply, in order.
 func ApplyObjects(ctx context.Context, cfg *rest.Config, objects ...*unstructured.Unstructured) error {
-	disc, err := discovery.NewDiscoveryClientForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc))
-	dyn, err := dynamic.NewForConfig(cfg)
+	clientFor, err := dynamicClients(cfg)
 	if err != nil {
 		return err
 	}
 	for _, obj := range objects {
-		gvk := obj.GroupVersionKind()
-		mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		client, err := clientFor(obj)
 		if err != nil {
-			return fmt.Errorf("%s %s: %w", gvk.Kind, obj.GetName(), err)
-		}
-		var client dynamic.ResourceInterface = dyn.Resource(mapping.Resource)
-		if mapping.Scope.Name() == "namespace" {
-			client = dyn.Resource(mapping.Resource).Namespace(obj.GetNamespace())
+			return err
 		}
 		if _, err := client.Apply(ctx, obj.GetName(), obj, metav1.ApplyOptions{FieldManager: applyFieldManager, Force: true}); err != nil {
-			return fmt.Errorf("%s %s/%s: %w", gvk.Kind, obj.GetNamespace(), obj.GetName(), err)
+			return fmt.Errorf("%s %s/%s: %w", obj.GetKind(), obj.GetNamespace(), obj.GetName(), err)
 		}
 	}
 	return nil
+}
+
+// dynamicClients returns a function giving the dynamic client of an
+// object's kind (namespaced where the kind is), found through discovery.
+func dynamicClients(cfg *rest.Config) (func(obj *unstructured.Unstructured) (dynamic.ResourceInterface, error), error) {
+	disc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc))
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return func(obj *unstructured.Unstructured) (dynamic.ResourceInterface, error) {
+		gvk := obj.GroupVersionKind()
+		mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			return nil, fmt.Errorf("%s %s: %w", gvk.Kind, obj.GetName(), err)
+		}
+		if mapping.Scope.Name() == "namespace" {
+			return dyn.Resource(mapping.Resource).Namespace(obj.GetNamespace()), nil
+		}
+		return dyn.Resource(mapping.Resource), nil
+	}, nil
 }
 
 // readFiles decodes the multi-document YAML of paths (files, or folders
@@ -109,27 +124,17 @@ func DeleteFiles(ctx context.Context, cfg *rest.Config, paths ...string) error {
 	if err != nil {
 		return err
 	}
-	disc, err := discovery.NewDiscoveryClientForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc))
-	dyn, err := dynamic.NewForConfig(cfg)
+	clientFor, err := dynamicClients(cfg)
 	if err != nil {
 		return err
 	}
 	for _, obj := range slices.Backward(objects) {
-		gvk := obj.GroupVersionKind()
-		mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		client, err := clientFor(obj)
 		if err != nil {
-			return fmt.Errorf("%s %s: %w", gvk.Kind, obj.GetName(), err)
-		}
-		var client dynamic.ResourceInterface = dyn.Resource(mapping.Resource)
-		if mapping.Scope.Name() == "namespace" {
-			client = dyn.Resource(mapping.Resource).Namespace(obj.GetNamespace())
+			return err
 		}
 		if err := client.Delete(ctx, obj.GetName(), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("%s %s/%s: %w", gvk.Kind, obj.GetNamespace(), obj.GetName(), err)
+			return fmt.Errorf("%s %s/%s: %w", obj.GetKind(), obj.GetNamespace(), obj.GetName(), err)
 		}
 	}
 	return nil
