@@ -2,86 +2,29 @@ package sharedfs
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/clerum/hcc/pkg/controllers/sharedfs/resources/resourcestest"
-
-	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/clerum/hcc/pkg/controllers/kit/kittest"
+	"github.com/clerum/hcc/pkg/controllers/sharedfs/resources/resourcestest"
 )
 
-const startupResync = time.Minute
-
-// startupFixture builds the reconciler over a fake API server holding
-// objs and starts its informers, and waits for the SharedFileSystem
-// cache. start runs Run until the test ends.
-func startupFixture(t *testing.T, objs ...runtime.Object) (f *kittest.Fixture, start func()) {
-	t.Helper()
-	f = kittest.NewFixture(t, objs...)
-	cfg := testConfig
-	cfg.Resync = startupResync
-	c := New(f.Deps(), cfg)
-	inf := f.Deps().Informers.HCC(ns).Clerum().V1alpha1().SharedFileSystems().Informer()
-	ctx, cancel := context.WithCancel(context.Background())
-	f.Deps().Informers.Start(ctx.Done())
-	var done chan error // Run's return, once started
-	t.Cleanup(func() {
-		cancel()
-		if done != nil {
-			require.NoError(t, <-done)
-		}
-		f.Deps().Informers.Shutdown()
-	})
-	require.True(t, cache.WaitForCacheSync(ctx.Done(), inf.HasSynced))
-	return f, func() {
-		done = make(chan error, 1)
-		go func() { done <- c.Run(ctx) }()
-	}
-}
-
-// writesOf are the writes to the SharedFileSystem name and its children.
-func writesOf(f *kittest.Fixture, name string) []string {
-	var out []string
-	for _, w := range f.Writes() {
-		if strings.Contains(w, name) {
-			out = append(out, w)
-		}
-	}
-	return out
-}
-
-// TestStartupQueuesEverySharedFileSystem: Run's first full pass queues a
-// SharedFileSystem the cache holds even with no informer event for it
-// (put in the cache only, as a missed event leaves it).
-func TestStartupQueuesEverySharedFileSystem(t *testing.T) {
-	f, start := startupFixture(t)
-	f.Index(resourcestest.NewFS("unseen"))
-	start()
-	require.Eventually(t, func() bool { return len(writesOf(f, "unseen")) > 0 }, time.Second, 5*time.Millisecond,
-		"the first full pass syncs a SharedFileSystem no event named")
-}
-
-// TestStartupResyncQueuesEverySharedFileSystem: every Resync, Run queues
-// every SharedFileSystem the cache holds, one no event named among them.
-func TestStartupResyncQueuesEverySharedFileSystem(t *testing.T) {
-	f, start := startupFixture(t, resourcestest.NewFS("watched"))
-	start()
-	// watched's writes: the workers run, the first full pass is over.
-	require.Eventually(t, func() bool { return len(writesOf(f, "watched")) > 0 }, time.Second, 5*time.Millisecond)
-
-	f.Index(resourcestest.NewFS("unseen"))
-	time.Sleep(200 * time.Millisecond)
-	require.Empty(t, writesOf(f, "unseen"), "no event named it: nothing syncs it before the resync")
-
-	// The resync's ticker is made beside the workers, at a moment the test
-	// cannot see: step a Resync until it ticks.
-	require.Eventually(t, func() bool {
-		f.Clock.Step(startupResync)
-		return len(writesOf(f, "unseen")) > 0
-	}, time.Second, 5*time.Millisecond, "the resync syncs a SharedFileSystem no event named")
+// TestStartup: Run's first full pass and every resync sync each
+// SharedFileSystem the cache holds, one no event named among them.
+func TestStartup(t *testing.T) {
+	const resync = time.Minute
+	kittest.StartupCheck{
+		Kind:   "SharedFileSystem",
+		Resync: resync,
+		Fixture: func(f *kittest.Fixture) (func(context.Context) error, cache.InformerSynced) {
+			cfg := testConfig
+			cfg.Resync = resync
+			c := New(f.Deps(), cfg)
+			return c.Run, f.Deps().Informers.HCC(ns).Clerum().V1alpha1().SharedFileSystems().Informer().HasSynced
+		},
+		Owner: func(name string) runtime.Object { return resourcestest.NewFS(name) },
+	}.Run(t)
 }
