@@ -98,9 +98,16 @@ type Server struct {
 	grants map[[sha256.Size]byte]Grant
 	// current maps a Host UID to the digest of its newest credential.
 	current map[string][sha256.Size]byte
-	// issued counts the bootstrap credentials issued, replaced ones
-	// included.
-	issued int
+	// issued is every bootstrap credential issued, replaced ones
+	// included, in order.
+	issued []Issuance
+}
+
+// Issuance is one bootstrap credential issued: for which Host, and when
+// its answer was written.
+type Issuance struct {
+	Namespace, HostRef, HostUID string
+	At                          time.Time
 }
 
 // Grant is what a bootstrap credential was issued for.
@@ -210,7 +217,7 @@ func (s *Server) bootstrapCredentials(w http.ResponseWriter, r *http.Request) {
 	}
 	s.grants[digest] = Grant{Namespace: req.Namespace, HostRef: req.HostRef, HostUID: req.HostUID, ExpiresAt: expiresAt}
 	s.current[req.HostUID] = digest
-	s.issued++
+	s.issued = append(s.issued, Issuance{Namespace: req.Namespace, HostRef: req.HostRef, HostUID: req.HostUID, At: time.Now()})
 	s.mu.Unlock()
 	s.opts.Logf("issued a bootstrap credential for Host %s/%s (uid %s), expires %s", req.Namespace, req.HostRef, req.HostUID, expiresAt.Format(time.RFC3339))
 	writeJSON(w, http.StatusOK, map[string]string{"credential": credential, "expiresAt": expiresAt.Format(time.RFC3339)})
@@ -268,7 +275,15 @@ func (s *Server) Exchange(credential string) (string, time.Time, error) {
 func (s *Server) Issued() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.issued
+	return len(s.issued)
+}
+
+// Issuances is every bootstrap credential issued, in order, replaced ones
+// included.
+func (s *Server) Issuances() []Issuance {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.issued)
 }
 
 // Grants returns what the live credentials were issued for, for tests.

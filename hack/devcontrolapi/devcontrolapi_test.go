@@ -107,6 +107,12 @@ func TestReplacedAndExpiredCredentials(t *testing.T) {
 	second, err := client.BootstrapCredential(context.Background(), req)
 	require.NoError(t, err)
 	assert.Equal(t, 2, s.Issued(), "a replaced credential is counted")
+	issued := s.Issuances()
+	require.Len(t, issued, 2)
+	for _, i := range issued {
+		assert.Equal(t, [3]string{"mcp-host", "alice", "uid-1"}, [3]string{i.Namespace, i.HostRef, i.HostUID})
+		assert.False(t, i.At.IsZero())
+	}
 	assert.Len(t, s.Grants(), 1, "but is not live")
 
 	code, _ := post(t, srv.URL+RouteTokenExchange, "", `{"credential":"`+first.Value+`"}`)

@@ -15,7 +15,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/clerum/hcc/hack/devcontrolapi"
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
+	"github.com/clerum/hcc/pkg/mark"
+	"github.com/clerum/hcc/pkg/names"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -110,7 +113,7 @@ func TestFailover(t *testing.T) {
 	t.Logf("takeover %s after the SIGKILL (lease %ds, retry %ds, bound %s)", takeover.Round(time.Millisecond), leaseSec, retrySec, bound)
 	assert.LessOrEqual(t, takeover, bound)
 
-	e.waitConverged(3 * time.Minute)
+	e.waitConvergedAfterKill(3*time.Minute, offset, "replica-a")
 	e.waitPlanned(time.Minute, "exactly the planned objects")
 	writes := controllerWrites(t, offset)
 	t.Logf("%d writes by the two replicas", len(writes))
@@ -133,9 +136,83 @@ func TestFailover(t *testing.T) {
 	// One credential per Host: a credential issued twice across the
 	// failover (the old leader's in-flight issuance and the new leader's
 	// again) is a Control API call the Host did not need.
+	// The one exception is a credential the kill itself lost: issued to
+	// replica-a, which died before writing it into the Host's Secret.
 	hosts, err := hcc.ClerumV1alpha1().Hosts("mcp-host").List(context.Background(), metav1.ListOptions{})
 	require.NoError(t, err)
-	assert.Equal(t, len(hosts.Items), e.controlAPI.Issued(), "the Control API issued one credential per Host")
+	lost := lostCredentials(t, offset, "replica-a", killed, e.controlAPI.Issuances())
+	if len(lost) > 0 {
+		t.Logf("credentials issued to replica-a before the kill and never written (issued again): %v", lost)
+	}
+	assert.Equal(t, len(hosts.Items)+len(lost), e.controlAPI.Issued(), "the Control API issued one credential per Host, and one more for each the kill lost")
+}
+
+// waitConvergedAfterKill is waitConverged after replica identity was
+// killed, with the one repair docs/ownership.md prescribes for what a kill
+// can leave behind: a claim identity created but died before marking,
+// bound meanwhile to a static volume, is refused by the next leader
+// (its Host reports NotOwned) until someone deletes it. Such a claim —
+// created by identity, never written by it again, unmarked and bound — is
+// deleted, once, and logged; any other refusal still fails the wait.
+func (e *env) waitConvergedAfterKill(timeout time.Duration, offset int64, identity string) {
+	e.t.Helper()
+	ctx := context.Background()
+	deleted := map[string]bool{}
+	eventually(e.t, "converged after the kill", timeout, func() bool {
+		if ok, _ := converged(e.t); ok {
+			return true
+		}
+		claims, err := kube.CoreV1().PersistentVolumeClaims("mcp-host").List(ctx, metav1.ListOptions{})
+		require.NoError(e.t, err)
+		for _, c := range claims.Items {
+			if deleted[c.Name] || c.Annotations[mark.Annotation] != "" || c.Spec.VolumeName == "" || !createdUnmarkedBy(e.t, offset, identity, c.Name) {
+				continue
+			}
+			e.t.Logf("claim %s: created by %s, which was killed before marking it, and bound to %s meanwhile: deleted, as docs/ownership.md says", c.Name, identity, c.Spec.VolumeName)
+			require.NoError(e.t, kube.CoreV1().PersistentVolumeClaims("mcp-host").Delete(ctx, c.Name, metav1.DeleteOptions{}))
+			deleted[c.Name] = true
+		}
+		return false
+	})
+	ok, what := converged(e.t)
+	require.True(e.t, ok, "not converged: %s", what)
+}
+
+// createdUnmarkedBy reports whether identity created the claim name in
+// mcp-host after offset and never wrote it again (its mark is the update
+// right after the create).
+func createdUnmarkedBy(t *testing.T, offset int64, identity, name string) bool {
+	created := false
+	for _, w := range writesBy(t, offset, identity) {
+		if w.ObjectRef == nil || w.ObjectRef.Resource != "persistentvolumeclaims" || w.ObjectRef.Namespace != "mcp-host" || w.ObjectRef.Name != name || !w.Succeeded() {
+			continue
+		}
+		if w.Verb != "create" {
+			return false
+		}
+		created = true
+	}
+	return created
+}
+
+// lostCredentials returns the Hosts a bootstrap credential was issued for
+// before killed that replica identity never wrote into the Host's
+// runtime-token Secret: the kill landed between the Control API's answer
+// and the write, so the next leader rightly asks again.
+func lostCredentials(t *testing.T, offset int64, identity string, killed time.Time, issued []devcontrolapi.Issuance) []string {
+	written := map[string]bool{}
+	for _, w := range writesBy(t, offset, identity) {
+		if w.ObjectRef != nil && w.ObjectRef.Resource == "secrets" && w.Succeeded() {
+			written[w.ObjectRef.Namespace+"/"+w.ObjectRef.Name] = true
+		}
+	}
+	var lost []string
+	for _, i := range issued {
+		if i.At.Before(killed) && !written[i.Namespace+"/"+names.HostRuntimeTokens(i.HostRef)] {
+			lost = append(lost, i.Namespace+"/"+i.HostRef)
+		}
+	}
+	return lost
 }
 
 // kube-apiserver is stopped and started again in the middle of
@@ -228,6 +305,11 @@ func TestResyncWritesNothing(t *testing.T) {
 	lookup.Spec.EgressBindings = []clerumv1alpha1.EgressBinding{{Name: "api", Mode: clerumv1alpha1.EgressModeExactHost, Host: "api.example.com", Port: ptr.To[int32](443)}}
 	e.create(lookup)
 	e.waitConverged(3 * time.Minute)
+	// Ready owners do not mean the NetworkPolicy pass for them has run:
+	// the first controller stops only once its work is all done, or the
+	// second would finish it and its writes would count as the resync's.
+	e.waitPlanned(time.Minute, "the first controller's plan")
+	e.waitQueuesIdle(first)
 	require.NoError(t, first.Stop())
 
 	offset := auditOffset(t)
