@@ -139,6 +139,9 @@ type Coordinator struct {
 	// passApplied: a NetworkPolicy pass has landed since this process
 	// started, so allows of servers changed while it was down are gone.
 	passApplied bool
+	// landed holds, until passApplied, the servers without state a pass
+	// released (Landed): the allows under their names are gone too.
+	landed map[string]struct{}
 	// blocked: the last pass could not write a namespace's default deny,
 	// which keeps every gate closed.
 	blocked bool
@@ -185,6 +188,7 @@ func New(d kit.Deps, resolver resolve.Resolver, opts Options) *Coordinator {
 		onGate:       func(string) {},
 		states:       map[string]*serverState{},
 		revoking:     map[string]uint64{},
+		landed:       map[string]struct{}{},
 	}
 	// Status writes that fail retry after 1 s, doubling to 2 min.
 	c.base = kit.NewController(d, kit.Spec[string]{Name: "external-egress", Sync: c.sync,
@@ -212,15 +216,16 @@ func (c *Coordinator) Primed() <-chan struct{} { return c.primed }
 
 // Settled is closed once the first NetworkPolicy pass has reported
 // (Applied), or SettleDeadline after the startup round if none has. Until
-// then every gate is closed for want of a pass, which says nothing about a
-// server: the coordinator publishes no status, and the McpServer operator
-// waits for it before its first syncs, so a restart does not mark every
-// server pending and then ready again — two status writes and two events
-// per server for nothing.
+// then a closed gate is closed for want of a pass, which says nothing about
+// a server: the coordinator publishes only open gates (servers the pass
+// released as their policies landed, Landed), and the McpServer operator
+// syncs only the servers whose gates are open, so a restart does not mark
+// every server pending and then ready again — two status writes and two
+// events per server for nothing.
 func (c *Coordinator) Settled() <-chan struct{} { return c.settled }
 
-// settle closes Settled once and queues every server, whose status was
-// held back until now.
+// settle closes Settled once and queues every server, here and in the
+// McpServer operator (onGate), whose status was held back until now.
 func (c *Coordinator) settle() {
 	c.settleOnce.Do(func() {
 		close(c.settled)
@@ -230,6 +235,7 @@ func (c *Coordinator) settle() {
 		}
 		for _, s := range servers {
 			c.queue.Add(s.Name)
+			c.onGate(s.Name)
 		}
 	})
 }
@@ -342,8 +348,10 @@ func (c *Coordinator) syncServer(ctx context.Context, name string) (time.Duratio
 	select {
 	case <-c.settled:
 	default:
-		// No pass has reported: settle queues every server again.
-		return c.nextAttention(st), nil
+		if !ready {
+			// No pass has judged it: settle queues every server again.
+			return c.nextAttention(st), nil
+		}
 	}
 	if err := c.writeStatus(ctx, server, st, ready); err != nil {
 		return 0, err
