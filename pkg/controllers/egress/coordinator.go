@@ -50,9 +50,10 @@ const (
 	// resolved by then starts unproven (no allow, runtime blocked) and is
 	// resolved by the workers.
 	DefaultPrimeDeadline = time.Minute
-	// DefaultSettleDeadline bounds how long, after the startup round, the
-	// coordinator waits for the first NetworkPolicy pass before it
-	// publishes egress state anyway (see Settled).
+	// DefaultSettleDeadline bounds how long, after the startup round or
+	// the first pass's last release of a server (Landed), the coordinator
+	// waits for the first NetworkPolicy pass's report before it publishes
+	// egress state anyway (see Settled).
 	DefaultSettleDeadline = time.Minute
 	// Workers is how many servers the coordinator syncs at once.
 	Workers = 4
@@ -67,8 +68,8 @@ type Options struct {
 	Rules *netpol.EgressRules
 	// PrimeDeadline bounds Prime; 0 means DefaultPrimeDeadline.
 	PrimeDeadline time.Duration
-	// SettleDeadline bounds the wait for Settled; 0 means
-	// DefaultSettleDeadline.
+	// SettleDeadline bounds the wait for Settled while the first pass
+	// releases no server; 0 means DefaultSettleDeadline.
 	SettleDeadline time.Duration
 	// Active reports whether a server may hold egress: the planner's
 	// netpol.Options.ServerActive (enabled, and not refused by the image
@@ -122,6 +123,7 @@ type Coordinator struct {
 	// settle deadline.
 	settled    chan struct{}
 	settleOnce sync.Once
+
 	// handlers are the McpServer informer's event handlers.
 	handlers cache.ResourceEventHandler
 
@@ -142,6 +144,9 @@ type Coordinator struct {
 	// landed holds, until passApplied, the servers without state a pass
 	// released (Landed): the allows under their names are gone too.
 	landed map[string]struct{}
+	// lastRelease is when a pass last released servers (Landed): the
+	// settle deadline runs from it.
+	lastRelease time.Time
 	// blocked: the last pass could not write a namespace's default deny,
 	// which keeps every gate closed.
 	blocked bool
@@ -303,21 +308,38 @@ func (c *Coordinator) prime(ctx context.Context) error {
 // once they have stopped.
 func (c *Coordinator) Run(ctx context.Context) error { return c.base.Run(ctx) }
 
-// settleAfter settles the coordinator after d unless a pass did first.
+// settleAfter settles the coordinator after d unless a pass did first. A
+// release of the first pass (Landed) starts d again: that pass is making
+// progress, and settling before its report would publish every server it
+// has not released yet as pending — on a cold start two status writes per
+// server, spent from the budget the pass's own writes need.
 func (c *Coordinator) settleAfter(ctx context.Context, d time.Duration) {
 	deadline := c.clock.NewTimer(d)
-	defer deadline.Stop()
-	select {
-	case <-deadline.C():
+	defer func() { deadline.Stop() }()
+	for {
 		select {
+		case <-deadline.C():
+			c.mu.Lock()
+			since := c.clock.Since(c.lastRelease)
+			released := !c.lastRelease.IsZero()
+			c.mu.Unlock()
+			if released && since < d {
+				deadline = c.clock.NewTimer(d - since)
+				continue
+			}
+			select {
+			case <-c.settled:
+			default:
+				c.log.Warn().Dur("deadline", d).
+					Msg("no NetworkPolicy pass has reported yet; publishing egress state with every gate closed")
+				c.settle()
+			}
+			return
 		case <-c.settled:
-		default:
-			c.log.Warn().Dur("deadline", d).
-				Msg("no NetworkPolicy pass has reported yet; publishing egress state with every gate closed")
-			c.settle()
+			return
+		case <-ctx.Done():
+			return
 		}
-	case <-c.settled:
-	case <-ctx.Done():
 	}
 }
 

@@ -365,6 +365,36 @@ func TestStatusWaitsForTheFirstPass(t *testing.T) {
 	})
 }
 
+// The first pass releasing servers as their policies land is making
+// progress: each release starts the settle deadline again, so the
+// servers it has not released yet are not published pending meanwhile (on
+// a cold start, two status writes per server from the budget the pass's
+// writes need).
+func TestAReleaseOfTheFirstPassPostponesTheSettleDeadline(t *testing.T) {
+	f := newFixture(t)
+	f.c.settled, f.c.settleOnce = make(chan struct{}), sync.Once{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { f.c.settleAfter(ctx, DefaultSettleDeadline); close(done) }()
+	defer func() { cancel(); <-done }()
+	settled := func() bool {
+		select {
+		case <-f.c.Settled():
+			return true
+		default:
+			return false
+		}
+	}
+
+	require.Eventually(t, f.Clock.HasWaiters, 10*time.Second, time.Millisecond)
+	f.Clock.Step(DefaultSettleDeadline - time.Second)
+	f.c.Landed(0, nil, netpolcontroller.EgressReport{})
+	f.Clock.Step(time.Second) // the first deadline
+	require.Never(t, settled, 300*time.Millisecond, time.Millisecond, "a second after a release")
+	f.Clock.Step(DefaultSettleDeadline - time.Second)
+	require.Eventually(t, settled, 10*time.Second, time.Millisecond, "a deadline after the last release")
+}
+
 // A server that never declared a binding has no allows for a pass to add
 // or revoke: seeing it, or an edit of its image, leaves its gate open, so
 // the runtime is not blocked until the next pass (a flap of status and

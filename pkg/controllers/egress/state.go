@@ -361,6 +361,7 @@ func (c *Coordinator) Landed(version uint64, servers []string, report netpolcont
 		}
 		touched = append(touched, name)
 	}
+	c.lastRelease = c.clock.Now() // the pass is making progress: the settle deadline starts again
 	c.mu.Unlock()
 	for _, name := range touched {
 		c.queue.Add(name)
