@@ -51,9 +51,9 @@ const (
 	// client's writes). Each owned object costs its create
 	// (maxWritesPerOwnedObject); on top the fleet's own objects take their
 	// finalizer and status writes (fleetWriteBounds). Measured 1.26 on
-	// 2 Contexts × 2 servers and 2 Hosts, 1.75 at the default size, where the
-	// egress gate holds every server back for the first NetworkPolicy pass
-	// and so each McpServer's status is written pending, then deployed. A
+	// 2 Contexts × 2 servers and 2 Hosts and 1.39 at the default size
+	// (1.75 before servers were released as their own policies land, when
+	// each McpServer's status was written pending, then deployed). A
 	// second write of every owned object takes it past 2.
 	maxWritesPerObject = 2.0
 	// maxWritesPerOwnedObject bounds the writes to any one owned object:
@@ -81,8 +81,9 @@ var ownedWriteExceptions = map[string]int{"persistentvolumeclaims": 2}
 // which the admin created and the controller only annotates:
 //   - an McpServer: its status, by its operator and by the NetworkPolicy
 //     operator, each at most twice (pending behind the egress gate, then
-//     deployed and allowed; measured 4 at the default size, 2 on a fleet
-//     small enough to pass the gate at once);
+//     deployed and allowed, when the gates settle before the first pass
+//     released the server; measured 2 at the default size, where each
+//     server is released as its own policies land, and 4 before that);
 //   - a Host: its finalizer, then its status, rolling out (measured 2;
 //     one more for a status written before the credential arrives);
 //   - a Context: nothing on a valid fleet (measured 0); one status report

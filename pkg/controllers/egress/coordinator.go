@@ -50,9 +50,10 @@ const (
 	// resolved by then starts unproven (no allow, runtime blocked) and is
 	// resolved by the workers.
 	DefaultPrimeDeadline = time.Minute
-	// DefaultSettleDeadline bounds how long, after the startup round, the
-	// coordinator waits for the first NetworkPolicy pass before it
-	// publishes egress state anyway (see Settled).
+	// DefaultSettleDeadline bounds how long, after the startup round or
+	// the first pass's last release of a server (Landed), the coordinator
+	// waits for the first NetworkPolicy pass's report before it publishes
+	// egress state anyway (see Settled).
 	DefaultSettleDeadline = time.Minute
 	// Workers is how many servers the coordinator syncs at once.
 	Workers = 4
@@ -67,8 +68,8 @@ type Options struct {
 	Rules *netpol.EgressRules
 	// PrimeDeadline bounds Prime; 0 means DefaultPrimeDeadline.
 	PrimeDeadline time.Duration
-	// SettleDeadline bounds the wait for Settled; 0 means
-	// DefaultSettleDeadline.
+	// SettleDeadline bounds the wait for Settled while the first pass
+	// releases no server; 0 means DefaultSettleDeadline.
 	SettleDeadline time.Duration
 	// Active reports whether a server may hold egress: the planner's
 	// netpol.Options.ServerActive (enabled, and not refused by the image
@@ -122,6 +123,7 @@ type Coordinator struct {
 	// settle deadline.
 	settled    chan struct{}
 	settleOnce sync.Once
+
 	// handlers are the McpServer informer's event handlers.
 	handlers cache.ResourceEventHandler
 
@@ -139,6 +141,12 @@ type Coordinator struct {
 	// passApplied: a NetworkPolicy pass has landed since this process
 	// started, so allows of servers changed while it was down are gone.
 	passApplied bool
+	// landed holds, until passApplied, the servers without state a pass
+	// released (Landed): the allows under their names are gone too.
+	landed map[string]struct{}
+	// lastRelease is when a pass last released servers (Landed): the
+	// settle deadline runs from it.
+	lastRelease time.Time
 	// blocked: the last pass could not write a namespace's default deny,
 	// which keeps every gate closed.
 	blocked bool
@@ -185,6 +193,7 @@ func New(d kit.Deps, resolver resolve.Resolver, opts Options) *Coordinator {
 		onGate:       func(string) {},
 		states:       map[string]*serverState{},
 		revoking:     map[string]uint64{},
+		landed:       map[string]struct{}{},
 	}
 	// Status writes that fail retry after 1 s, doubling to 2 min.
 	c.base = kit.NewController(d, kit.Spec[string]{Name: "external-egress", Sync: c.sync,
@@ -212,15 +221,16 @@ func (c *Coordinator) Primed() <-chan struct{} { return c.primed }
 
 // Settled is closed once the first NetworkPolicy pass has reported
 // (Applied), or SettleDeadline after the startup round if none has. Until
-// then every gate is closed for want of a pass, which says nothing about a
-// server: the coordinator publishes no status, and the McpServer operator
-// waits for it before its first syncs, so a restart does not mark every
-// server pending and then ready again — two status writes and two events
-// per server for nothing.
+// then a closed gate is closed for want of a pass, which says nothing about
+// a server: the coordinator publishes only open gates (servers the pass
+// released as their policies landed, Landed), and the McpServer operator
+// syncs only the servers whose gates are open, so a restart does not mark
+// every server pending and then ready again — two status writes and two
+// events per server for nothing.
 func (c *Coordinator) Settled() <-chan struct{} { return c.settled }
 
-// settle closes Settled once and queues every server, whose status was
-// held back until now.
+// settle closes Settled once and queues every server, here and in the
+// McpServer operator (onGate), whose status was held back until now.
 func (c *Coordinator) settle() {
 	c.settleOnce.Do(func() {
 		close(c.settled)
@@ -230,6 +240,7 @@ func (c *Coordinator) settle() {
 		}
 		for _, s := range servers {
 			c.queue.Add(s.Name)
+			c.onGate(s.Name)
 		}
 	})
 }
@@ -297,21 +308,38 @@ func (c *Coordinator) prime(ctx context.Context) error {
 // once they have stopped.
 func (c *Coordinator) Run(ctx context.Context) error { return c.base.Run(ctx) }
 
-// settleAfter settles the coordinator after d unless a pass did first.
+// settleAfter settles the coordinator after d unless a pass did first. A
+// release of the first pass (Landed) starts d again: that pass is making
+// progress, and settling before its report would publish every server it
+// has not released yet as pending — on a cold start two status writes per
+// server, spent from the budget the pass's own writes need.
 func (c *Coordinator) settleAfter(ctx context.Context, d time.Duration) {
 	deadline := c.clock.NewTimer(d)
-	defer deadline.Stop()
-	select {
-	case <-deadline.C():
+	defer func() { deadline.Stop() }()
+	for {
 		select {
+		case <-deadline.C():
+			c.mu.Lock()
+			since := c.clock.Since(c.lastRelease)
+			released := !c.lastRelease.IsZero()
+			c.mu.Unlock()
+			if released && since < d {
+				deadline = c.clock.NewTimer(d - since)
+				continue
+			}
+			select {
+			case <-c.settled:
+			default:
+				c.log.Warn().Dur("deadline", d).
+					Msg("no NetworkPolicy pass has reported yet; publishing egress state with every gate closed")
+				c.settle()
+			}
+			return
 		case <-c.settled:
-		default:
-			c.log.Warn().Dur("deadline", d).
-				Msg("no NetworkPolicy pass has reported yet; publishing egress state with every gate closed")
-			c.settle()
+			return
+		case <-ctx.Done():
+			return
 		}
-	case <-c.settled:
-	case <-ctx.Done():
 	}
 }
 
@@ -342,8 +370,10 @@ func (c *Coordinator) syncServer(ctx context.Context, name string) (time.Duratio
 	select {
 	case <-c.settled:
 	default:
-		// No pass has reported: settle queues every server again.
-		return c.nextAttention(st), nil
+		if !ready {
+			// No pass has judged it: settle queues every server again.
+			return c.nextAttention(st), nil
+		}
 	}
 	if err := c.writeStatus(ctx, server, st, ready); err != nil {
 		return 0, err

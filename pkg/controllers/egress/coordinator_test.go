@@ -14,7 +14,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
 	clerumv1alpha1 "github.com/clerum/hcc/pkg/apis/clerum/v1alpha1"
@@ -340,6 +342,9 @@ func TestStatusWaitsForTheFirstPass(t *testing.T) {
 	t.Run("the deadline settles when no pass reports", func(t *testing.T) {
 		f := newFixture(t)
 		f.c.settled, f.c.settleOnce = make(chan struct{}), sync.Once{}
+		var mu sync.Mutex
+		var gated []string
+		f.c.OnGate(func(s string) { mu.Lock(); defer mu.Unlock(); gated = append(gated, s) })
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() { f.c.settleAfter(ctx, DefaultSettleDeadline); close(done) }()
@@ -353,8 +358,46 @@ func TestStatusWaitsForTheFirstPass(t *testing.T) {
 				return false
 			}
 		}, 10*time.Second, 10*time.Millisecond)
+		require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(gated) > 0 }, 10*time.Second, time.Millisecond)
 		assert.Equal(t, 1, f.c.queue.Len(), "every server is queued again")
+		mu.Lock()
+		defer mu.Unlock()
+		assert.Equal(t, []string{"s1"}, gated, "and in the McpServer operator, which syncs only open gates until now")
 	})
+}
+
+// The first pass releasing servers as their policies land is making
+// progress: each release starts the settle deadline again, so the
+// servers it has not released yet are not published pending meanwhile (on
+// a cold start, two status writes per server from the budget the pass's
+// writes need).
+func TestAReleaseOfTheFirstPassPostponesTheSettleDeadline(t *testing.T) {
+	f := newFixture(t)
+	f.c.settled, f.c.settleOnce = make(chan struct{}), sync.Once{}
+	// A clock of its own: its only timer is the deadline's.
+	clk := clocktesting.NewFakeClock(f.Clock.Now())
+	f.c.clock = clk
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { f.c.settleAfter(ctx, DefaultSettleDeadline); close(done) }()
+	defer func() { cancel(); <-done }()
+	settled := func() bool {
+		select {
+		case <-f.c.Settled():
+			return true
+		default:
+			return false
+		}
+	}
+
+	require.Eventually(t, clk.HasWaiters, 10*time.Second, time.Millisecond)
+	clk.Step(DefaultSettleDeadline - time.Second)
+	f.c.Landed(0, nil, netpolcontroller.EgressReport{})
+	clk.Step(time.Second) // the first deadline
+	require.Eventually(t, func() bool { return clk.HasWaiters() || settled() }, 10*time.Second, time.Millisecond)
+	require.False(t, settled(), "a second after a release")
+	clk.Step(DefaultSettleDeadline - time.Second)
+	require.Eventually(t, settled, 10*time.Second, time.Millisecond, "a deadline after the last release")
 }
 
 // A server that never declared a binding has no allows for a pass to add
@@ -535,4 +578,140 @@ func TestANewGenerationWithoutBindingsTellsTheGate(t *testing.T) {
 	assert.True(t, f.c.Ready(f.server), "an image edit opens no new allow")
 	assert.Equal(t, []string{"s1"}, told, "the gate's listener hears the new generation's gate open")
 	assert.Zero(t, f.changes, "no pass is needed")
+}
+
+// A pass tells the coordinator as each server's policies land (Landed),
+// before the pass ends: that server's gate opens then, with the planner's
+// rejections of its bindings, and its status is published. A server whose
+// state is newer than the pass's snapshot waits for a pass that planned
+// it. Landed does not settle the coordinator: only the pass's report at its
+// end has judged every server.
+func TestLandedOpensAGateBeforeThePassEnds(t *testing.T) {
+	f := newFixture(t, hostBinding("api", "api.example.com"))
+	f.c.settled, f.c.settleOnce = make(chan struct{}), sync.Once{}
+	f.resolver.set("api.example.com", "93.184.216.34")
+	f.sync(t)
+	require.False(t, f.c.Ready(f.server))
+	_, version := f.c.Snapshot()
+
+	gated := 0
+	f.c.OnGate(func(string) { gated++ })
+	f.c.Landed(version-1, []string{"s1"}, netpolcontroller.EgressReport{})
+	assert.False(t, f.c.Ready(f.server), "a pass planned from an older snapshot did not program this answer")
+	f.c.Landed(version, []string{"s1"}, netpolcontroller.EgressReport{Rejected: map[string]map[string]string{
+		"s1": {"api": "NetworkPolicy mcp-server/ext-egress-s1-api is already planned for server s0"}}})
+	assert.False(t, f.c.Ready(f.server), "the planner rejected its binding")
+	f.c.Landed(version, []string{"s1", "not-known"}, netpolcontroller.EgressReport{})
+	assert.True(t, f.c.Ready(f.server), "its policies landed")
+	assert.Equal(t, 3, gated, "the McpServer operator hears each change of the gate, and each server named")
+	select {
+	case <-f.c.Settled():
+		t.Fatal("Landed settled the coordinator before the pass judged every server")
+	default:
+	}
+	f.sync(t)
+	cond, _ := f.status(t)
+	assert.Equal(t, reasons.Programmed, cond.Reason, "an open gate is published before the coordinator settles")
+
+	// The pass's own report at its end changes nothing more.
+	f.c.Applied(version, netpolcontroller.EgressReport{})
+	assert.True(t, f.c.Ready(f.server))
+	f.sync(t)
+	assert.Len(t, f.applied(), 1, "one status write")
+}
+
+// The revocation rule holds for an early release: a server forgotten after
+// the pass took its snapshot, and re-created under its name, waits for the
+// pass that revokes its old allows, even when a pass names it.
+func TestLandedKeepsAServerWhoseOldAllowsMayExistGated(t *testing.T) {
+	f := newFixture(t, clerumv1alpha1.EgressBinding{Name: "net", CIDR: "93.184.216.0/24", Port: ptr.To[int32](443)})
+	f.c.settled, f.c.settleOnce = make(chan struct{}), sync.Once{}
+	f.sync(t)
+	_, version := f.c.Snapshot()
+	f.c.Landed(version, []string{"s1"}, netpolcontroller.EgressReport{})
+	require.True(t, f.c.Ready(f.server))
+
+	f.remove(t)
+	f.sync(t) // forgotten: a newer pass revokes its allow
+	again := f.server.DeepCopy()
+	again.UID, again.Generation, again.Spec.EgressBindings = "uid-2", 1, nil
+	f.create(t, again)
+	f.c.Landed(version, []string{"s1"}, netpolcontroller.EgressReport{})
+	assert.False(t, f.c.Ready(f.server), "the pass planned from before the deletion: the allow may still be there")
+	_, revoking := f.c.Snapshot()
+	f.c.Landed(revoking, []string{"s1"}, netpolcontroller.EgressReport{})
+	assert.True(t, f.c.Ready(f.server), "the revoking pass released it")
+}
+
+// At a new leader the first pass releases servers as their policies land
+// (Landed) while every server still shows what the old leader wrote. A
+// server the pass released is published; the others are not until the
+// pass has judged them all (Applied), so none is reported pending and then
+// ready again — a second status write per server, which the end-to-end
+// TestFailover forbids. Every kind of server a pass names opens: one the
+// startup round synced before the pass's snapshot, one the workers first
+// saw after it (the pass's inventory held it without bindings), and one
+// not seen yet.
+func TestANewLeadersFirstPassReportsNoServerPending(t *testing.T) {
+	f := newFixture(t, clerumv1alpha1.EgressBinding{Name: "net", CIDR: "93.184.216.0/24", Port: ptr.To[int32](443)})
+	f.c.settled, f.c.settleOnce = make(chan struct{}), sync.Once{}
+	var gated []string
+	f.c.OnGate(func(s string) { gated = append(gated, s) })
+	servers := map[string]*clerumv1alpha1.McpServer{"s1": f.server}
+	planned := map[string]netpolcontroller.PlannedServer{}
+	for _, name := range []string{"s2", "s3"} {
+		s := &clerumv1alpha1.McpServer{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "mcp-server", Name: name, UID: types.UID("uid-" + name), Generation: 1},
+			Spec:       clerumv1alpha1.McpServerSpec{Image: "i", Transport: clerumv1alpha1.Transport{Type: clerumv1alpha1.TransportSSE}},
+		}
+		f.create(t, s)
+		servers[name] = s
+		planned[name] = netpolcontroller.PlannedServer{UID: s.UID, Generation: 1}
+	}
+	report := netpolcontroller.EgressReport{Bindingless: func(n string) (netpolcontroller.PlannedServer, bool) {
+		p, ok := planned[n]
+		return p, ok
+	}}
+	syncAll := func() {
+		for name := range servers {
+			_, err := f.c.syncServer(t.Context(), name)
+			require.NoError(t, err)
+		}
+		f.syncCaches()
+	}
+
+	f.sync(t) // the startup round
+	_, version := f.c.Snapshot()
+	_, err := f.c.syncServer(t.Context(), "s2") // a worker, after the pass's snapshot
+	require.NoError(t, err)
+
+	f.c.Landed(version, []string{"s2", "s3"}, report) // nothing to create for them
+	assert.True(t, f.c.Ready(servers["s2"]), "first seen after the snapshot, planned without bindings")
+	assert.True(t, f.c.Ready(servers["s3"]), "not seen yet: the pass revoked every allow under its name")
+	assert.False(t, f.c.Ready(servers["s1"]), "its policies are still being written")
+	select {
+	case <-f.c.Settled():
+		t.Fatal("Landed settled the coordinator before the pass judged every server")
+	default:
+	}
+	syncAll()
+	assert.Empty(t, kittest.Applied[*clerumv1alpha1.McpServer](f.Fixture, "mcp-server", "s1"),
+		"a server the pass has not judged is not reported pending")
+
+	f.c.Landed(version, []string{"s1"}, report)
+	syncAll()
+	f.c.Applied(version, report)
+	select {
+	case <-f.c.Settled():
+	default:
+		t.Fatal("the pass's report did not settle the coordinator")
+	}
+	syncAll()
+	for name := range servers {
+		applied := kittest.Applied[*clerumv1alpha1.McpServer](f.Fixture, "mcp-server", name)
+		require.Len(t, applied, 1, "%s: one status write", name)
+		cond := meta.FindStatusCondition(applied[0].Status.Conditions, clerumv1alpha1.ConditionExternalEgressReady)
+		assert.Equal(t, metav1.ConditionTrue, cond.Status, "%s is never reported pending", name)
+		assert.Contains(t, gated, name, "settling queues %s in the McpServer operator too", name)
+	}
 }

@@ -73,6 +73,7 @@ func destinationOf(b *clerumv1alpha1.EgressBinding) destination {
 func (c *Coordinator) forget(name string) {
 	c.mu.Lock()
 	_, had := c.states[name]
+	delete(c.landed, name)
 	if had {
 		delete(c.states, name)
 		c.version++
@@ -190,14 +191,16 @@ func (c *Coordinator) refresh(ctx context.Context, server *clerumv1alpha1.McpSer
 // mayHoldAllows reports whether the cluster may still hold external allows
 // under server name: its state (prev) declared bindings or still waits for
 // a pass; or, with no state, no pass has landed since this process started
-// (the server may have lost its bindings while no controller ran), or it
-// was forgotten and the revoking pass has not landed yet. Callers hold c.mu.
+// (the server may have lost its bindings while no controller ran) nor
+// released it (Landed), or it was forgotten and the revoking pass has not
+// landed yet. Callers hold c.mu.
 func (c *Coordinator) mayHoldAllows(name string, prev *serverState) bool {
 	if prev != nil {
 		return prev.bindings > 0 || prev.gateVersion > prev.applied
 	}
 	_, revoking := c.revoking[name]
-	return revoking || !c.passApplied
+	_, landed := c.landed[name]
+	return revoking || (!c.passApplied && !landed)
 }
 
 // union keeps the addresses of earlier successful answers for the same
@@ -283,32 +286,13 @@ func (c *Coordinator) liveAddrs(seen map[netip.Addr]time.Time, now time.Time) []
 // Applied implements EgressSource: a pass built from Snapshot version is in
 // the cluster for every server but report.Failed, which stay gated; the
 // planner's rejections replace the ones of the previous pass. Servers whose
-// gate or rejections changed are re-synced, so their status follows.
+// gate or rejections changed are re-synced, so their status follows. The
+// first Applied settles the coordinator: every server has been judged.
 func (c *Coordinator) Applied(version uint64, report netpolcontroller.EgressReport) {
 	c.mu.Lock()
 	var touched []string
 	for name, st := range c.states {
-		before := st.gateVersion <= st.applied && len(st.planRejected) == 0
-		rejected := report.Rejected[name]
-		changedRejections := !maps.Equal(st.planRejected, rejected)
-		st.planRejected = rejected
-		switch {
-		case report.Blocked || report.Failed.Has(name):
-			// Some of its policies did not land: closed until a pass
-			// writes them all.
-			st.applied = 0
-		case st.version <= version && version > st.applied:
-			st.applied = version
-		case st.bindings == 0 && st.gateVersion > st.applied && plannedBindingless(report, name, st):
-			// The state was made after the pass took its snapshot (a server
-			// first seen at startup, while no pass had landed), but the
-			// pass's own inventory held this very generation without
-			// bindings, so it revoked every external allow under the name:
-			// waiting for another pass would only flap the status.
-			st.applied = st.gateVersion
-		}
-		after := st.gateVersion <= st.applied && len(st.planRejected) == 0
-		if before != after || changedRejections {
+		if c.judge(name, st, version, report) {
 			touched = append(touched, name)
 		}
 	}
@@ -318,6 +302,7 @@ func (c *Coordinator) Applied(version uint64, report netpolcontroller.EgressRepo
 	for name := range report.Failed {
 		if _, ok := c.states[name]; !ok {
 			c.revoking[name] = version
+			delete(c.landed, name)
 			touched = append(touched, name)
 		}
 	}
@@ -330,6 +315,7 @@ func (c *Coordinator) Applied(version uint64, report netpolcontroller.EgressRepo
 	c.blocked = report.Blocked
 	if !report.Blocked {
 		c.passApplied = true
+		clear(c.landed) // passApplied says it of every server
 		for name, v := range c.revoking {
 			if v <= version && !report.Failed.Has(name) {
 				delete(c.revoking, name)
@@ -344,6 +330,70 @@ func (c *Coordinator) Applied(version uint64, report netpolcontroller.EgressRepo
 		c.onGate(name)
 	}
 	c.settle()
+}
+
+// Landed implements EgressSource: while a pass is still writing — its
+// default denies, L1 policies and every revocation landed — every policy
+// of servers, planned from Snapshot version, is in the cluster. Each is
+// judged as Applied judges it (report holds no failures), so its gate may
+// open now rather than when the pass ends. A server the coordinator has no
+// state for yet is recorded as revoked: no allow under its name survives
+// the pass. Landed never settles the coordinator: servers the pass has not
+// released yet are not judged, and publishing their closed gates would
+// report them pending only until Applied (docs/networkpolicy.md,
+// "Releasing servers as their policies land").
+func (c *Coordinator) Landed(version uint64, servers []string, report netpolcontroller.EgressReport) {
+	c.mu.Lock()
+	var touched []string
+	for _, name := range servers {
+		if st, ok := c.states[name]; ok {
+			if c.judge(name, st, version, report) {
+				touched = append(touched, name)
+			}
+			continue
+		}
+		if v, ok := c.revoking[name]; ok && v > version {
+			continue // forgotten after the pass's snapshot: its pass is still to come
+		}
+		delete(c.revoking, name)
+		if !c.passApplied {
+			c.landed[name] = struct{}{}
+		}
+		touched = append(touched, name)
+	}
+	c.lastRelease = c.clock.Now() // the pass is making progress: the settle deadline starts again
+	c.mu.Unlock()
+	for _, name := range touched {
+		c.queue.Add(name)
+		c.onGate(name)
+	}
+}
+
+// judge applies the report of a pass planned from version to the state st
+// of server name, and reports whether its gate or rejections changed.
+// Callers hold c.mu.
+func (c *Coordinator) judge(name string, st *serverState, version uint64, report netpolcontroller.EgressReport) bool {
+	before := st.gateVersion <= st.applied && len(st.planRejected) == 0
+	rejected := report.Rejected[name]
+	changedRejections := !maps.Equal(st.planRejected, rejected)
+	st.planRejected = rejected
+	switch {
+	case report.Blocked || report.Failed.Has(name):
+		// Some of its policies did not land: closed until a pass
+		// writes them all.
+		st.applied = 0
+	case st.version <= version && version > st.applied:
+		st.applied = version
+	case st.bindings == 0 && st.gateVersion > st.applied && plannedBindingless(report, name, st):
+		// The state was made after the pass took its snapshot (a server
+		// first seen at startup, while no pass had landed), but the
+		// pass's own inventory held this very generation without
+		// bindings, so it revoked every external allow under the name:
+		// waiting for another pass would only flap the status.
+		st.applied = st.gateVersion
+	}
+	after := st.gateVersion <= st.applied && len(st.planRejected) == 0
+	return before != after || changedRejections
 }
 
 // Ready is the runtime gate: true when every binding of server's current

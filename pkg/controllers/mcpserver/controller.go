@@ -39,10 +39,12 @@ type Gate interface {
 	// OnGate registers the function told when a server's gate may have
 	// changed.
 	OnGate(func(server string))
-	// Settled is closed once the gates say something about the servers
-	// (the first NetworkPolicy pass has reported): the operator's first
-	// syncs wait for it, so a restart does not block and release every
-	// server on its way up.
+	// Settled is closed once the gates say something about every server
+	// (the first NetworkPolicy pass has reported). Until then a closed
+	// gate says nothing: the operator syncs only the servers whose gates
+	// are open, so a restart does not block and release every server on
+	// its way up, and a cold start deploys each server as the first pass
+	// releases it. Settling re-queues every server (OnGate).
 	Settled() <-chan struct{}
 }
 
@@ -146,18 +148,15 @@ func New(d kit.Deps, gate Gate, cfg Config) *Controller {
 	c.base.Owns(owner, deployments.Informer(), services.Informer(), configMaps.Informer())
 	c.base.Watches(secrets.Informer(), c.secretHandlers())
 	gate.OnGate(func(server string) { c.base.Add(cache.ObjectName{Namespace: ns, Name: server}) })
-	// The first syncs wait for the gates' first word, so a restart does
-	// not block and release every server on its way up.
-	c.base.WaitFor(gate.Settled())
 	return c
 }
 
 // Name implements kit.Reconciler.
 func (c *Controller) Name() string { return "mcpserver" }
 
-// Run implements kit.Reconciler: it waits for the caches and the gates'
-// first word, then syncs servers with cfg.Workers workers until ctx is
-// done. An informer that could not be wired makes it fail at once.
+// Run implements kit.Reconciler: it waits for the caches, then syncs
+// servers with cfg.Workers workers until ctx is done; until the egress
+// gates settle, only servers whose gates are open. An informer that could not be wired makes it fail at once.
 func (c *Controller) Run(ctx context.Context) error { return c.base.Run(ctx) }
 
 // secretHandlers re-queue exactly the servers that name a changed Secret.

@@ -33,7 +33,8 @@ const refusedRetry = 5 * time.Minute
 // (docs/mcpserver.md):
 //
 //  1. a server that is gone has its children deleted (the garbage
-//     collector is the second line);
+//     collector is the second line); until the egress gates settle, a
+//     server whose gate is still closed is left for later;
 //  2. its Secrets are validated, its image judged, its spec built and its
 //     egress gate read; any of them can block it;
 //  3. a blocked server's children are left as they are — nothing is
@@ -59,6 +60,12 @@ func (c *Controller) syncMcpServer(ctx context.Context, key cache.ObjectName) (k
 	}
 	if err != nil {
 		return kit.Result{}, err
+	}
+	if !c.judged(s) {
+		// The first NetworkPolicy pass has not released it yet: its
+		// closed gate says nothing, so nothing is written. The pass's
+		// release or the gates settling queues it again.
+		return kit.Result{}, nil
 	}
 
 	st := newStatus(s)
@@ -123,6 +130,18 @@ func (c *Controller) syncMcpServer(ctx context.Context, key cache.ObjectName) (k
 	c.states.Set(s.Name, st.stateOf())
 	c.refreshGauges()
 	return result, c.applyStatus(ctx, s, st)
+}
+
+// judged reports whether the egress gate says anything of s yet: the gates
+// have settled, or the first NetworkPolicy pass released s as its policies
+// landed (Gate.Settled).
+func (c *Controller) judged(s *clerumv1alpha1.McpServer) bool {
+	select {
+	case <-c.gate.Settled():
+		return true
+	default:
+		return c.gate.Ready(s)
+	}
 }
 
 // refused is the enforce-mode refusal of the controller's allowlist, nil in

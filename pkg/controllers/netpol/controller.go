@@ -72,6 +72,14 @@ type EgressSource interface {
 	// cluster for every server but those report names, so the coordinator
 	// may release the servers it gates.
 	Applied(version uint64, report EgressReport)
+	// Landed reports, while a pass is still writing, that the policies of
+	// servers planned from Snapshot version are all in the cluster: the
+	// namespace-wide layers and every revocation of the pass landed, and so
+	// did each server's own policies. report holds the planner's
+	// rejections and the servers it planned without bindings, and no
+	// failures. Applied follows at the end of the pass, and only Applied
+	// says anything of the servers Landed has not named.
+	Landed(version uint64, servers []string, report EgressReport)
 	// Primed is closed once the startup resolution round is done.
 	Primed() <-chan struct{}
 }
@@ -93,7 +101,7 @@ type EgressReport struct {
 	// Bindingless looks up a server the pass planned with no egress
 	// bindings, with the UID and generation it planned: the pass revoked
 	// every external allow under its name, unless it is among Failed. It
-	// is valid only during Applied.
+	// is valid only during Applied and Landed.
 	Bindingless func(server string) (PlannedServer, bool)
 }
 

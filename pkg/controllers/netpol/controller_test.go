@@ -110,13 +110,27 @@ type fakeEgress struct {
 	report           EgressReport
 	// resolved are the DNS answers Snapshot returns.
 	resolved map[string]map[string]netpol.Resolution
+	// landed are the servers Landed released, as "name@version", in order;
+	// onLanded, if set, hears each.
+	landed   []string
+	onLanded func(server string)
 }
 
 func (f *fakeEgress) Snapshot() (map[string]map[string]netpol.Resolution, uint64) {
 	return maps.Clone(f.resolved), f.version
 }
 func (f *fakeEgress) Applied(v uint64, r EgressReport) { f.applied, f.report = v, r }
-func (f *fakeEgress) Primed() <-chan struct{}          { return primed }
+
+// Landed records each server released early, with the version.
+func (f *fakeEgress) Landed(v uint64, servers []string, _ EgressReport) {
+	for _, s := range servers {
+		f.landed = append(f.landed, fmt.Sprintf("%s@%d", s, v))
+		if f.onLanded != nil {
+			f.onLanded(s)
+		}
+	}
+}
+func (f *fakeEgress) Primed() <-chan struct{} { return primed }
 
 // primed is a closed channel: the fake's startup round is always done.
 var primed = func() chan struct{} { c := make(chan struct{}); close(c); return c }()

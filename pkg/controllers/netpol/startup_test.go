@@ -30,6 +30,8 @@ func (e *unprimedEgress) Applied(uint64, EgressReport) {
 	e.applied++
 }
 
+func (e *unprimedEgress) Landed(uint64, []string, EgressReport) {}
+
 func (e *unprimedEgress) passes() int {
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -143,6 +144,7 @@ func (c *Controller) syncFull(ctx context.Context) (time.Duration, error) {
 		ch: ch, held: held, holder: holder, version: version, seq: seq, desired: len(plan.Policies),
 		counts: countByType(plan.Policies), rejections: plan.Rejections, conflicts: plan.Conflicts,
 		contexts: inv.Contexts, server: lookup(byName), bindingless: bindinglessOf(lookup(byName)),
+		servers: slices.Sorted(maps.Keys(byName)),
 		onConverged: func() {
 			// Only a pass that read the caches leaves a planner the
 			// incremental passes can edit: they read the caches too.
@@ -178,6 +180,50 @@ type passPlan struct {
 	// onConverged, if set, is called when every write landed and the
 	// cluster holds exactly the plan.
 	onConverged func()
+	// servers, when set, are the inventory's McpServers, each released as
+	// soon as its own policies land (createAllows).
+	servers []string
+}
+
+// createAllows creates the allows of a pass, after the namespace-wide
+// layers and the revocations. When release is set — every default deny and
+// revocation landed — it writes them server by server and tells the
+// external-egress coordinator as each server's last one lands, so a cold
+// start releases its first server after that server's policies rather than
+// after the whole fleet's (docs/networkpolicy.md, "Releasing servers as
+// their policies land"). Servers with nothing to create go first, at once.
+// A server with a failed write of the pass is never released early; the
+// pass's Applied decides for it, as for everything else.
+func (c *Controller) createAllows(ctx context.Context, pp passPlan, ch changes, out *outcome, release bool) {
+	creates := filter(ch.creates, not(isDefault))
+	if !release || pp.servers == nil {
+		c.write(ctx, verbCreate, creates, ch.servers, out)
+		return
+	}
+	report := EgressReport{Rejected: egressRejections(pp.rejections), Bindingless: pp.bindingless}
+	byServer := map[string][]*networkingv1.NetworkPolicy{}
+	for _, p := range creates {
+		s := ch.servers[keyOf(p)]
+		byServer[s] = append(byServer[s], p)
+	}
+	// Allows no server owns (none today) go before any server is released.
+	c.write(ctx, verbCreate, byServer[""], ch.servers, out)
+	var ready []string
+	for _, s := range pp.servers {
+		if _, pending := byServer[s]; !pending && !out.failed.Has(s) {
+			ready = append(ready, s)
+		}
+	}
+	c.egress.Landed(pp.version, ready, report)
+	for _, s := range slices.Sorted(maps.Keys(byServer)) {
+		if s == "" {
+			continue
+		}
+		c.write(ctx, verbCreate, byServer[s], ch.servers, out)
+		if !out.failed.Has(s) {
+			c.egress.Landed(pp.version, []string{s}, report)
+		}
+	}
 }
 
 // apply writes a pass's changes in the safety order (syncFull), certifies,
@@ -230,7 +276,7 @@ func (c *Controller) apply(ctx context.Context, pp passPlan) (time.Duration, err
 		c.explainWithheld(out)
 	}
 	c.metrics.DefaultDenyWithheld.Set(float64(len(out.withheld)))
-	c.write(ctx, verbCreate, filter(ch.creates, not(isDefault)), ch.servers, out)
+	c.createAllows(ctx, pp, ch, out, revoked && !blocked)
 
 	// What this pass saw deleted is forgotten only once its revocations all
 	// succeeded against a cache that had caught up with HCC's own creates:
@@ -596,8 +642,9 @@ func (c *Controller) writeOne(ctx context.Context, verb string, p *networkingv1.
 
 // createConflict handles a create refused because the name is taken. The
 // informer lists only managed policies, so the holder is either one HCC
-// wrote that the cache has not seen yet (retry quietly) or an object HCC
-// must not touch (report and skip; docs/ownership.md).
+// wrote that the cache has not seen yet (as planned: done; otherwise retry
+// quietly from the newer object) or an object HCC must not touch (report
+// and skip; docs/ownership.md).
 func (c *Controller) createConflict(ctx context.Context, p *networkingv1.NetworkPolicy, out *outcome) error {
 	holder, err := c.kube.NetworkingV1().NetworkPolicies(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
 	switch {
