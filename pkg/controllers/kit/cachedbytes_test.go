@@ -138,7 +138,7 @@ func plannedChildren(b testing.TB, servers, contexts, hosts int) []k8sruntime.Ob
 		m.SetUID(types.UID(fmt.Sprintf("00000000-0000-0000-0000-%012d", n)))
 		m.SetResourceVersion(fmt.Sprint(1000 + n))
 		m.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: "hcc-controller", Operation: metav1.ManagedFieldsOperationUpdate,
-			APIVersion: "v1", FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:labels":{}}}`)}}})
+			APIVersion: "v1", FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:metadata":{"f:labels":{}}}`)}})
 		objs = append(objs, obj)
 	}
 	return objs
