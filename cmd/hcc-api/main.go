@@ -72,6 +72,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		startup.PrintInvalidConfig(stderr, binary, err)
 		return 1
 	}
+	startup.SetMemoryLimit(log)
 
 	if err := serve(ctx, log, flags, cfg); err != nil {
 		log.Error().Err(err).Msg("exiting")

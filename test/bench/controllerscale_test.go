@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -490,7 +491,11 @@ func measureConverged(b *testing.B, cp *controlplane.ControlPlane, name, bin, ku
 	progressf("%s: ready in %s, settled in %s (%.0f items queued), %.1f CPU s, %d writes",
 		name, ready.Round(100*time.Millisecond), restart.Round(100*time.Millisecond), settled.adds, restartCPU, len(restartWrites))
 
-	// Steady state.
+	// Steady state. The resident set is read as the queues settle and
+	// again at the end of the window: what the scavenger returns to the
+	// kernel meanwhile is the start-up lists' garbage, not the caches.
+	rssSettled, err := p.RSSMiB()
+	require.NoError(b, err)
 	idleStart := time.Now()
 	idleCPU := cpuAt()
 	time.Sleep(idleWindow)
@@ -499,9 +504,11 @@ func measureConverged(b *testing.B, cp *controlplane.ControlPlane, name, bin, ku
 	require.NoError(b, err)
 	idleAdds := m.adds() - settled.adds
 	idleWrites := writesOf(b, audit)
+	mem := goMemory(b, port) // before heapProfile's forced GC
 	heapLive := heapProfile(b, name, pprofPort, port)
-	progressf("%s: steady state over %s: %.0f MiB resident, %.3f cores, %.0f MiB live heap, %.0f items queued, %d writes",
-		name, idleWindow, rss, idleCores, heapLive, idleAdds, len(idleWrites))
+	progressf("%s: steady state over %s: %.0f MiB resident (%.0f MiB as it settled), %.3f cores, %.0f MiB live heap, %.0f items queued, %d writes",
+		name, idleWindow, rss, rssSettled, idleCores, heapLive, idleAdds, len(idleWrites))
+	progressf("%s: Go memory at the end of the window: %s", name, mem)
 
 	// The timer resync: wait for its first item, then for every queue to
 	// settle. The queues are read only from shortly before it is due.
@@ -525,8 +532,10 @@ func measureConverged(b *testing.B, cp *controlplane.ControlPlane, name, bin, ku
 	resyncTime := done.at.Sub(resyncStart)
 	resyncWrites := writesOf(b, audit)
 	peak := p.peakRSS(b)
-	progressf("%s: resync: %s, %.0f items queued, %.1f CPU s, %d writes; peak resident %.0f MiB",
-		name, resyncTime.Round(100*time.Millisecond), done.adds-before, resyncCPU, len(resyncWrites), peak)
+	rssResynced, err := p.RSSMiB()
+	require.NoError(b, err)
+	progressf("%s: resync: %s, %.0f items queued, %.1f CPU s, %d writes; resident %.0f MiB after it, peak %.0f MiB",
+		name, resyncTime.Round(100*time.Millisecond), done.adds-before, resyncCPU, len(resyncWrites), rssResynced, peak)
 	_, _, nErrors, nWarnings := p.logProblems(b, 0)
 
 	b.ReportMetric(ready.Seconds(), "s-ready")
@@ -534,6 +543,10 @@ func measureConverged(b *testing.B, cp *controlplane.ControlPlane, name, bin, ku
 	b.ReportMetric(restartCPU, "cpu-s-restart")
 	b.ReportMetric(float64(len(restartWrites)), "restart-writes")
 	b.ReportMetric(rss, "MiB-rss")
+	b.ReportMetric(rssSettled, "MiB-rss-settled")
+	b.ReportMetric(rssResynced, "MiB-rss-resynced")
+	b.ReportMetric(mem["go_memstats_heap_inuse_bytes"]/(1<<20), "MiB-heap-inuse")
+	b.ReportMetric((mem["go_memstats_heap_idle_bytes"]-mem["go_memstats_heap_released_bytes"])/(1<<20), "MiB-heap-idle-unreleased")
 	b.ReportMetric(peak, "MiB-rss-peak")
 	b.ReportMetric(heapLive, "MiB-heap-live")
 	b.ReportMetric(idleCores, "cores-idle")
@@ -646,6 +659,50 @@ func (q *queueWatch) settle(timeout time.Duration) settledAt {
 		time.Sleep(200 * time.Millisecond)
 	}
 	return last
+}
+
+// goMemory reads the Go runtime's memory figures from the controller's
+// /metrics: the heap in use, idle and returned to the kernel, the heap
+// goal and the soft memory limit (go_gc_gomemlimit_bytes; math.MaxInt64
+// when none is set), which every figure of the run must be read beside.
+func goMemory(b *testing.B, port int) goMemoryStats {
+	b.Helper()
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", port))
+	require.NoError(b, err)
+	defer resp.Body.Close()
+	out := goMemoryStats{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		name, value, ok := strings.Cut(sc.Text(), " ")
+		if !ok || !slices.Contains(goMemoryMetrics, name) {
+			continue
+		}
+		v, err := strconv.ParseFloat(value, 64)
+		require.NoError(b, err, sc.Text())
+		out[name] = v
+	}
+	require.NoError(b, sc.Err())
+	for _, name := range goMemoryMetrics {
+		_, ok := out[name]
+		require.True(b, ok, "no %s in /metrics", name)
+	}
+	return out
+}
+
+var goMemoryMetrics = []string{
+	"go_memstats_heap_alloc_bytes", "go_memstats_heap_inuse_bytes", "go_memstats_heap_idle_bytes",
+	"go_memstats_heap_released_bytes", "go_memstats_sys_bytes", "go_memstats_next_gc_bytes", "go_gc_gomemlimit_bytes",
+}
+
+type goMemoryStats map[string]float64
+
+func (m goMemoryStats) String() string {
+	var parts []string
+	for _, name := range goMemoryMetrics {
+		parts = append(parts, fmt.Sprintf("%s %.0f MiB", strings.TrimSuffix(strings.TrimPrefix(strings.TrimPrefix(name, "go_memstats_"), "go_gc_"), "_bytes"), m[name]/(1<<20)))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // heapProfile saves the controller's heap profile, after a forced GC, to

@@ -213,6 +213,9 @@ func (i *Informers) Shutdown() {
 // lost one before updating it (Dropped). A NetworkPolicy keeps the
 // annotation: the NetworkPolicy operator updates its policies from their
 // cached copies (pkg/controllers/netpol, updateFor) without that read.
+// It then shares what the object carries alike with other cached objects
+// (label sets, selectors, resource lists: sharedValues), which is safe
+// only because no cached object is changed in place.
 // docs/reconcilers.md, "What the caches keep".
 func StripUnread(obj any) (any, error) {
 	accessor, err := meta.Accessor(obj)
@@ -220,19 +223,23 @@ func StripUnread(obj any) (any, error) {
 		return obj, nil // a tombstone
 	}
 	accessor.SetManagedFields(nil)
-	if _, policy := obj.(*networkingv1.NetworkPolicy); policy {
-		return obj, nil
-	}
-	if a := accessor.GetAnnotations(); a != nil {
-		if _, ok := a[LastAppliedAnnotation]; ok {
-			delete(a, LastAppliedAnnotation)
-			if len(a) == 0 {
-				accessor.SetAnnotations(nil)
+	if _, policy := obj.(*networkingv1.NetworkPolicy); !policy {
+		if a := accessor.GetAnnotations(); a != nil {
+			if _, ok := a[LastAppliedAnnotation]; ok {
+				delete(a, LastAppliedAnnotation)
+				if len(a) == 0 {
+					accessor.SetAnnotations(nil)
+				}
 			}
 		}
 	}
+	cachedValues.share(obj)
 	return obj, nil
 }
+
+// cachedValues are the label sets, selectors and resource lists the
+// objects of every cache share (sharedValues).
+var cachedValues = newSharedValues()
 
 // LastAppliedAnnotation is kubectl's client-side apply record.
 const LastAppliedAnnotation = corev1.LastAppliedConfigAnnotation
