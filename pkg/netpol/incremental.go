@@ -100,7 +100,7 @@ type claim struct {
 // inv. It sizes its indexes from inv, plans each server's bindings and each
 // Context holding its contextId once, and records no touched names.
 func NewIncremental(inv Inventory, opts Options) *Incremental {
-	opts = opts.withSelectors()
+	opts = opts.withCache()
 	grants := 0
 	for _, c := range inv.Contexts {
 		grants += len(c.Spec.McpServers)
