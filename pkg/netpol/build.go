@@ -10,30 +10,32 @@ import (
 )
 
 // Shared building blocks of every policy. Each call returns freshly allocated
-// metadata, slices and pointers, with one exception: the label selectors of
-// the per-Context allows come from the plan's selectorCache, so the policies
-// of one plan share them (no two plans do). Whoever receives a plan may
-// change a policy's metadata (the applier sets resource versions) but copies
-// a policy before changing its spec, as every writer in this repository
-// does (DeepCopy).
+// metadata, slices and pointers, with two exceptions. The policies of one
+// plan share what they have in common from the plan's cache (planCache):
+// label selectors, ports, policy types and the rules and peers of the
+// per-Context allows; no two plans share anything. And the ingress and
+// egress halves of one Context's allow of a server share one label map,
+// their labels being the same. Whoever receives a plan may change a
+// policy's own fields (the applier sets resource versions) but copies a
+// policy before changing its labels or spec, as every writer in this
+// repository does (DeepCopy). share_test.go holds the planner to sharing
+// nothing between plans, and the controller's
+// TestIncrementalPassesKeepTheClusterAsAFullPassWould holds its writers to
+// leaving the policies of the planner it keeps alone.
 
 var policyTypeMeta = metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"}
 
-// newPolicy returns a policy carrying HCC's ownership labels. owner holds
-// alternating owner label keys and owner names (clerum.io/mcpserver and the
-// server, clerum.io/context and the contextId, ...): revocation attributes
-// an unplanned policy by them, never by parsing its name (docs/names.md).
-// Values go through names.Label, like every label value HCC derives. The
-// labels are metadata only: the pod selector is podSelector. The policy
-// keeps types, so callers list them inline rather than passing a shared
-// slice.
+// newPolicy returns a policy carrying HCC's ownership labels (ownerLabels).
+// The policy keeps types, so callers list them inline rather than passing
+// a shared slice.
 func newPolicy(namespace, name, policyType string, owner []string, podSelector metav1.LabelSelector, types ...networkingv1.PolicyType) *networkingv1.NetworkPolicy {
-	labels := make(map[string]string, 2+len(owner)/2)
-	labels[names.LabelManagedBy] = names.ManagedByValue
-	labels[names.LabelPolicyType] = policyType
-	for i := 0; i+1 < len(owner); i += 2 {
-		labels[owner[i]] = names.Label(owner[i+1])
-	}
+	return newLabelledPolicy(namespace, name, ownerLabels(policyType, owner...), podSelector, types)
+}
+
+// newLabelledPolicy returns a policy with the labels, pod selector and
+// types given, which it keeps. The labels are metadata only: the pod
+// selector is podSelector.
+func newLabelledPolicy(namespace, name string, labels map[string]string, podSelector metav1.LabelSelector, types []networkingv1.PolicyType) *networkingv1.NetworkPolicy {
 	return &networkingv1.NetworkPolicy{
 		TypeMeta: policyTypeMeta,
 		ObjectMeta: metav1.ObjectMeta{
@@ -48,6 +50,22 @@ func newPolicy(namespace, name, policyType string, owner []string, podSelector m
 	}
 }
 
+// ownerLabels returns HCC's ownership labels of a policy of policyType.
+// owner holds alternating owner label keys and owner names
+// (clerum.io/mcpserver and the server, clerum.io/context and the contextId,
+// ...): revocation attributes an unplanned policy by them, never by parsing
+// its name (docs/names.md). Values go through names.Label, like every label
+// value HCC derives.
+func ownerLabels(policyType string, owner ...string) map[string]string {
+	labels := make(map[string]string, 2+len(owner)/2)
+	labels[names.LabelManagedBy] = names.ManagedByValue
+	labels[names.LabelPolicyType] = policyType
+	for i := 0; i+1 < len(owner); i += 2 {
+		labels[owner[i]] = names.Label(owner[i+1])
+	}
+	return labels
+}
+
 // matchLabels selects the pods carrying every given key/value pair; kv holds
 // alternating keys and values.
 func matchLabels(kv ...string) metav1.LabelSelector {
@@ -58,52 +76,99 @@ func matchLabels(kv ...string) metav1.LabelSelector {
 	return metav1.LabelSelector{MatchLabels: m}
 }
 
-// selectorCache hands out one label map per distinct selector of a plan.
-// A grant of a server to a Context is three policies with seven selectors,
-// and a large fleet's 300,000 policies share a few thousand distinct ones:
-// a map each was most of a full plan's allocations and of the memory it
-// keeps (BenchmarkFullPlan10000x10). An Incremental's cache lives as long as
-// it does, until the next full pass builds a new one, so the selectors of
-// servers and Contexts deleted since do not accumulate.
-type selectorCache struct {
+// planCache hands out one copy of each part the policies of a plan have in
+// common. A grant of a server to a Context is three policies with seven
+// label selectors, three ports and three rules, and a large fleet's 300,000
+// policies share a few thousand distinct selectors, peers and rules: a copy
+// each was most of a full plan's allocations and of the memory it keeps
+// (BenchmarkFullPlan10000x10). An Incremental's cache lives as long as it
+// does, until the next full pass builds a new one, so the parts of servers
+// and Contexts deleted since do not accumulate.
+type planCache struct {
 	labels     map[[4]string]map[string]string
 	namespaces map[string]*metav1.LabelSelector
+	ports      map[int32][]networkingv1.NetworkPolicyPort
+	// toServer are the egress rules to a server's pods on its port, of its
+	// Context allows' egress halves; fromContext the peers of a Context's
+	// allows' ingress halves.
+	toServer    map[serverPortKey][]networkingv1.NetworkPolicyEgressRule
+	fromContext map[string][]networkingv1.NetworkPolicyPeer
+	ingress     []networkingv1.PolicyType
+	egress      []networkingv1.PolicyType
 }
 
-// withSelectors returns o with a selector cache of its own: each plan (a
-// Compute call, an Incremental) shares selectors only among its policies.
-func (o Options) withSelectors() Options {
-	o.selectors = &selectorCache{labels: map[[4]string]map[string]string{}, namespaces: map[string]*metav1.LabelSelector{}}
+type serverPortKey struct {
+	server string
+	port   int32
+}
+
+// withCache returns o with a cache of its own: each plan (a Compute
+// call, an Incremental) shares parts only among its policies.
+func (o Options) withCache() Options {
+	o.shared = &planCache{
+		labels: map[[4]string]map[string]string{}, namespaces: map[string]*metav1.LabelSelector{},
+		ports: map[int32][]networkingv1.NetworkPolicyPort{}, toServer: map[serverPortKey][]networkingv1.NetworkPolicyEgressRule{},
+		fromContext: map[string][]networkingv1.NetworkPolicyPeer{},
+		ingress:     []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
+		egress:      []networkingv1.PolicyType{networkingv1.PolicyTypeEgress},
+	}
 	return o
 }
 
 // match is matchLabels from the plan's cache; kv holds at most two pairs.
 // Options without a cache (a single policy built in a test) allocate.
 func (o Options) match(kv ...string) metav1.LabelSelector {
-	if o.selectors == nil || len(kv) > 4 {
+	if o.shared == nil || len(kv) > 4 {
 		return matchLabels(kv...)
 	}
 	var key [4]string
 	copy(key[:], kv)
-	m, ok := o.selectors.labels[key]
+	m, ok := o.shared.labels[key]
 	if !ok {
 		m = matchLabels(kv...).MatchLabels
-		o.selectors.labels[key] = m
+		o.shared.labels[key] = m
 	}
 	return metav1.LabelSelector{MatchLabels: m}
 }
 
 // inNamespace is podsInNamespace with both selectors from the plan's cache.
 func (o Options) inNamespace(namespace string, pods metav1.LabelSelector) networkingv1.NetworkPolicyPeer {
-	if o.selectors == nil {
+	if o.shared == nil {
 		return podsInNamespace(namespace, pods)
 	}
-	ns, ok := o.selectors.namespaces[namespace]
+	ns, ok := o.shared.namespaces[namespace]
 	if !ok {
 		ns = namespaceSelector(namespace)
-		o.selectors.namespaces[namespace] = ns
+		o.shared.namespaces[namespace] = ns
 	}
 	return networkingv1.NetworkPolicyPeer{NamespaceSelector: ns, PodSelector: &pods}
+}
+
+// tcp is tcp from the plan's cache.
+func (o Options) tcp(number int32) []networkingv1.NetworkPolicyPort {
+	if o.shared == nil {
+		return tcp(number)
+	}
+	ports, ok := o.shared.ports[number]
+	if !ok {
+		ports = tcp(number)
+		o.shared.ports[number] = ports
+	}
+	return ports
+}
+
+// policyTypes returns the policy types ingress or egress, from the plan's
+// cache.
+func (o Options) policyTypes(t networkingv1.PolicyType) []networkingv1.PolicyType {
+	if o.shared != nil {
+		switch t {
+		case networkingv1.PolicyTypeIngress:
+			return o.shared.ingress
+		case networkingv1.PolicyTypeEgress:
+			return o.shared.egress
+		}
+	}
+	return []networkingv1.PolicyType{t}
 }
 
 // allPods selects every pod of the policy's namespace.

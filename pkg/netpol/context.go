@@ -51,50 +51,69 @@ func claimContextIDs(contexts []*clerumv1alpha1.Context) ([]*clerumv1alpha1.Cont
 	return claimed, conflicts
 }
 
-// buildContextIngress admits, to server's pods on its transport port, the
-// Host pods of the Context, rpc-proxy and mcp-proxy.
-func buildContextIngress(contextID, server string, serverPort int32, opts Options) *networkingv1.NetworkPolicy {
-	p := newPolicy(opts.McpServerNamespace, names.ContextIngressPolicy(contextID, server), names.PolicyTypeContextAllow, contextOwner(contextID, server),
-		opts.match(names.LabelMcpServer, server), networkingv1.PolicyTypeIngress)
-	p.Spec.Ingress = ingressFrom(tcp(serverPort),
-		opts.inNamespace(opts.HostNamespace, contextHostPods(contextID, opts)),
-		opts.inNamespace(opts.RPCProxyNamespace, opts.match(names.LabelApp, names.AppRPCProxy)),
-		opts.inNamespace(opts.ControlPlaneNamespace, opts.match(names.LabelApp, names.AppMcpProxy)),
-	)
-	return p
+// buildContextAllows returns the three policies of one Context's allow of
+// server, which share their labels and, through opts, their selectors,
+// peers, ports and rules with the plan's other policies (planCache).
+func buildContextAllows(contextID, server string, serverPort int32, opts Options) (ingress, egress, rpcProxy *networkingv1.NetworkPolicy) {
+	allow := ownerLabels(names.PolicyTypeContextAllow, names.LabelContext, contextID, names.LabelMcpServer, server)
+	toServer := opts.egressToServer(server, serverPort)
+	// The ingress half admits, to server's pods on its transport port, the
+	// Host pods of the Context, rpc-proxy and mcp-proxy. Its labels are
+	// metadata only: the policy still selects the server's pods.
+	ingress = newLabelledPolicy(opts.McpServerNamespace, names.ContextIngressPolicy(contextID, server), allow,
+		opts.match(names.LabelMcpServer, server), opts.policyTypes(networkingv1.PolicyTypeIngress))
+	ingress.Spec.Ingress = []networkingv1.NetworkPolicyIngressRule{{From: opts.ingressFromContext(contextID), Ports: opts.tcp(serverPort)}}
+	// The egress half lets the Host pods of the Context reach server.
+	egress = newLabelledPolicy(opts.HostNamespace, names.ContextEgressPolicy(contextID, server), allow,
+		contextHostPods(contextID, opts), opts.policyTypes(networkingv1.PolicyTypeEgress))
+	egress.Spec.Egress = toServer
+	// rpc-proxy reaches server on behalf of the Context.
+	rpcProxy = newLabelledPolicy(opts.RPCProxyNamespace, names.RPCProxyEgressPolicy(contextID, server),
+		ownerLabels(names.PolicyTypeRPCProxyEgress, names.LabelContext, contextID, names.LabelMcpServer, server),
+		opts.match(names.LabelApp, names.AppRPCProxy), opts.policyTypes(networkingv1.PolicyTypeEgress))
+	rpcProxy.Spec.Egress = toServer
+	return ingress, egress, rpcProxy
 }
 
-// buildContextEgress lets the Host pods of the Context reach server.
-func buildContextEgress(contextID, server string, serverPort int32, opts Options) *networkingv1.NetworkPolicy {
-	p := newPolicy(opts.HostNamespace, names.ContextEgressPolicy(contextID, server), names.PolicyTypeContextAllow, contextOwner(contextID, server),
-		contextHostPods(contextID, opts), networkingv1.PolicyTypeEgress)
-	p.Spec.Egress = egressTo(tcp(serverPort), serverPods(server, opts))
-	return p
+// ingressFromContext is the peers the ingress half of the Context's allows
+// admits, from the plan's cache.
+func (o Options) ingressFromContext(contextID string) []networkingv1.NetworkPolicyPeer {
+	var from []networkingv1.NetworkPolicyPeer
+	if o.shared != nil {
+		from = o.shared.fromContext[contextID]
+	}
+	if from == nil {
+		from = []networkingv1.NetworkPolicyPeer{
+			o.inNamespace(o.HostNamespace, contextHostPods(contextID, o)),
+			o.inNamespace(o.RPCProxyNamespace, o.match(names.LabelApp, names.AppRPCProxy)),
+			o.inNamespace(o.ControlPlaneNamespace, o.match(names.LabelApp, names.AppMcpProxy)),
+		}
+		if o.shared != nil {
+			o.shared.fromContext[contextID] = from
+		}
+	}
+	return from
 }
 
-// buildRPCProxyEgress lets rpc-proxy reach server on behalf of the Context.
-func buildRPCProxyEgress(contextID, server string, serverPort int32, opts Options) *networkingv1.NetworkPolicy {
-	p := newPolicy(opts.RPCProxyNamespace, names.RPCProxyEgressPolicy(contextID, server), names.PolicyTypeRPCProxyEgress, contextOwner(contextID, server),
-		opts.match(names.LabelApp, names.AppRPCProxy), networkingv1.PolicyTypeEgress)
-	p.Spec.Egress = egressTo(tcp(serverPort), serverPods(server, opts))
-	return p
-}
-
-// contextOwner is the owner labels of a Context's allow of server. On the
-// ingress half they are metadata only: the policy still selects the server's
-// pods.
-func contextOwner(contextID, server string) []string {
-	return []string{names.LabelContext, contextID, names.LabelMcpServer, server}
+// egressToServer is the egress rules to server's pods on serverPort, from the
+// plan's cache.
+func (o Options) egressToServer(server string, serverPort int32) []networkingv1.NetworkPolicyEgressRule {
+	var to []networkingv1.NetworkPolicyEgressRule
+	if o.shared != nil {
+		to = o.shared.toServer[serverPortKey{server, serverPort}]
+	}
+	if to == nil {
+		to = egressTo(o.tcp(serverPort), o.inNamespace(o.McpServerNamespace, o.match(names.LabelMcpServer, server)))
+		if o.shared != nil {
+			o.shared.toServer[serverPortKey{server, serverPort}] = to
+		}
+	}
+	return to
 }
 
 // contextHostPods selects the Host pods HCC runs for one Context.
 func contextHostPods(contextID string, opts Options) metav1.LabelSelector {
 	return opts.match(names.LabelManagedBy, names.ManagedByValue, names.LabelContext, contextID)
-}
-
-// serverPods is the peer of one McpServer's pods.
-func serverPods(server string, opts Options) networkingv1.NetworkPolicyPeer {
-	return opts.inNamespace(opts.McpServerNamespace, opts.match(names.LabelMcpServer, server))
 }
 
 // ContextIDHolder returns the Context among contexts that holds contextID by

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"maps"
 	"slices"
+	"strings"
 
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -46,7 +47,11 @@ type Incremental struct {
 	// units are the policies and rejections each unit planned last.
 	units map[unit]unitPlan
 	// byKey are every unit's candidates per policy name, kept sorted by
-	// owner: the first is the winner.
+	// owner: the first is the winner. A name only one unit plans, nearly
+	// every name, holds a slice of that unit's own candidates of length and
+	// capacity one (no allocation of its own); a second candidate makes
+	// slices.Insert copy it out, so only a slice of two or more is ever
+	// written in place.
 	byKey map[Key][]candidate
 	// contested are the names more than one unit planned: the only ones
 	// whose candidates may reject one another.
@@ -54,8 +59,13 @@ type Incremental struct {
 	// types counts the planned policies (winners) by policy type.
 	types map[string]int
 
+	// touched and touchedIDs are nil while NewIncremental builds: its
+	// caller diffs everything.
 	touched    sets.Set[Key]
 	touchedIDs sets.Set[string]
+
+	// scratch is the planner's policies, reused from unit to unit.
+	scratch []plannedPolicy
 }
 
 // Key names a policy by namespace and name.
@@ -71,7 +81,7 @@ type unit struct {
 }
 
 type unitPlan struct {
-	policies   []plannedPolicy
+	policies   []candidate
 	rejections []Rejection
 }
 
@@ -87,31 +97,63 @@ type claim struct {
 }
 
 // NewIncremental returns an incremental planner holding Compute's plan of
-// inv.
+// inv. It sizes its indexes from inv, plans each server's bindings and each
+// Context holding its contextId once, and records no touched names.
 func NewIncremental(inv Inventory, opts Options) *Incremental {
-	opts = opts.withSelectors()
+	opts = opts.withCache()
+	grants := 0
+	for _, c := range inv.Contexts {
+		grants += len(c.Spec.McpServers)
+	}
+	bindings := 0
+	for _, s := range inv.Servers {
+		bindings += len(s.Spec.EgressBindings)
+	}
+	nc, ns := len(inv.Contexts), len(inv.Servers)
 	inc := &Incremental{
 		opts: opts, rules: NewEgressRules(opts),
-		contexts: map[string]*clerumv1alpha1.Context{}, servers: map[string]*clerumv1alpha1.McpServer{},
-		active: map[string]*clerumv1alpha1.McpServer{}, resolved: map[string]map[string]Resolution{},
-		byID: map[string]sets.Set[string]{}, claims: map[string]claim{}, naming: map[string]sets.Set[string]{},
-		units: map[unit]unitPlan{}, byKey: map[Key][]candidate{}, contested: sets.New[Key](), types: map[string]int{},
-		touched: sets.New[Key](), touchedIDs: sets.New[string](),
+		contexts: make(map[string]*clerumv1alpha1.Context, nc), servers: make(map[string]*clerumv1alpha1.McpServer, ns),
+		active: make(map[string]*clerumv1alpha1.McpServer, ns), resolved: make(map[string]map[string]Resolution, ns),
+		byID: make(map[string]sets.Set[string], nc), claims: make(map[string]claim, nc), naming: make(map[string]sets.Set[string], ns),
+		units: make(map[unit]unitPlan, nc+ns+1),
+		// The same count newPlanner sizes Compute's policies by.
+		byKey:     make(map[Key][]candidate, 4*len(opts.RuntimeNamespaces)+1+bindings+3*grants),
+		contested: sets.New[Key](), types: map[string]int{},
 	}
 	p := &planner{opts: opts}
 	for _, policy := range appendDefaults(nil, opts) {
 		p.add(policy, owner{})
 	}
-	inc.setUnit(unit{}, unitPlan{policies: p.policies})
+	inc.setUnit(unit{}, p.policies, nil)
 	for _, s := range inv.Servers {
 		if _, seen := inc.servers[s.Name]; !seen {
 			inc.SetServer(s, inv.Resolved[s.Name])
 		}
 	}
+	// The Contexts all at once: one claimContextIDs, as Compute's, and one
+	// plan per holder, where SetContext would replan a contextId's holder
+	// again at each of its other Contexts.
+	held := make([]*clerumv1alpha1.Context, 0, nc)
 	for _, c := range inv.Contexts {
 		if _, seen := inc.contexts[c.Name]; !seen {
-			inc.SetContext(c)
+			inc.contexts[c.Name] = c
+			inc.indexContext(nil, c)
+			held = append(held, c)
 		}
+	}
+	claimed, conflicts := claimContextIDs(held)
+	for _, c := range claimed {
+		inc.claims[c.Spec.ContextID] = claim{holder: c.Name}
+	}
+	// conflicts are sorted by Context name, so each contextId's are too, as
+	// replanContextIDs records them.
+	for _, cf := range conflicts {
+		cl := inc.claims[cf.ContextID]
+		cl.conflicts = append(cl.conflicts, cf)
+		inc.claims[cf.ContextID] = cl
+	}
+	for _, c := range claimed {
+		inc.replanContext(c.Name)
 	}
 	inc.touched, inc.touchedIDs = sets.New[Key](), sets.New[string]()
 	return inc
@@ -238,15 +280,20 @@ func (inc *Incremental) Winner(k Key) (policy *networkingv1.NetworkPolicy, serve
 
 // Plan returns the whole plan, as Compute would.
 func (inc *Incremental) Plan() *Plan {
-	keys := slices.SortedFunc(maps.Keys(inc.byKey), func(a, b Key) int {
-		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	winners := make([]*candidate, 0, len(inc.byKey))
+	for _, cands := range inc.byKey {
+		winners = append(winners, &cands[0])
+	}
+	slices.SortFunc(winners, func(a, b *candidate) int {
+		if c := strings.Compare(a.namespace, b.namespace); c != 0 {
+			return c
+		}
+		return strings.Compare(a.name, b.name)
 	})
-	plan := &Plan{Policies: make([]*networkingv1.NetworkPolicy, 0, len(keys)), Servers: make([]string, 0, len(keys)),
+	plan := &Plan{Policies: make([]*networkingv1.NetworkPolicy, len(winners)), Servers: make([]string, len(winners)),
 		Rejections: inc.Rejections(), Conflicts: inc.Conflicts()}
-	for _, k := range keys {
-		cands := inc.byKey[k]
-		plan.Policies = append(plan.Policies, cands[0].policy)
-		plan.Servers = append(plan.Servers, cands[0].owner.server)
+	for i, w := range winners {
+		plan.Policies[i], plan.Servers[i] = w.policy, w.owner.server
 	}
 	return plan
 }
@@ -327,7 +374,9 @@ func (inc *Incremental) replanContextIDs(ids ...string) {
 			contexts = append(contexts, inc.contexts[name])
 		}
 		claimed, conflicts := claimContextIDs(contexts)
-		inc.touchedIDs.Insert(id)
+		if inc.touchedIDs != nil {
+			inc.touchedIDs.Insert(id)
+		}
 		delete(inc.claims, id)
 		if len(claimed) > 0 {
 			inc.claims[id] = claim{holder: claimed[0].Name, conflicts: conflicts}
@@ -342,14 +391,13 @@ func (inc *Incremental) replanContextIDs(ids ...string) {
 
 // replanServer replans s's own bindings and every Context allow of it.
 func (inc *Incremental) replanServer(name string) {
-	var up unitPlan
+	p := &planner{opts: inc.opts, rules: inc.rules, policies: inc.scratch[:0]}
 	if s, ok := inc.active[name]; ok {
-		p := &planner{opts: inc.opts, rules: inc.rules}
 		p.planExternalEgress(s, inc.resolved[name])
 		p.planRecipeBindings(s)
-		up = unitPlan{policies: p.policies, rejections: p.rejections}
 	}
-	inc.setUnit(unit{server: name}, up)
+	inc.setUnit(unit{server: name}, p.policies, p.rejections)
+	inc.scratch = p.policies[:0]
 	for c := range inc.naming[name] {
 		inc.replanContext(c)
 	}
@@ -358,77 +406,107 @@ func (inc *Incremental) replanServer(name string) {
 // replanContext replans the allows of the Context name: none unless it
 // exists and holds its contextId.
 func (inc *Incremental) replanContext(name string) {
-	var up unitPlan
+	p := &planner{opts: inc.opts, servers: inc.active, policies: inc.scratch[:0]}
 	if c, ok := inc.contexts[name]; ok && inc.claims[c.Spec.ContextID].holder == name {
-		p := &planner{opts: inc.opts, servers: inc.active, contexts: []*clerumv1alpha1.Context{c}}
+		p.contexts = []*clerumv1alpha1.Context{c}
 		p.planContexts()
-		up = unitPlan{policies: p.policies}
 	}
-	inc.setUnit(unit{context: name}, up)
+	inc.setUnit(unit{context: name}, p.policies, nil)
+	inc.scratch = p.policies[:0]
 }
 
-// setUnit replaces u's candidates and rejections with up's.
-func (inc *Incremental) setUnit(u unit, up unitPlan) {
-	// The winners' types before, to keep the counts by type.
-	before := map[Key]string{}
-	note := func(k Key) {
-		if _, ok := before[k]; !ok {
-			before[k] = inc.winnerType(k)
+// setUnit replaces u's candidates and rejections with policies (which it
+// copies) and rejections.
+func (inc *Incremental) setUnit(u unit, policies []plannedPolicy, rejections []Rejection) {
+	var now []candidate
+	if len(policies) > 0 {
+		now = make([]candidate, len(policies))
+		for i := range policies {
+			now[i] = candidate{plannedPolicy: policies[i], unit: u}
 		}
 	}
-	for _, pp := range inc.units[u].policies {
-		note(Key{pp.namespace, pp.name})
+	old := inc.units[u].policies
+	for i := range old {
+		inc.withdraw(u, &old[i])
 	}
-	for _, pp := range up.policies {
-		note(Key{pp.namespace, pp.name})
+	for i := range now {
+		inc.offer(now[i : i+1 : i+1])
 	}
-	for _, pp := range inc.units[u].policies {
-		k := Key{pp.namespace, pp.name}
-		inc.touched.Insert(k)
+	if len(now) == 0 && len(rejections) == 0 {
+		delete(inc.units, u)
+		return
+	}
+	inc.units[u] = unitPlan{policies: now, rejections: rejections}
+}
+
+// withdraw removes u's candidates under c's name, c among them.
+func (inc *Incremental) withdraw(u unit, c *candidate) {
+	k := Key{c.namespace, c.name}
+	cands := inc.byKey[k]
+	was := winner(cands)
+	switch {
+	case len(cands) == 1 && cands[0].unit == u:
+		// Perhaps a unit's own slice: never written.
+		delete(inc.byKey, k)
+		cands = nil
+	default:
 		// By unit, not only owner: while a contextId changes hands, its
 		// new holder may have planned the owner its old holder leaves.
-		cands := slices.DeleteFunc(inc.byKey[k], func(c candidate) bool { return c.unit == u })
+		// A slice of two or more is the index's own (byKey).
+		cands = slices.DeleteFunc(cands, func(c candidate) bool { return c.unit == u })
 		if len(cands) == 0 {
 			delete(inc.byKey, k)
 		} else {
 			inc.byKey[k] = cands
 		}
 	}
-	for _, pp := range up.policies {
-		k := Key{pp.namespace, pp.name}
-		inc.touched.Insert(k)
-		cands := inc.byKey[k]
-		i, _ := slices.BinarySearchFunc(cands, pp, func(a candidate, b plannedPolicy) int { return a.compare(&b) })
-		inc.byKey[k] = slices.Insert(cands, i, candidate{plannedPolicy: pp, unit: u})
-	}
-	for k, was := range before {
-		if was != "" {
-			inc.types[was]--
-		}
-		if now := inc.winnerType(k); now != "" {
-			inc.types[now]++
-		}
-		if len(inc.byKey[k]) > 1 {
-			inc.contested.Insert(k)
-		} else {
-			inc.contested.Delete(k)
-		}
-	}
-	if len(up.policies) == 0 && len(up.rejections) == 0 {
-		delete(inc.units, u)
-		return
-	}
-	inc.units[u] = up
+	inc.settle(k, was, cands)
 }
 
-// winnerType returns the policy type of the policy planned under k, or ""
-// when none is.
-func (inc *Incremental) winnerType(k Key) string {
+// offer adds one as a candidate under its name; one is a slice of length
+// and capacity one of its unit's candidates.
+func (inc *Incremental) offer(one []candidate) {
+	k := Key{one[0].namespace, one[0].name}
 	cands := inc.byKey[k]
+	was := winner(cands)
 	if len(cands) == 0 {
-		return ""
+		cands = one
+	} else {
+		i, _ := slices.BinarySearchFunc(cands, &one[0].plannedPolicy, func(a candidate, b *plannedPolicy) int { return a.compare(b) })
+		cands = slices.Insert(cands, i, one[0])
 	}
-	return cands[0].policy.Labels[names.LabelPolicyType]
+	inc.byKey[k] = cands
+	inc.settle(k, was, cands)
+}
+
+// settle records an edit of k's candidates, from a winner was (nil for
+// none) to cands: the name is touched, the counts by type follow its
+// winner, and it is contested while more than one unit plans it.
+func (inc *Incremental) settle(k Key, was *networkingv1.NetworkPolicy, cands []candidate) {
+	if inc.touched != nil {
+		inc.touched.Insert(k)
+	}
+	if now := winner(cands); now != was {
+		if was != nil {
+			inc.types[was.Labels[names.LabelPolicyType]]--
+		}
+		if now != nil {
+			inc.types[now.Labels[names.LabelPolicyType]]++
+		}
+	}
+	if len(cands) > 1 {
+		inc.contested.Insert(k)
+	} else if len(inc.contested) > 0 {
+		inc.contested.Delete(k)
+	}
+}
+
+// winner is the policy of the first of cands, or nil.
+func winner(cands []candidate) *networkingv1.NetworkPolicy {
+	if len(cands) == 0 {
+		return nil
+	}
+	return cands[0].policy
 }
 
 func insertInto(m map[string]sets.Set[string], k, v string) {

@@ -200,6 +200,7 @@ func TestIncrementalPlansWhatComputePlans(t *testing.T) {
 		inc := NewIncremental(w.inventory(), opts)
 		before := Compute(w.inventory(), opts)
 		requireSamePlan(t, before, inc.Plan(), fmt.Sprintf("seed %d: the start", seed))
+		requireSameCounts(t, before, inc, fmt.Sprintf("seed %d: the start", seed))
 		// Every policy ever planned: once unplanned, the judges must agree
 		// on it.
 		ever := map[Key]*networkingv1.NetworkPolicy{}
@@ -207,6 +208,7 @@ func TestIncrementalPlansWhatComputePlans(t *testing.T) {
 			what := fmt.Sprintf("seed %d step %d: %s", seed, step, w.edit(inc))
 			want := Compute(w.inventory(), opts)
 			requireSamePlan(t, want, inc.Plan(), what)
+			requireSameCounts(t, want, inc, what)
 			for _, p := range want.Policies {
 				ever[KeyOf(p)] = p
 			}
@@ -230,6 +232,20 @@ func TestIncrementalPlansWhatComputePlans(t *testing.T) {
 	// did would not prove the collision rule.
 	t.Logf("%d steps of %d planned one name for two owners", collided, 40*150)
 	assert.Greater(t, collided, 100, "steps whose plan had two owners' policies under one name")
+}
+
+// requireSameCounts fails unless inc counts, by policy type, the policies
+// of want (the controller's gauge of desired policies).
+func requireSameCounts(t *testing.T, want *Plan, inc *Incremental, step string) {
+	t.Helper()
+	counts := map[string]int{}
+	for _, p := range want.Policies {
+		counts[p.Labels[names.LabelPolicyType]]++
+	}
+	got := inc.PolicyCounts()
+	maps.DeleteFunc(got, func(_ string, n int) bool { return n == 0 })
+	require.Equal(t, counts, got, "policies by type after %s", step)
+	require.Equal(t, len(want.Policies), inc.Size(), "policies after %s", step)
 }
 
 // requireSameJudgement fails unless the Judge of inc and the Judge

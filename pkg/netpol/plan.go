@@ -18,7 +18,7 @@ import (
 // NetworkPolicy operator owns. It is pure and deterministic: the same
 // inventory and options, in any list order, yield an identical Plan.
 func Compute(inv Inventory, opts Options) *Plan {
-	opts = opts.withSelectors()
+	opts = opts.withCache()
 	p := newPlanner(inv, opts)
 	for _, policy := range appendDefaults(nil, opts) {
 		p.add(policy, owner{})
@@ -148,9 +148,10 @@ func (p *planner) planContexts() {
 			}
 			port := s.Spec.Transport.EffectivePort()
 			o := owner{server: name, kind: "context", key: id}
-			p.add(buildContextIngress(id, name, port, p.opts), o)
-			p.add(buildContextEgress(id, name, port, p.opts), o)
-			p.add(buildRPCProxyEgress(id, name, port, p.opts), o)
+			ingress, egress, rpcProxy := buildContextAllows(id, name, port, p.opts)
+			p.add(ingress, o)
+			p.add(egress, o)
+			p.add(rpcProxy, o)
 		}
 	}
 }

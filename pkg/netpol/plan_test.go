@@ -906,7 +906,7 @@ func TestLongNamesStayValidAndDistinct(t *testing.T) {
 	// Names built from labels always fit; a name that would not is shortened
 	// by pkg/names rather than rejected.
 	long := strings.Repeat("x", 300)
-	p := buildContextEgress(long, s1, 3000, defaultOptions(t))
+	_, p, _ := buildContextAllows(long, s1, 3000, defaultOptions(t))
 	assert.Len(t, p.Name, names.MaxObjectName)
 	assert.Equal(t, names.ContextEgressPolicy(long, s1), p.Name)
 	assert.Empty(t, validation.IsDNS1123Subdomain(p.Name))

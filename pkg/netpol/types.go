@@ -52,9 +52,9 @@ type Options struct {
 	// (audit mode).
 	ImageRefused func(*clerumv1alpha1.McpServer) bool
 
-	// selectors, set by Compute and NewIncremental, shares the selectors
-	// of one plan's policies (selectorCache).
-	selectors *selectorCache
+	// shared, set by Compute and NewIncremental, holds the parts one
+	// plan's policies share (planCache).
+	shared *planCache
 }
 
 // ServerActive reports whether s may hold allows: it is enabled, its name

@@ -65,11 +65,9 @@ func (f *fixture) managedPolicies() map[policyKey]*networkingv1.NetworkPolicy {
 	return out
 }
 
-// requireClusterIsThePlan fails unless the fake API server holds exactly
-// the policies Compute plans from what it holds of Contexts and
-// McpServers (and the DNS answers given): every planned policy with its
-// spec and labels, and no other policy of this operator's types.
-func (f *fixture) requireClusterIsThePlan(resolved map[string]map[string]netpol.Resolution, step string) {
+// inventory is what the fake API server holds of Contexts and McpServers,
+// with the DNS answers given.
+func (f *fixture) inventory(resolved map[string]map[string]netpol.Resolution) netpol.Inventory {
 	f.t.Helper()
 	ctx := context.Background()
 	ctxs, err := f.HCC.ClerumV1alpha1().Contexts("mcp-server").List(ctx, metav1.ListOptions{})
@@ -83,7 +81,16 @@ func (f *fixture) requireClusterIsThePlan(resolved map[string]map[string]netpol.
 	for i := range servers.Items {
 		inv.Servers = append(inv.Servers, &servers.Items[i])
 	}
-	plan := netpol.Compute(inv, testPlanOpts)
+	return inv
+}
+
+// requireClusterIsThePlan fails unless the fake API server holds exactly
+// the policies Compute plans from what it holds of Contexts and
+// McpServers (and the DNS answers given): every planned policy with its
+// spec and labels, and no other policy of this operator's types.
+func (f *fixture) requireClusterIsThePlan(resolved map[string]map[string]netpol.Resolution, step string) {
+	f.t.Helper()
+	plan := netpol.Compute(f.inventory(resolved), testPlanOpts)
 	live := f.managedPolicies()
 	var want []string
 	for _, p := range plan.Policies {
@@ -103,6 +110,29 @@ func (f *fixture) requireClusterIsThePlan(resolved map[string]map[string]netpol.
 	slices.Sort(want)
 	slices.Sort(got)
 	require.Equal(f.t, want, got, "after %s: the policies in the cluster", step)
+}
+
+// requirePlannerIsThePlan fails unless the planner c keeps for its
+// incremental passes plans exactly what Compute plans from the same world,
+// labels and specs alike. The passes hand that planner's own policies,
+// whose label maps, selectors, ports and rules are shared (pkg/netpol,
+// build.go), to the diff and the writes: a writer that changed one in
+// place, rather than a copy, would change it, or its siblings, here.
+func (f *fixture) requirePlannerIsThePlan(c *Controller, resolved map[string]map[string]netpol.Resolution, step string) {
+	f.t.Helper()
+	if c.inc == nil {
+		return
+	}
+	want, got := netpol.Compute(f.inventory(resolved), testPlanOpts), c.inc.Plan()
+	require.Equal(f.t, len(want.Policies), len(got.Policies), "after %s: the planner's policies", step)
+	for i, w := range want.Policies {
+		g := got.Policies[i]
+		require.Equal(f.t, keyOf(w), keyOf(g), "after %s: the planner's policies", step)
+		require.Equal(f.t, w.Labels, g.Labels, "after %s: the planner's labels of %s/%s", step, w.Namespace, w.Name)
+		require.True(f.t, apiequality.Semantic.DeepEqual(w.Spec, g.Spec), "after %s: the planner's %s/%s:\nwant %v\n got %v",
+			step, w.Namespace, w.Name, w.Spec, g.Spec)
+	}
+	require.Equal(f.t, want.Servers, got.Servers, "after %s: the planner's servers", step)
 }
 
 // fleetEdits makes random edits to a fake API server through its
@@ -295,6 +325,7 @@ func TestIncrementalPassesKeepTheClusterAsAFullPassWould(t *testing.T) {
 			}
 			what = fmt.Sprintf("%s (incremental pass: %v)", what, inc)
 			f.requireClusterIsThePlan(e.resolved, what)
+			f.requirePlannerIsThePlan(c, e.resolved, what)
 			// The pass's own writes come back through the watch; the
 			// pass they signal must have nothing left to do.
 			f.deliver(c)
@@ -304,6 +335,7 @@ func TestIncrementalPassesKeepTheClusterAsAFullPassWould(t *testing.T) {
 				incremental++
 			}
 			require.Empty(t, f.Writes(), "after %s, the pass its own writes signalled", what)
+			f.requirePlannerIsThePlan(c, e.resolved, what+", and the pass its own writes signalled")
 		}
 	}
 	t.Logf("%d of %d passes ran incrementally", incremental, passes)
