@@ -193,6 +193,31 @@ func (e *env) logDir() string {
 	return dir
 }
 
+// raceReports returns the race detector's reports in the log at path
+// (each from its WARNING line to its closing rule), "" if none: the log's
+// tail shows only what came after them.
+func raceReports(path string) string {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	var out []string
+	in := false
+	for line := range strings.SplitSeq(string(raw), "\n") {
+		switch {
+		case strings.HasPrefix(line, "WARNING: DATA RACE"):
+			in = true
+		case in && strings.HasPrefix(line, "=================="):
+			in = false
+			out = append(out, line)
+		}
+		if in {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
 // startOnce is one attempt of start; the binary it returns has exited if
 // the error is not nil.
 func (e *env) startOnce(name, identity, kubeconfig string, environ func(port int) []string) (*binary, error) {
@@ -210,6 +235,9 @@ func (e *env) startOnce(name, identity, kubeconfig string, environ func(port int
 		// test whatever it asserted.
 		if err := p.Unexpected(); err != nil && !p.LoggedAddressInUse() {
 			e.t.Errorf("%s: %v", b.name, err)
+			if races := raceReports(log); races != "" {
+				e.t.Logf("the race detector's reports in %s's log:\n%s", b.name, races)
+			}
 		}
 		if e.t.Failed() {
 			e.t.Logf("the end of %s's log:\n%s", b.name, p.LogTail(40))
