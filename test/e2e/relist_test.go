@@ -11,16 +11,19 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/clerum/hcc/internal/testing/controlplane"
 )
 
 // The controller's watches break while etcd is compacted past every
-// resourceVersion its informers hold, so each informer's watch comes back
-// 410 "too old resource version" and it relists (the controller's log
-// shows it; the test requires it). The invariants: a relist over a
+// resourceVersion its informers hold, so every informer relists — after
+// its resumed watch comes back 410 "too old resource version", or at once
+// when client-go does not retry the broken watch — and the test requires
+// each to. The invariants: a relist over a
 // converged cluster writes nothing (the relisted objects are observed:
 // the work queues take them in and drain), and a delete that happened
 // during the gap — an McpServer, which the relist delivers as a deletion
@@ -29,8 +32,8 @@ import (
 // exactly the planned objects.
 //
 // The controller reaches the API server through a fault proxy that
-// counts the watch responses refusing a resourceVersion as too old
-// (client-go logs them at V(4) only). The watches break as in a paused node: the controller is frozen
+// counts each informer's lists and the watch responses refusing a
+// resourceVersion as too old (client-go logs them at V(4) only). The watches break as in a paused node: the controller is frozen
 // (SIGSTOP) while the gap's deletes land, etcd is compacted, and
 // kube-apiserver restarts (its watch cache starts again at the compacted
 // revision, closing every watch); then the controller resumes.
@@ -50,9 +53,9 @@ func TestWatchRelistAfterCompaction(t *testing.T) {
 	// A relist over a converged cluster.
 	offset := auditOffset(t)
 	adds := scrapeSum(t, c, "workqueue_adds_total")
-	tooOld := proxy.TooOld()
+	before := relistsSoFar(proxy)
 	breakWatches(t, c, func() {})
-	e.waitRelisted(proxy, tooOld)
+	e.waitRelisted(proxy, before)
 	e.eventually("the relisted objects are taken in", 30*time.Second, func() bool { return scrapeSum(t, c, "workqueue_adds_total") > adds })
 	e.waitQueuesIdle(c)
 	var what []string
@@ -67,13 +70,13 @@ func TestWatchRelistAfterCompaction(t *testing.T) {
 		_, err := kube.NetworkingV1().NetworkPolicies(ns).Get(ctx, name, metav1.GetOptions{})
 		require.NoError(t, err, "srv-02's allow %s/%s exists before the gap", ns, name)
 	}
-	tooOld = proxy.TooOld()
+	before = relistsSoFar(proxy)
 	breakWatches(t, c, func() {
 		require.NoError(t, hcc.ClerumV1alpha1().McpServers("mcp-server").Delete(ctx, "srv-02", metav1.DeleteOptions{}))
 		delete(e.created, "McpServer/mcp-server/srv-02")
 	})
 	resumed := time.Now()
-	e.waitRelisted(proxy, tooOld)
+	e.waitRelisted(proxy, before)
 	e.eventually("srv-02's allows are revoked", time.Minute, func() bool {
 		for name, ns := range policies {
 			if _, err := kube.NetworkingV1().NetworkPolicies(ns).Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
@@ -85,12 +88,12 @@ func TestWatchRelistAfterCompaction(t *testing.T) {
 	t.Logf("srv-02's allows revoked %s after the controller resumed", time.Since(resumed).Round(time.Millisecond))
 
 	// A Host deleted in a gap of its own: its finalizer is HCC's to release.
-	tooOld = proxy.TooOld()
+	before = relistsSoFar(proxy)
 	breakWatches(t, c, func() {
 		require.NoError(t, hcc.ClerumV1alpha1().Hosts("mcp-host").Delete(ctx, "fleet-1", metav1.DeleteOptions{}))
 		delete(e.created, "Host/mcp-host/fleet-1")
 	})
-	e.waitRelisted(proxy, tooOld)
+	e.waitRelisted(proxy, before)
 	e.eventually("the Host deleted in the gap is gone", time.Minute, func() bool {
 		_, err := hcc.ClerumV1alpha1().Hosts("mcp-host").Get(ctx, "fleet-1", metav1.GetOptions{})
 		return apierrors.IsNotFound(err)
@@ -99,9 +102,10 @@ func TestWatchRelistAfterCompaction(t *testing.T) {
 	e.waitPlanned(time.Minute, "exactly the planned objects")
 }
 
-// breakWatches freezes c, runs gap, compacts etcd at its current revision,
-// restarts kube-apiserver and resumes c: every watch c held is closed, and
-// none can resume from the resourceVersion it had.
+// breakWatches freezes c, runs gap, advances etcd's revision past every
+// resourceVersion c holds, compacts etcd at its current revision, restarts
+// kube-apiserver (restartAPIServer) and resumes c: every watch c held is
+// closed, and none can resume from the resourceVersion it had.
 func breakWatches(t *testing.T, c *binary, gap func()) {
 	t.Helper()
 	require.NoError(t, c.Signal(syscall.SIGSTOP))
@@ -112,24 +116,59 @@ func breakWatches(t *testing.T, c *binary, gap func()) {
 		}
 	}()
 	gap()
+	advanceRevision(t)
 	rev, err := cluster.CompactEtcd(context.Background())
 	require.NoError(t, err)
 	t.Logf("etcd compacted at revision %d", rev)
-	require.NoError(t, cluster.StopAPIServer())
-	require.NoError(t, cluster.StartAPIServer())
+	restartAPIServer(t, func() {})
 	require.NoError(t, c.Signal(syscall.SIGCONT))
 	resumed = true
 }
 
-// waitRelisted waits until a watch response the proxy carried after
-// before relists refused a resourceVersion as too old: the relist this
-// file is about happened.
-func (e *env) waitRelisted(proxy *controlplane.FaultProxy, before int64) {
+// advanceRevision writes twice to an object no informer of hcc-controller
+// watches. A watch from resourceVersion r asks for revisions after r, so
+// an informer whose last event was etcd's newest revision R, or R-1, could
+// resume after a compaction at R; after two writes every resourceVersion
+// hcc-controller holds lies at least two revisions behind.
+func advanceRevision(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	cm, err := kube.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{GenerateName: "e2e-revision-"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.NoError(t, kube.CoreV1().ConfigMaps("default").Delete(ctx, cm.Name, metav1.DeleteOptions{}))
+}
+
+// relistMark is what the fault proxy had counted before a gap.
+type relistMark struct {
+	relists map[string]int64
+	tooOld  int64
+}
+
+func relistsSoFar(p *controlplane.FaultProxy) relistMark {
+	return relistMark{relists: p.Relists(), tooOld: p.TooOld()}
+}
+
+// waitRelisted waits until every informer the proxy had seen list before
+// the gap has listed again since: the relist this file is about. client-go
+// relists either when its resumed watch is refused as too old (410) or at
+// once when the broken watch fails in a way it does not retry; both are
+// counted, and only a relist can deliver what changed in the gap, its
+// events being compacted away.
+func (e *env) waitRelisted(proxy *controlplane.FaultProxy, before relistMark) {
 	e.t.Helper()
-	e.eventually("the controller's informers are told \"too old resource version\"", time.Minute, func() bool {
-		return proxy.TooOld() > before
+	var behind []string
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		now := proxy.Relists()
+		behind = behind[:0]
+		for informer, n := range before.relists {
+			if now[informer] <= n {
+				behind = append(behind, informer)
+			}
+		}
+		return len(behind) == 0, nil
 	})
-	e.t.Logf("%d watches refused as too old", proxy.TooOld()-before)
+	require.NoError(e.t, err, "every informer of the controller relists; these did not: %v", behind)
+	e.t.Logf("%d informers relisted; %d watches refused as too old", len(before.relists), proxy.TooOld()-before.tooOld)
 }
 
 // startControllerVia runs hcc-controller as identity through kubeconfig
@@ -152,3 +191,19 @@ func startProxy(t *testing.T) (*controlplane.FaultProxy, string) {
 }
 
 func equalSets(a, b []string) bool { return strings.Join(a, "\n") == strings.Join(b, "\n") }
+
+// restartAPIServer stops kube-apiserver, runs during and starts it again,
+// then restarts kube-controller-manager, kube-scheduler and kwok
+// (controlplane.RestartCluster): their informers backed off while
+// kube-apiserver was down and would act on nothing for up to 30 s more —
+// in CI a namespace deleted by the next test went unfinalized for over a
+// minute. Only hcc-controller's recovery is under test here.
+func restartAPIServer(t *testing.T, during func()) {
+	t.Helper()
+	require.NoError(t, cluster.StopAPIServer())
+	during()
+	require.NoError(t, cluster.StartAPIServer())
+	start := time.Now()
+	require.NoError(t, cluster.RestartCluster(context.Background()))
+	t.Logf("kube-controller-manager, kube-scheduler and kwok restarted in %s", time.Since(start).Round(time.Millisecond))
+}

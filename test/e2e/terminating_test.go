@@ -17,6 +17,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // terminatingNamespace is the runtime namespace TestTerminatingNamespace
@@ -105,18 +106,31 @@ func holdNamespaceTerminating(t *testing.T, ns string) {
 		})
 	})
 	require.NoError(t, kube.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}))
-	eventually(t, "namespace "+ns+" is Terminating with only the held objects left", time.Minute, func() bool {
+	start := time.Now()
+	var last *corev1.Namespace
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
 		got, err := kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
-		if err != nil || got.Status.Phase != corev1.NamespaceTerminating {
-			return false
+		if err != nil {
+			return false, nil
 		}
+		last = got
 		for _, c := range got.Status.Conditions {
-			if c.Type == corev1.NamespaceFinalizersRemaining && c.Status == corev1.ConditionTrue {
-				return true
+			if got.Status.Phase == corev1.NamespaceTerminating && c.Type == corev1.NamespaceFinalizersRemaining && c.Status == corev1.ConditionTrue {
+				return true, nil
 			}
 		}
-		return false
+		return false, nil
 	})
+	require.NoError(t, err, "namespace %s is Terminating with only the held objects left; its status: %+v", ns, statusOf(last))
+	t.Logf("namespace %s held Terminating %s after its delete", ns, time.Since(start).Round(time.Millisecond))
+}
+
+// statusOf is ns's status, or nil.
+func statusOf(ns *corev1.Namespace) *corev1.NamespaceStatus {
+	if ns == nil {
+		return nil
+	}
+	return &ns.Status
 }
 
 // scrapeMetric returns the value of the sample of name whose labels

@@ -181,6 +181,18 @@ func TestUpgradeFromSeed(t *testing.T) {
 	defer e.cleanUp()
 	e.waitConverged(3*time.Minute, report.blockedObjects()...)
 	waitQuiet(t, offset, 5*time.Second, time.Minute)
+	// hcc-controller being quiet says nothing of the pods it asked for:
+	// kube-controller-manager and kwok replace a Host's pod in their own
+	// time.
+	e.eventually("every Host's rollout is complete", 2*time.Minute, func() bool {
+		for _, h := range s.hosts {
+			d, err := kube.AppsV1().Deployments("mcp-host").Get(ctx, h, metav1.GetOptions{})
+			if err != nil || !rolledOut(d) {
+				return false
+			}
+		}
+		return true
+	})
 	gaps := hostsUp.stop()
 	writes := upgradeWrites(succeeded(controllerWrites(t, offset))) // the changes made, as diff predicts changes
 
@@ -774,6 +786,14 @@ func watchAvailability(t *testing.T, deployments []string) *availability {
 		}
 	}()
 	return a
+}
+
+// rolledOut reports whether d's rollout is complete: its controller saw
+// the current spec, and every replica runs it and is available.
+func rolledOut(d *appsv1.Deployment) bool {
+	want := ptr.Deref(d.Spec.Replicas, 1)
+	st := d.Status
+	return st.ObservedGeneration >= d.Generation && st.Replicas == want && st.UpdatedReplicas == want && st.AvailableReplicas == want
 }
 
 // stop ends the watch and returns the outages, an unfinished one included.

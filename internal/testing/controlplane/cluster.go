@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"net/http"
 	"path/filepath"
@@ -66,6 +67,58 @@ var kubeControllers = []string{
 // against the running kube-apiserver, then creates the fake node, the
 // StorageClass and the static volumes, and waits until the node is Ready.
 func (c *ControlPlane) startCluster(ctx context.Context) error {
+	if err := c.startComponents(); err != nil {
+		return err
+	}
+	kube, err := kubernetes.NewForConfig(c.Config())
+	if err != nil {
+		return err
+	}
+	if err := createNode(ctx, kube); err != nil {
+		return err
+	}
+	if err := createVolumes(ctx, kube); err != nil {
+		return err
+	}
+	return waitNodeReady(ctx, kube)
+}
+
+// RestartCluster stops kube-controller-manager, kube-scheduler and kwok,
+// starts them again and waits until the node is Ready. A test that
+// restarts kube-apiserver calls it when it ends: while kube-apiserver was
+// down their informers failed to list and watch, and client-go's reflector
+// backs off up to 30 s between attempts, so for that long after the
+// restart they act on nothing — a namespace deleted then is not finalized,
+// a new Deployment gets no pods — and the next test would meet a cluster
+// that lags by up to half a minute.
+func (c *ControlPlane) RestartCluster(ctx context.Context) error {
+	switch {
+	case c.stopped:
+		return errors.New("control plane already stopped")
+	case !c.opts.Cluster:
+		return errors.New("control plane runs no cluster (Options.Cluster)")
+	}
+	var errs []error
+	for i := len(c.cluster) - 1; i >= 0; i-- {
+		errs = append(errs, c.cluster[i].stop())
+	}
+	c.cluster = nil
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	if err := c.startComponents(); err != nil {
+		return err
+	}
+	kube, err := kubernetes.NewForConfig(c.Config())
+	if err != nil {
+		return err
+	}
+	return waitNodeReady(ctx, kube)
+}
+
+// startComponents starts kube-controller-manager, kube-scheduler and kwok
+// and waits until each is healthy.
+func (c *ControlPlane) startComponents() error {
 	kcm := func(port int) []string {
 		return append(c.componentServing(port),
 			"--kubeconfig="+c.kubeconfig,
@@ -92,20 +145,7 @@ func (c *ControlPlane) startCluster(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := withFreePorts(c.startKwok); err != nil {
-		return err
-	}
-	kube, err := kubernetes.NewForConfig(c.Config())
-	if err != nil {
-		return err
-	}
-	if err := createNode(ctx, kube); err != nil {
-		return err
-	}
-	if err := createVolumes(ctx, kube); err != nil {
-		return err
-	}
-	return waitNodeReady(ctx, kube)
+	return withFreePorts(c.startKwok)
 }
 
 // componentServing are the serving flags of kube-controller-manager and

@@ -15,6 +15,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -42,7 +43,10 @@ type FaultProxy struct {
 	// Failed counts the requests answered 429 and 500 by the proxy.
 	failed429, failed500 atomic.Int64
 	tooOld               atomic.Int64
-	dir                  string
+	// relists counts the watch-list requests by informer (watchKey).
+	relistsMu sync.Mutex
+	relists   map[string]int64
+	dir       string
 }
 
 // StartFaultProxy starts a FaultProxy failing nothing; Close stops it.
@@ -59,7 +63,7 @@ func (c *ControlPlane) StartFaultProxy() (*FaultProxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &FaultProxy{url: "http://" + l.Addr().String(), dir: c.dir}
+	p := &FaultProxy{url: "http://" + l.Addr().String(), dir: c.dir, relists: map[string]int64{}}
 	rp := httputil.NewSingleHostReverseProxy(target)
 	rp.Transport = transport
 	rp.FlushInterval = -1 // watches stream: flush every write
@@ -70,6 +74,11 @@ func (c *ControlPlane) StartFaultProxy() (*FaultProxy, error) {
 		return nil
 	}
 	p.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if isWatch(r) && r.URL.Query().Get("sendInitialEvents") == "true" {
+			p.relistsMu.Lock()
+			p.relists[watchKey(r)]++
+			p.relistsMu.Unlock()
+		}
 		if !isWatch(r) && rand.Float64() < p.failure() {
 			p.fail(w)
 			return
@@ -131,9 +140,26 @@ func (p *FaultProxy) Failed() (tooMany, internal int64) {
 	return p.failed429.Load(), p.failed500.Load()
 }
 
-// TooOld returns how many watch responses carried "too old resource
-// version": each is an informer told to relist.
+// TooOld returns how many watch responses refused a resourceVersion as
+// too old (410 Gone): each is an informer told to relist.
 func (p *FaultProxy) TooOld() int64 { return p.tooOld.Load() }
+
+// Relists returns, for each informer — a watched path and its selectors —
+// how many lists the proxy carried for it as watch-list requests
+// (sendInitialEvents=true), the way client-go's informers list: at start,
+// after a 410, and when a broken watch fails in a way client-go does not
+// retry (it then relists at once, with no 410).
+func (p *FaultProxy) Relists() map[string]int64 {
+	p.relistsMu.Lock()
+	defer p.relistsMu.Unlock()
+	return maps.Clone(p.relists)
+}
+
+// watchKey names the informer a watch request belongs to.
+func watchKey(r *http.Request) string {
+	q := r.URL.Query()
+	return r.URL.Path + "?labelSelector=" + q.Get("labelSelector") + "&fieldSelector=" + q.Get("fieldSelector")
+}
 
 // Close stops the proxy, ending the connections it holds.
 func (p *FaultProxy) Close() error { return p.srv.Close() }
@@ -175,8 +201,8 @@ func isWatch(r *http.Request) bool {
 	return w == "true" || w == "1"
 }
 
-// tooOldScanner counts the "too old resource version" a watch stream
-// carries, across read boundaries.
+// tooOldScanner counts the refusals of a resourceVersion as too old that a
+// watch stream carries, across read boundaries.
 type tooOldScanner struct {
 	io.ReadCloser
 	seen *atomic.Int64
@@ -184,16 +210,39 @@ type tooOldScanner struct {
 	tail []byte
 }
 
-var tooOldMarker = []byte("too old resource version")
+// tooOldMarkers are kube-apiserver's two wordings of 410 Gone for a watch:
+// its watch cache's, and etcd's compaction error when the watch is served
+// from storage (the cache not yet initialized after a restart).
+var tooOldMarkers = [][]byte{
+	[]byte("too old resource version"),
+	[]byte("The resourceVersion for the provided watch is too old"),
+}
+
+// tooOldTail is one byte less than the longest marker: what a read keeps
+// for the next, so that no marker is missed or counted twice.
+var tooOldTail = len(slices.MaxFunc(tooOldMarkers, func(a, b []byte) int { return len(a) - len(b) })) - 1
 
 func (s *tooOldScanner) Read(b []byte) (int, error) {
 	n, err := s.ReadCloser.Read(b)
 	if n > 0 {
 		s.mu.Lock()
+		old := len(s.tail)
 		buf := append(s.tail, b[:n]...)
-		s.seen.Add(int64(bytes.Count(buf, tooOldMarker)))
-		// Keep less than one marker, so no marker is counted twice.
-		keep := min(len(buf), len(tooOldMarker)-1)
+		for _, m := range tooOldMarkers {
+			// A marker ending within the old tail was counted by the
+			// last read.
+			for i := 0; ; {
+				j := bytes.Index(buf[i:], m)
+				if j < 0 {
+					break
+				}
+				if end := i + j + len(m); end > old {
+					s.seen.Add(1)
+				}
+				i += j + 1
+			}
+		}
+		keep := min(len(buf), tooOldTail)
 		s.tail = append([]byte(nil), buf[len(buf)-keep:]...)
 		s.mu.Unlock()
 	}
