@@ -25,7 +25,7 @@ const (
 // runtime is asked to stay under when GOMEMLIMIT is unset: the rest is
 // for what the runtime does not count (the binary's mapped text, the
 // kernel's page cache charged to the container) and its overshoot
-// between two collections. docs/deploy.md, "Sizing".
+// between two collections. docs/deploy.md, "Memory".
 const memoryLimitShare = 0.9
 
 // cgroupV1Unlimited is the smallest value cgroup v1 reports for no limit:
