@@ -185,3 +185,22 @@ func TestRefusalsNameTheirReconciler(t *testing.T) {
 	finalizer := &clerumv1alpha1.Host{ObjectMeta: metav1.ObjectMeta{Namespace: "mcp-host", Name: "h1", Finalizers: []string{"clerum.io/x"}}}
 	assert.Equal(t, "host", controllerOf(finalizer), "a Host's own write is the Host reconciler's")
 }
+
+// A create refused as an earlier one was is listed once; a different
+// refusal of the same object, and every write that succeeds, each keep
+// their line.
+func TestARefusedWriteTriedAgainIsListedOnce(t *testing.T) {
+	services := corev1.SchemeGroupVersion.WithResource("services")
+	svc := &corev1.Service{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"}, ObjectMeta: metav1.ObjectMeta{Namespace: "mcp-server", Name: "alpha"}}
+	exists := apierrors.NewAlreadyExists(services.GroupResource(), "alpha")
+	forbidden := apierrors.NewForbidden(services.GroupResource(), "alpha", nil)
+	create := func(err error) write {
+		return write{verb: "create", resource: services, namespace: "mcp-server", name: "alpha", after: svc, err: err}
+	}
+	rows, _ := writesOf([]write{create(exists), create(exists), create(forbidden), create(exists), create(nil), create(nil)})
+	var got []string
+	for _, r := range rows {
+		got = append(got, r.Verb+" "+r.Error)
+	}
+	assert.ElementsMatch(t, []string{"create " + exists.Error(), "create " + forbidden.Error(), "create ", "create "}, got)
+}

@@ -19,13 +19,25 @@ import (
 )
 
 // writesOf turns the overlay's writes into the report's, in a stable
-// order, and counts the status writes apart.
+// order, and counts the status writes apart. A write that fails as an
+// earlier one did — the same verb on the same object, the same error — is
+// listed once: how often a refused create is tried again depends on how
+// often its owner happens to be synced in the first passes, which says
+// nothing a second line would.
 func writesOf(recorded []write) (out []Write, statusWrites int) {
 	out = []Write{}
+	failed := map[string]bool{}
 	for _, w := range recorded {
 		if w.subresource != "" {
 			statusWrites++
 			continue
+		}
+		if w.err != nil {
+			key := strings.Join([]string{w.verb, w.resource.String(), w.namespace, w.name, w.err.Error()}, "\x00")
+			if failed[key] {
+				continue
+			}
+			failed[key] = true
 		}
 		obj := w.after
 		if obj == nil {
