@@ -34,7 +34,7 @@ import (
 // from protobuf as an informer decodes it, carrying managed fields and a
 // server-assigned UID and resourceVersion as the API server's copy does,
 // and then passed through a transform: none, strip-only (managed fields
-// and the last-applied annotation dropped, written out) and
+// and the last-applied annotation dropped, nothing shared) and
 // StripUnread. MiB-cached is the heap they hold after a GC.
 func BenchmarkCachedBytes(b *testing.B) {
 	children := plannedChildren(b, 2000, 200, 1000)
@@ -77,8 +77,8 @@ func BenchmarkCachedBytes(b *testing.B) {
 	}
 }
 
-// stripOnly drops what StripUnread drops, written out apart from it: the
-// benchmark's reference for the transform's own figure.
+// stripOnly is StripUnread without the sharing: what the caches held
+// before it.
 func stripOnly(obj any) (any, error) {
 	o := obj.(metav1.Object)
 	o.SetManagedFields(nil)
@@ -147,7 +147,8 @@ func plannedChildren(b testing.TB, servers, contexts, hosts int) []k8sruntime.Ob
 // StripUnread drops managed fields and nothing else from what HCC's
 // children hold as the API server keeps them (a NetworkPolicy keeps its
 // last-applied annotation; the others carry none here): every child
-// passes through it unchanged but for those, twice over.
+// passes through it unchanged but for those, twice over, so the second
+// copy of each takes its values from the first.
 func TestStripUnreadKeepsEveryChildsContent(t *testing.T) {
 	children := plannedChildren(t, 40, 4, 20)
 	kinds := map[string]int{}

@@ -213,6 +213,9 @@ func (i *Informers) Shutdown() {
 // lost one before updating it (Dropped). A NetworkPolicy keeps the
 // annotation: the NetworkPolicy operator updates its policies from their
 // cached copies (pkg/controllers/netpol, updateFor) without that read.
+// It then shares what the object carries alike with other cached objects
+// (label sets, selectors, resource lists: sharedValues), which is safe
+// only because no cached object is changed in place.
 // docs/reconcilers.md, "What the caches keep".
 func StripUnread(obj any) (any, error) {
 	accessor, err := meta.Accessor(obj)
@@ -230,8 +233,13 @@ func StripUnread(obj any) (any, error) {
 			}
 		}
 	}
+	cachedValues.share(obj)
 	return obj, nil
 }
+
+// cachedValues are the label sets, selectors and resource lists the
+// objects of every cache share (sharedValues).
+var cachedValues = newSharedValues()
 
 // LastAppliedAnnotation is kubectl's client-side apply record.
 const LastAppliedAnnotation = corev1.LastAppliedConfigAnnotation
