@@ -250,20 +250,21 @@ func TestAPIServerRestart(t *testing.T) {
 		before = append(before, fmt.Sprintf("srv-%02d", i))
 	}
 	e.update(contextOf("fleet", before...)) // srv-23 leaves just before the outage
+	var restarted time.Time
+	want := slices.Clone(before[12:])
 	restartAPIServer(t, func() {
 		// Past the renew deadline (HCC_LEADER_RENEW_SEC): the leader
 		// cannot renew, loses its lease and exits.
 		time.Sleep(time.Duration(leaseSec+2) * time.Second)
+	}, func() {
+		restarted = time.Now()
+		for i := range 4 {
+			name := fmt.Sprintf("new-%02d", i)
+			e.create(sseServer(name))
+			want = append(want, name)
+		}
+		e.update(contextOf("fleet", want...))
 	})
-	restarted := time.Now()
-
-	want := slices.Clone(before[12:])
-	for i := range 4 {
-		name := fmt.Sprintf("new-%02d", i)
-		e.create(sseServer(name))
-		want = append(want, name)
-	}
-	e.update(contextOf("fleet", want...))
 	slices.Sort(want)
 
 	// The outage may fall between a claim's create and its mark, which

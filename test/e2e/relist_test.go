@@ -23,20 +23,23 @@ import (
 // resourceVersion its informers hold, so every informer relists — after
 // its resumed watch comes back 410 "too old resource version", or at once
 // when client-go does not retry the broken watch — and the test requires
-// each to. The invariants: a relist over a
-// converged cluster writes nothing (the relisted objects are observed:
-// the work queues take them in and drain), and a delete that happened
-// during the gap — an McpServer, which the relist delivers as a deletion
-// tombstone, and, in a second gap, a Host — is still acted on: the server's allows are
-// revoked, the Host's finalizer released, and the cluster converges to
-// exactly the planned objects.
+// each to. The invariants: a relist over a converged cluster writes
+// nothing (the relisted objects are observed: the work queues take them
+// in and drain), and a delete that happened during the gap — an
+// McpServer, which the relist delivers as a deletion tombstone, and, in a
+// second gap, a Host — is still acted on: the server's allows are revoked,
+// the Host's finalizer released, and the cluster converges to exactly the
+// planned objects.
 //
-// The controller reaches the API server through a fault proxy that
-// counts each informer's lists and the watch responses refusing a
-// resourceVersion as too old (client-go logs them at V(4) only). The watches break as in a paused node: the controller is frozen
-// (SIGSTOP) while the gap's deletes land, etcd is compacted, and
-// kube-apiserver restarts (its watch cache starts again at the compacted
-// revision, closing every watch); then the controller resumes.
+// The controller reaches the API server through a fault proxy that counts
+// each informer's whole lists and the watch responses refusing a
+// resourceVersion as too old (client-go logs them at V(4) only). The
+// watches break as in a paused node that lost its network: the controller
+// is frozen (SIGSTOP) and the proxy closes every watch it carries, so
+// nothing of the gap waits in the controller's socket buffer; the gap's
+// deletes land, etcd is compacted, and kube-apiserver restarts (its watch
+// cache starts again at the compacted revision); then the controller
+// resumes.
 func TestWatchRelistAfterCompaction(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
@@ -54,7 +57,7 @@ func TestWatchRelistAfterCompaction(t *testing.T) {
 	offset := auditOffset(t)
 	adds := scrapeSum(t, c, "workqueue_adds_total")
 	before := relistsSoFar(proxy)
-	breakWatches(t, c, func() {})
+	breakWatches(t, c, proxy, func() {})
 	e.waitRelisted(proxy, before)
 	e.eventually("the relisted objects are taken in", 30*time.Second, func() bool { return scrapeSum(t, c, "workqueue_adds_total") > adds })
 	e.waitQueuesIdle(c)
@@ -71,7 +74,7 @@ func TestWatchRelistAfterCompaction(t *testing.T) {
 		require.NoError(t, err, "srv-02's allow %s/%s exists before the gap", ns, name)
 	}
 	before = relistsSoFar(proxy)
-	breakWatches(t, c, func() {
+	breakWatches(t, c, proxy, func() {
 		require.NoError(t, hcc.ClerumV1alpha1().McpServers("mcp-server").Delete(ctx, "srv-02", metav1.DeleteOptions{}))
 		delete(e.created, "McpServer/mcp-server/srv-02")
 	})
@@ -89,7 +92,7 @@ func TestWatchRelistAfterCompaction(t *testing.T) {
 
 	// A Host deleted in a gap of its own: its finalizer is HCC's to release.
 	before = relistsSoFar(proxy)
-	breakWatches(t, c, func() {
+	breakWatches(t, c, proxy, func() {
 		require.NoError(t, hcc.ClerumV1alpha1().Hosts("mcp-host").Delete(ctx, "fleet-1", metav1.DeleteOptions{}))
 		delete(e.created, "Host/mcp-host/fleet-1")
 	})
@@ -102,11 +105,13 @@ func TestWatchRelistAfterCompaction(t *testing.T) {
 	e.waitPlanned(time.Minute, "exactly the planned objects")
 }
 
-// breakWatches freezes c, runs gap, advances etcd's revision past every
-// resourceVersion c holds, compacts etcd at its current revision, restarts
-// kube-apiserver (restartAPIServer) and resumes c: every watch c held is
-// closed, and none can resume from the resourceVersion it had.
-func breakWatches(t *testing.T, c *binary, gap func()) {
+// breakWatches freezes c, closes every watch the proxy carries for it,
+// runs gap, advances etcd's revision past every resourceVersion c holds,
+// compacts etcd at its current revision, restarts kube-apiserver
+// (restartAPIServer) and resumes c. No watch carries what gap did into c's
+// socket buffer — the proxy holds none open when c resumes — and none can
+// resume from the resourceVersion it had: only a relist tells c of the gap.
+func breakWatches(t *testing.T, c *binary, proxy *controlplane.FaultProxy, gap func()) {
 	t.Helper()
 	require.NoError(t, c.Signal(syscall.SIGSTOP))
 	resumed := false
@@ -115,12 +120,16 @@ func breakWatches(t *testing.T, c *binary, gap func()) {
 			_ = c.Signal(syscall.SIGCONT)
 		}
 	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, proxy.CloseWatches(ctx))
 	gap()
 	advanceRevision(t)
 	rev, err := cluster.CompactEtcd(context.Background())
 	require.NoError(t, err)
 	t.Logf("etcd compacted at revision %d", rev)
-	restartAPIServer(t, func() {})
+	restartAPIServer(t, func() {}, nil)
+	require.Zero(t, proxy.OpenWatches(), "no watch was open while the controller was frozen")
 	require.NoError(t, c.Signal(syscall.SIGCONT))
 	resumed = true
 }
@@ -148,14 +157,15 @@ func relistsSoFar(p *controlplane.FaultProxy) relistMark {
 	return relistMark{relists: p.Relists(), tooOld: p.TooOld()}
 }
 
-// waitRelisted waits until every informer the proxy had seen list before
-// the gap has listed again since: the relist this file is about. client-go
-// relists either when its resumed watch is refused as too old (410) or at
-// once when the broken watch fails in a way it does not retry; both are
-// counted, and only a relist can deliver what changed in the gap, its
-// events being compacted away.
+// waitRelisted waits until every informer the proxy had delivered a whole
+// list to before the gap has been delivered another since: the relist this
+// file is about. client-go relists either when its resumed watch is
+// refused as too old (410) or at once when the broken watch fails in a way
+// it does not retry; both are counted, once the list's initial events have
+// all passed.
 func (e *env) waitRelisted(proxy *controlplane.FaultProxy, before relistMark) {
 	e.t.Helper()
+	require.NotEmpty(e.t, before.relists, "the controller's informers listed through the proxy before the gap")
 	var behind []string
 	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
 		now := proxy.Relists()
@@ -192,17 +202,21 @@ func startProxy(t *testing.T) (*controlplane.FaultProxy, string) {
 
 func equalSets(a, b []string) bool { return strings.Join(a, "\n") == strings.Join(b, "\n") }
 
-// restartAPIServer stops kube-apiserver, runs during and starts it again,
-// then restarts kube-controller-manager, kube-scheduler and kwok
-// (controlplane.RestartCluster): their informers backed off while
+// restartAPIServer stops kube-apiserver, runs during, starts it again,
+// runs then (if any) and restarts kube-controller-manager, kube-scheduler
+// and kwok (controlplane.RestartCluster): their informers backed off while
 // kube-apiserver was down and would act on nothing for up to 30 s more —
-// in CI a namespace deleted by the next test went unfinalized for over a
-// minute. Only hcc-controller's recovery is under test here.
-func restartAPIServer(t *testing.T, during func()) {
+// in CI a namespace deleted by the next test went unprocessed for over a
+// minute. Only hcc-controller's recovery is under test here. then is for
+// what a test must do the moment kube-apiserver is back.
+func restartAPIServer(t *testing.T, during, then func()) {
 	t.Helper()
 	require.NoError(t, cluster.StopAPIServer())
 	during()
 	require.NoError(t, cluster.StartAPIServer())
+	if then != nil {
+		then()
+	}
 	start := time.Now()
 	require.NoError(t, cluster.RestartCluster(context.Background()))
 	t.Logf("kube-controller-manager, kube-scheduler and kwok restarted in %s", time.Since(start).Round(time.Millisecond))

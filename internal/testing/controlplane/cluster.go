@@ -99,10 +99,14 @@ func (c *ControlPlane) RestartCluster(ctx context.Context) error {
 		return errors.New("control plane runs no cluster (Options.Cluster)")
 	}
 	var errs []error
+	var running []*process // what would not stop, for Close to try again
 	for i := len(c.cluster) - 1; i >= 0; i-- {
-		errs = append(errs, c.cluster[i].stop())
+		if err := c.cluster[i].stop(); err != nil {
+			errs = append(errs, err)
+			running = append(running, c.cluster[i])
+		}
 	}
-	c.cluster = nil
+	c.cluster = running
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}

@@ -43,10 +43,19 @@ type FaultProxy struct {
 	// Failed counts the requests answered 429 and 500 by the proxy.
 	failed429, failed500 atomic.Int64
 	tooOld               atomic.Int64
-	// relists counts the watch-list requests by informer (watchKey).
-	relistsMu sync.Mutex
-	relists   map[string]int64
-	dir       string
+	mu                   sync.Mutex
+	// relists counts the watch-lists delivered whole, by informer
+	// (watchKey).
+	relists map[string]int64
+	// watches are the watch requests in flight, for CloseWatches.
+	watches map[*watchStream]struct{}
+	dir     string
+}
+
+// watchStream is a watch request the proxy is carrying.
+type watchStream struct {
+	cancel context.CancelFunc
+	done   chan struct{}
 }
 
 // StartFaultProxy starts a FaultProxy failing nothing; Close stops it.
@@ -63,21 +72,35 @@ func (c *ControlPlane) StartFaultProxy() (*FaultProxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &FaultProxy{url: "http://" + l.Addr().String(), dir: c.dir, relists: map[string]int64{}}
+	p := &FaultProxy{url: "http://" + l.Addr().String(), dir: c.dir, relists: map[string]int64{}, watches: map[*watchStream]struct{}{}}
 	rp := httputil.NewSingleHostReverseProxy(target)
 	rp.Transport = transport
 	rp.FlushInterval = -1 // watches stream: flush every write
 	rp.ModifyResponse = func(resp *http.Response) error {
 		if isWatch(resp.Request) {
-			resp.Body = &tooOldScanner{ReadCloser: resp.Body, seen: &p.tooOld}
+			sc := &watchScanner{ReadCloser: resp.Body, p: p}
+			if resp.Request.URL.Query().Get("sendInitialEvents") == "true" {
+				sc.informer = watchKey(resp.Request)
+			}
+			resp.Body = sc
 		}
 		return nil
 	}
 	p.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if isWatch(r) && r.URL.Query().Get("sendInitialEvents") == "true" {
-			p.relistsMu.Lock()
-			p.relists[watchKey(r)]++
-			p.relistsMu.Unlock()
+		if isWatch(r) {
+			ctx, cancel := context.WithCancel(r.Context())
+			ws := &watchStream{cancel: cancel, done: make(chan struct{})}
+			p.mu.Lock()
+			p.watches[ws] = struct{}{}
+			p.mu.Unlock()
+			defer func() {
+				p.mu.Lock()
+				delete(p.watches, ws)
+				p.mu.Unlock()
+				cancel()
+				close(ws.done)
+			}()
+			r = r.WithContext(ctx)
 		}
 		if !isWatch(r) && rand.Float64() < p.failure() {
 			p.fail(w)
@@ -145,14 +168,43 @@ func (p *FaultProxy) Failed() (tooMany, internal int64) {
 func (p *FaultProxy) TooOld() int64 { return p.tooOld.Load() }
 
 // Relists returns, for each informer — a watched path and its selectors —
-// how many lists the proxy carried for it as watch-list requests
-// (sendInitialEvents=true), the way client-go's informers list: at start,
-// after a 410, and when a broken watch fails in a way client-go does not
-// retry (it then relists at once, with no 410).
+// how many lists the proxy delivered to it whole: watch-list requests
+// (sendInitialEvents=true, the way client-go's informers list) whose
+// bookmark marking the end of the initial events passed. An informer
+// lists at start, after a 410, and when a broken watch fails in a way
+// client-go does not retry (it then relists at once, with no 410).
 func (p *FaultProxy) Relists() map[string]int64 {
-	p.relistsMu.Lock()
-	defer p.relistsMu.Unlock()
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	return maps.Clone(p.relists)
+}
+
+// OpenWatches returns how many watches the proxy is carrying.
+func (p *FaultProxy) OpenWatches() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.watches)
+}
+
+// CloseWatches ends every watch the proxy is carrying and returns once
+// none can deliver another byte: a client frozen meanwhile (SIGSTOP)
+// then misses whatever happens until it watches again, as when a node
+// loses its network, instead of finding it in its socket's buffer.
+func (p *FaultProxy) CloseWatches(ctx context.Context) error {
+	p.mu.Lock()
+	streams := slices.Collect(maps.Keys(p.watches))
+	p.mu.Unlock()
+	for _, ws := range streams {
+		ws.cancel()
+	}
+	for _, ws := range streams {
+		select {
+		case <-ws.done:
+		case <-ctx.Done():
+			return fmt.Errorf("closing %d watches: %w", len(streams), ctx.Err())
+		}
+	}
+	return nil
 }
 
 // watchKey names the informer a watch request belongs to.
@@ -201,50 +253,69 @@ func isWatch(r *http.Request) bool {
 	return w == "true" || w == "1"
 }
 
-// tooOldScanner counts the refusals of a resourceVersion as too old that a
-// watch stream carries, across read boundaries.
-type tooOldScanner struct {
+// watchScanner reads a watch stream for the proxy's counts, across read
+// boundaries: the refusals of a resourceVersion as too old, and, on a
+// watch-list (informer set), the bookmark that ends its initial events.
+type watchScanner struct {
 	io.ReadCloser
-	seen *atomic.Int64
-	mu   sync.Mutex
-	tail []byte
+	p        *FaultProxy
+	informer string
+	mu       sync.Mutex
+	tail     []byte
 }
 
 // tooOldMarkers are kube-apiserver's two wordings of 410 Gone for a watch:
 // its watch cache's, and etcd's compaction error when the watch is served
-// from storage (the cache not yet initialized after a restart).
+// from storage.
 var tooOldMarkers = [][]byte{
 	[]byte("too old resource version"),
 	[]byte("The resourceVersion for the provided watch is too old"),
 }
 
-// tooOldTail is one byte less than the longest marker: what a read keeps
-// for the next, so that no marker is missed or counted twice.
-var tooOldTail = len(slices.MaxFunc(tooOldMarkers, func(a, b []byte) int { return len(a) - len(b) })) - 1
+// initialEventsEnd is the annotation of the bookmark that ends a
+// watch-list's initial events (metav1.InitialEventsAnnotationKey), in JSON
+// and protobuf alike.
+var initialEventsEnd = []byte(metav1.InitialEventsAnnotationKey)
 
-func (s *tooOldScanner) Read(b []byte) (int, error) {
+// scanTail is one byte less than the longest marker: what a read keeps
+// for the next, so that no marker is missed.
+var scanTail = len(slices.MaxFunc(append(slices.Clone(tooOldMarkers), initialEventsEnd), func(a, b []byte) int { return len(a) - len(b) })) - 1
+
+func (s *watchScanner) Read(b []byte) (int, error) {
 	n, err := s.ReadCloser.Read(b)
 	if n > 0 {
 		s.mu.Lock()
 		old := len(s.tail)
 		buf := append(s.tail, b[:n]...)
 		for _, m := range tooOldMarkers {
-			// A marker ending within the old tail was counted by the
-			// last read.
-			for i := 0; ; {
-				j := bytes.Index(buf[i:], m)
-				if j < 0 {
-					break
-				}
-				if end := i + j + len(m); end > old {
-					s.seen.Add(1)
-				}
-				i += j + 1
+			s.p.tooOld.Add(int64(countNew(buf, m, old)))
+		}
+		if s.informer != "" {
+			if c := countNew(buf, initialEventsEnd, old); c > 0 {
+				s.p.mu.Lock()
+				s.p.relists[s.informer] += int64(c)
+				s.p.mu.Unlock()
 			}
 		}
-		keep := min(len(buf), tooOldTail)
+		keep := min(len(buf), scanTail)
 		s.tail = append([]byte(nil), buf[len(buf)-keep:]...)
 		s.mu.Unlock()
 	}
 	return n, err
+}
+
+// countNew counts the occurrences of m in buf that end past its first old
+// bytes: one ending within them was counted by the read before.
+func countNew(buf, m []byte, old int) int {
+	c := 0
+	for i := 0; ; {
+		j := bytes.Index(buf[i:], m)
+		if j < 0 {
+			return c
+		}
+		if i+j+len(m) > old {
+			c++
+		}
+		i += j + 1
+	}
 }
