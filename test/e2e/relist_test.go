@@ -32,7 +32,7 @@ import (
 // planned objects.
 //
 // The controller reaches the API server through a fault proxy that counts
-// each informer's whole lists and the watch responses refusing a
+// each informer's lists and the watch responses refusing a
 // resourceVersion as too old (client-go logs them at V(4) only). The
 // watches break as in a paused node that lost its network: the controller
 // is frozen (SIGSTOP) and the proxy closes every watch it carries, so
@@ -157,12 +157,12 @@ func relistsSoFar(p *controlplane.FaultProxy) relistMark {
 	return relistMark{relists: p.Relists(), tooOld: p.TooOld()}
 }
 
-// waitRelisted waits until every informer the proxy had delivered a whole
-// list to before the gap has been delivered another since: the relist this
-// file is about. client-go relists either when its resumed watch is
-// refused as too old (410) or at once when the broken watch fails in a way
-// it does not retry; both are counted, once the list's initial events have
-// all passed.
+// waitRelisted waits until every informer the proxy had seen list before
+// the gap has listed again since: the relist this file is about. client-go
+// relists either when its resumed watch is refused as too old (410) or at
+// once when the broken watch fails in a way it does not retry; both are
+// counted. That the relist delivered what changed in the gap is shown by
+// what the controller then does.
 func (e *env) waitRelisted(proxy *controlplane.FaultProxy, before relistMark) {
 	e.t.Helper()
 	require.NotEmpty(e.t, before.relists, "the controller's informers listed through the proxy before the gap")

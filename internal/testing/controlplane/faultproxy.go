@@ -44,8 +44,7 @@ type FaultProxy struct {
 	failed429, failed500 atomic.Int64
 	tooOld               atomic.Int64
 	mu                   sync.Mutex
-	// relists counts the watch-lists delivered whole, by informer
-	// (watchKey).
+	// relists counts the watch-list requests, by informer (watchKey).
 	relists map[string]int64
 	// watches are the watch requests in flight, for CloseWatches.
 	watches map[*watchStream]struct{}
@@ -78,15 +77,16 @@ func (c *ControlPlane) StartFaultProxy() (*FaultProxy, error) {
 	rp.FlushInterval = -1 // watches stream: flush every write
 	rp.ModifyResponse = func(resp *http.Response) error {
 		if isWatch(resp.Request) {
-			sc := &watchScanner{ReadCloser: resp.Body, p: p}
-			if resp.Request.URL.Query().Get("sendInitialEvents") == "true" {
-				sc.informer = watchKey(resp.Request)
-			}
-			resp.Body = sc
+			resp.Body = &tooOldScanner{ReadCloser: resp.Body, p: p}
 		}
 		return nil
 	}
 	p.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if isWatch(r) && r.URL.Query().Get("sendInitialEvents") == "true" {
+			p.mu.Lock()
+			p.relists[watchKey(r)]++
+			p.mu.Unlock()
+		}
 		if isWatch(r) {
 			ctx, cancel := context.WithCancel(r.Context())
 			ws := &watchStream{cancel: cancel, done: make(chan struct{})}
@@ -168,11 +168,13 @@ func (p *FaultProxy) Failed() (tooMany, internal int64) {
 func (p *FaultProxy) TooOld() int64 { return p.tooOld.Load() }
 
 // Relists returns, for each informer — a watched path and its selectors —
-// how many lists the proxy delivered to it whole: watch-list requests
-// (sendInitialEvents=true, the way client-go's informers list) whose
-// bookmark marking the end of the initial events passed. An informer
-// lists at start, after a 410, and when a broken watch fails in a way
-// client-go does not retry (it then relists at once, with no 410).
+// how many lists the proxy carried for it as watch-list requests
+// (sendInitialEvents=true), the way client-go's informers list: at start,
+// after a 410, and when a broken watch fails in a way client-go does not
+// retry (it then relists at once, with no 410). A list is counted when it
+// is asked for: the bookmark that ends a list's initial events could not
+// be counted instead, as most of them did not show in the stream the
+// proxy reads within a minute of a kube-apiserver restart.
 func (p *FaultProxy) Relists() map[string]int64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -253,15 +255,13 @@ func isWatch(r *http.Request) bool {
 	return w == "true" || w == "1"
 }
 
-// watchScanner reads a watch stream for the proxy's counts, across read
-// boundaries: the refusals of a resourceVersion as too old, and, on a
-// watch-list (informer set), the bookmark that ends its initial events.
-type watchScanner struct {
+// tooOldScanner counts the refusals of a resourceVersion as too old that
+// a watch stream carries, across read boundaries.
+type tooOldScanner struct {
 	io.ReadCloser
-	p        *FaultProxy
-	informer string
-	mu       sync.Mutex
-	tail     []byte
+	p    *FaultProxy
+	mu   sync.Mutex
+	tail []byte
 }
 
 // tooOldMarkers are kube-apiserver's two wordings of 410 Gone for a watch:
@@ -272,16 +272,11 @@ var tooOldMarkers = [][]byte{
 	[]byte("The resourceVersion for the provided watch is too old"),
 }
 
-// initialEventsEnd is the annotation of the bookmark that ends a
-// watch-list's initial events (metav1.InitialEventsAnnotationKey), in JSON
-// and protobuf alike.
-var initialEventsEnd = []byte(metav1.InitialEventsAnnotationKey)
-
 // scanTail is one byte less than the longest marker: what a read keeps
 // for the next, so that no marker is missed.
-var scanTail = len(slices.MaxFunc(append(slices.Clone(tooOldMarkers), initialEventsEnd), func(a, b []byte) int { return len(a) - len(b) })) - 1
+var scanTail = len(slices.MaxFunc(tooOldMarkers, func(a, b []byte) int { return len(a) - len(b) })) - 1
 
-func (s *watchScanner) Read(b []byte) (int, error) {
+func (s *tooOldScanner) Read(b []byte) (int, error) {
 	n, err := s.ReadCloser.Read(b)
 	if n > 0 {
 		s.mu.Lock()
@@ -289,13 +284,6 @@ func (s *watchScanner) Read(b []byte) (int, error) {
 		buf := append(s.tail, b[:n]...)
 		for _, m := range tooOldMarkers {
 			s.p.tooOld.Add(int64(countNew(buf, m, old)))
-		}
-		if s.informer != "" {
-			if c := countNew(buf, initialEventsEnd, old); c > 0 {
-				s.p.mu.Lock()
-				s.p.relists[s.informer] += int64(c)
-				s.p.mu.Unlock()
-			}
 		}
 		keep := min(len(buf), scanTail)
 		s.tail = append([]byte(nil), buf[len(buf)-keep:]...)

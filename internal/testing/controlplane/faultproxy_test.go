@@ -29,15 +29,13 @@ func (c *chunked) Read(b []byte) (int, error) {
 func (c *chunked) Close() error { return nil }
 
 // The scanner counts kube-apiserver's two wordings of a watch's 410 —
-// the watch cache's and etcd's — and, on a watch-list, the bookmark
-// ending its initial events, once each, wherever the reads split them,
-// and nothing else.
-func TestWatchScannerCountsEachMarkerOnce(t *testing.T) {
+// the watch cache's and etcd's — once each, wherever the reads split
+// them, and nothing else.
+func TestTooOldScannerCountsBothWordingsOnce(t *testing.T) {
 	cache := `{"type":"ERROR","object":{"kind":"Status","code":410,"message":"too old resource version: 5 (9)"}}`
 	storage := `{"type":"ERROR","object":{"kind":"Status","code":410,"message":"The resourceVersion for the provided watch is too old."}}`
-	end := `{"type":"BOOKMARK","object":{"kind":"Pod","metadata":{"resourceVersion":"12","annotations":{"k8s.io/initial-events-end":"true"}}}}`
-	other := `{"type":"ADDED","object":{"kind":"Pod","metadata":{"name":"too-old","annotations":{"k8s.io/initial-events":"x"}}}}`
-	stream := other + cache + end + storage + other + storage + end
+	other := `{"type":"ADDED","object":{"kind":"Pod","metadata":{"name":"too-old","annotations":{"old":"resource version"}}}}`
+	stream := other + cache + storage + other + storage
 	for _, size := range []int{1, 7, 23, 24, 25, 52, 53, 54, 100, len(stream)} {
 		var chunks []string
 		for s := stream; s != ""; {
@@ -45,17 +43,11 @@ func TestWatchScannerCountsEachMarkerOnce(t *testing.T) {
 			chunks = append(chunks, s[:n])
 			s = s[n:]
 		}
-		p := &FaultProxy{relists: map[string]int64{}}
-		_, err := io.Copy(io.Discard, &watchScanner{ReadCloser: &chunked{chunks: chunks}, p: p, informer: "pods"})
+		p := &FaultProxy{}
+		_, err := io.Copy(io.Discard, &tooOldScanner{ReadCloser: &chunked{chunks: chunks}, p: p})
 		require.NoError(t, err)
 		assert.Equal(t, int64(3), p.TooOld(), "reads of %d bytes", size)
-		assert.Equal(t, map[string]int64{"pods": 2}, p.Relists(), "reads of %d bytes", size)
 	}
-	// A plain watch's bookmarks are no list.
-	p := &FaultProxy{relists: map[string]int64{}}
-	_, err := io.Copy(io.Discard, &watchScanner{ReadCloser: &chunked{chunks: []string{end}}, p: p})
-	require.NoError(t, err)
-	assert.Empty(t, p.Relists())
 }
 
 // An informer is its watched path and selectors; the resourceVersion and
