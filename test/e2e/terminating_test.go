@@ -114,12 +114,10 @@ func holdNamespaceTerminating(t *testing.T, ns string) {
 			return false, nil
 		}
 		last = got
-		for _, c := range got.Status.Conditions {
-			if got.Status.Phase == corev1.NamespaceTerminating && c.Type == corev1.NamespaceFinalizersRemaining && c.Status == corev1.ConditionTrue {
-				return true, nil
-			}
-		}
-		return false, nil
+		held := slices.ContainsFunc(got.Status.Conditions, func(c corev1.NamespaceCondition) bool {
+			return c.Type == corev1.NamespaceFinalizersRemaining && c.Status == corev1.ConditionTrue
+		})
+		return got.Status.Phase == corev1.NamespaceTerminating && held, nil
 	})
 	require.NoError(t, err, "namespace %s is Terminating with only the held objects left; its status: %+v", ns, statusOf(last))
 	t.Logf("namespace %s held Terminating %s after its delete", ns, time.Since(start).Round(time.Millisecond))

@@ -84,13 +84,14 @@ func (c *ControlPlane) startCluster(ctx context.Context) error {
 }
 
 // RestartCluster stops kube-controller-manager, kube-scheduler and kwok,
-// starts them again and waits until the node is Ready. A test that
-// restarts kube-apiserver calls it when it ends: while kube-apiserver was
-// down their informers failed to list and watch, and client-go's reflector
+// starts them again and waits until the node is Ready. A test calls it
+// right after it restarts kube-apiserver: while kube-apiserver was down
+// their informers failed to list and watch, and client-go's reflector
 // backs off up to 30 s between attempts, so for that long after the
 // restart they act on nothing — a namespace deleted then is not finalized,
-// a new Deployment gets no pods — and the next test would meet a cluster
-// that lags by up to half a minute.
+// a new Deployment gets no pods — and the rest of the test, and the next,
+// would meet a cluster that lags by up to half a minute. A component that
+// fails to start leaves the cluster part-started: the error says which.
 func (c *ControlPlane) RestartCluster(ctx context.Context) error {
 	switch {
 	case c.stopped:

@@ -77,20 +77,18 @@ func (c *ControlPlane) StartFaultProxy() (*FaultProxy, error) {
 	rp.FlushInterval = -1 // watches stream: flush every write
 	rp.ModifyResponse = func(resp *http.Response) error {
 		if isWatch(resp.Request) {
-			resp.Body = &tooOldScanner{ReadCloser: resp.Body, p: p}
+			resp.Body = &tooOldScanner{ReadCloser: resp.Body, seen: &p.tooOld}
 		}
 		return nil
 	}
 	p.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if isWatch(r) && r.URL.Query().Get("sendInitialEvents") == "true" {
-			p.mu.Lock()
-			p.relists[watchKey(r)]++
-			p.mu.Unlock()
-		}
 		if isWatch(r) {
 			ctx, cancel := context.WithCancel(r.Context())
 			ws := &watchStream{cancel: cancel, done: make(chan struct{})}
 			p.mu.Lock()
+			if r.URL.Query().Get("sendInitialEvents") == "true" {
+				p.relists[watchKey(r)]++
+			}
 			p.watches[ws] = struct{}{}
 			p.mu.Unlock()
 			defer func() {
@@ -171,10 +169,9 @@ func (p *FaultProxy) TooOld() int64 { return p.tooOld.Load() }
 // how many lists the proxy carried for it as watch-list requests
 // (sendInitialEvents=true), the way client-go's informers list: at start,
 // after a 410, and when a broken watch fails in a way client-go does not
-// retry (it then relists at once, with no 410). A list is counted when it
-// is asked for: the bookmark that ends a list's initial events could not
-// be counted instead, as most of them did not show in the stream the
-// proxy reads within a minute of a kube-apiserver restart.
+// retry (it then relists at once, with no 410). A list counts when it is
+// asked for (the bookmark ending one did not reliably show in the stream
+// within a minute of a kube-apiserver restart).
 func (p *FaultProxy) Relists() map[string]int64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -259,7 +256,7 @@ func isWatch(r *http.Request) bool {
 // a watch stream carries, across read boundaries.
 type tooOldScanner struct {
 	io.ReadCloser
-	p    *FaultProxy
+	seen *atomic.Int64
 	mu   sync.Mutex
 	tail []byte
 }
@@ -283,7 +280,7 @@ func (s *tooOldScanner) Read(b []byte) (int, error) {
 		old := len(s.tail)
 		buf := append(s.tail, b[:n]...)
 		for _, m := range tooOldMarkers {
-			s.p.tooOld.Add(int64(countNew(buf, m, old)))
+			s.seen.Add(int64(countNew(buf, m, old)))
 		}
 		keep := min(len(buf), scanTail)
 		s.tail = append([]byte(nil), buf[len(buf)-keep:]...)
