@@ -191,6 +191,19 @@ func reconcile(ctx context.Context, log zerolog.Logger, cfg *config.Config, clie
 		deps.Informers.Shutdown()
 	}()
 	log.Info().Msg("reconciling")
+	// Each burst of work (the start-up lists, a full resync) leaves a heap
+	// goal far above the caches; return what it freed once it is over
+	// (docs/deploy.md#memory).
+	releaseCtx, stopReleasing := context.WithCancel(ctx)
+	released := make(chan struct{})
+	go func() {
+		defer close(released)
+		deps.Queues.ReleaseMemoryWhenIdle(releaseCtx, kit.IdleBeforeRelease, kit.MinReleaseInterval, log)
+	}()
+	defer func() {
+		stopReleasing()
+		<-released
+	}()
 	return kit.RunAll(ctx, reconcilers)
 }
 

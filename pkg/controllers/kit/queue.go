@@ -16,8 +16,9 @@ import (
 // label name) to one registry, so the dashboards built for
 // kube-controller-manager read HCC's queues too.
 type Queues struct {
-	metrics *queueMetrics
-	clock   clock.WithTicker
+	metrics  *queueMetrics
+	clock    clock.WithTicker
+	activity *activity
 }
 
 // NewQueues registers the workqueue series with reg. Call it once per
@@ -26,7 +27,8 @@ func NewQueues(reg prometheus.Registerer, clk clock.WithTicker) *Queues {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	return &Queues{metrics: newQueueMetrics(reg), clock: clk}
+	a := &activity{nowFunc: clk.Now, changed: clk.Now()}
+	return &Queues{metrics: newQueueMetrics(reg, a), clock: clk, activity: a}
 }
 
 // Backoff is the rate limiter of a reconciler's failures: base after the
@@ -52,11 +54,14 @@ type queueMetrics struct {
 	depth, unfinished, longest *prometheus.GaugeVec
 	adds, retries              *prometheus.CounterVec
 	latency, work              *prometheus.HistogramVec
+	releases                   prometheus.Counter
+	// activity follows every queue's items (ReleaseMemoryWhenIdle).
+	activity *activity
 }
 
 var _ workqueue.MetricsProvider = (*queueMetrics)(nil)
 
-func newQueueMetrics(reg prometheus.Registerer) *queueMetrics {
+func newQueueMetrics(reg prometheus.Registerer, a *activity) *queueMetrics {
 	name := []string{"name"}
 	buckets := prometheus.ExponentialBuckets(10e-9, 10, 12) // 10 ns .. 1000 s
 	m := &queueMetrics{
@@ -85,25 +90,27 @@ func newQueueMetrics(reg prometheus.Registerer) *queueMetrics {
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "workqueue_retries_total", Help: "Total number of retries handled by workqueue",
 		}, name),
+		releases: newReleasesMetric(),
+		activity: a,
 	}
-	reg.MustRegister(m.depth, m.adds, m.latency, m.work, m.unfinished, m.longest, m.retries)
+	reg.MustRegister(m.depth, m.adds, m.latency, m.work, m.unfinished, m.longest, m.retries, m.releases)
 	return m
 }
 
 func (m *queueMetrics) NewDepthMetric(name string) workqueue.GaugeMetric {
-	return m.depth.WithLabelValues(name)
+	return depthActivity{m.depth.WithLabelValues(name), m.activity}
 }
 
 func (m *queueMetrics) NewAddsMetric(name string) workqueue.CounterMetric {
-	return m.adds.WithLabelValues(name)
+	return addsActivity{m.adds.WithLabelValues(name), m.activity}
 }
 
 func (m *queueMetrics) NewLatencyMetric(name string) workqueue.HistogramMetric {
-	return m.latency.WithLabelValues(name)
+	return takenActivity{m.latency.WithLabelValues(name), m.activity}
 }
 
 func (m *queueMetrics) NewWorkDurationMetric(name string) workqueue.HistogramMetric {
-	return m.work.WithLabelValues(name)
+	return doneActivity{m.work.WithLabelValues(name), m.activity}
 }
 
 func (m *queueMetrics) NewUnfinishedWorkSecondsMetric(name string) workqueue.SettableGaugeMetric {

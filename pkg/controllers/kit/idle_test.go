@@ -1,0 +1,133 @@
+package kit
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+// idleFixture is a Queues on a fake clock, with one real queue, and a
+// releaser over it that counts its releases.
+type idleFixture struct {
+	clock    *clocktesting.FakeClock
+	queues   *Queues
+	releaser *releaser
+	released int
+}
+
+func newIdleFixture(t *testing.T) *idleFixture {
+	t.Helper()
+	f := &idleFixture{clock: clocktesting.NewFakeClock(time.Date(2026, 12, 5, 0, 0, 0, 0, time.UTC))}
+	f.queues = NewQueues(prometheus.NewRegistry(), f.clock)
+	f.releaser = &releaser{a: f.queues.activity, idle: 10 * time.Second, every: time.Minute,
+		release: func() { f.released++ }, releases: f.queues.metrics.releases}
+	return f
+}
+
+// after steps the clock by d and lets the releaser look.
+func (f *idleFixture) after(d time.Duration) bool {
+	f.clock.Step(d)
+	return f.releaser.tick(f.clock.Now())
+}
+
+func TestQueuesAreIdleOnlyWithNothingWaitingAndNothingBeingSynced(t *testing.T) {
+	f := newIdleFixture(t)
+	q := New(f.queues, "q", Backoff[string](time.Millisecond, time.Second))
+	defer q.ShutDown()
+	idle := func() bool { _, quiet := f.queues.activity.idleSince(); return quiet }
+
+	require.True(t, idle(), "a new queue")
+	q.Add("a")
+	q.Add("a") // a duplicate is no second item
+	assert.False(t, idle(), "an item waiting")
+	item, _ := q.Get()
+	assert.False(t, idle(), "an item being synced")
+	q.Add("a") // added again while it is synced: waits for its Done
+	q.Done(item)
+	assert.False(t, idle(), "the item added again while it was synced waits")
+	item, _ = q.Get()
+	q.Done(item)
+	assert.True(t, idle(), "every item done")
+
+	q.AddAfter("b", time.Hour)
+	assert.True(t, idle(), "an item due later is nothing to do yet")
+}
+
+func TestMemoryIsReleasedOnceTheQueuesFellIdleAfterWork(t *testing.T) {
+	f := newIdleFixture(t)
+	q := New(f.queues, "q", Backoff[string](time.Millisecond, time.Second))
+	defer q.ShutDown()
+	work := func(key string) {
+		q.Add(key)
+		item, _ := q.Get()
+		q.Done(item)
+	}
+
+	assert.False(t, f.after(time.Hour), "no work yet: nothing to release")
+
+	work("a")
+	assert.False(t, f.after(9*time.Second), "idle for less than 10 s")
+	assert.True(t, f.after(time.Second), "idle for 10 s after work")
+	assert.False(t, f.after(time.Hour), "no work since the last release")
+
+	// Work that outlasts the idle period keeps its memory until it is done.
+	q.Add("b")
+	item, _ := q.Get()
+	assert.False(t, f.after(time.Hour), "an item still being synced")
+	q.Done(item)
+	assert.False(t, f.after(9*time.Second))
+	assert.True(t, f.after(time.Second))
+
+	// At most one release a minute, however often the queues fall idle.
+	work("c")
+	assert.False(t, f.after(20*time.Second), "idle, but released 20 s ago")
+	work("d")
+	assert.False(t, f.after(30*time.Second), "idle, but released 50 s ago")
+	assert.True(t, f.after(10*time.Second), "a minute after the last release")
+
+	assert.Equal(t, 3, f.released)
+	var m dto.Metric
+	require.NoError(t, f.queues.metrics.releases.Write(&m))
+	assert.Equal(t, 3.0, m.GetCounter().GetValue(), "clerum_hcc_idle_memory_releases_total")
+}
+
+func TestReleaseMemoryWhenIdleRunsUntilItsContextIsDone(t *testing.T) {
+	f := newIdleFixture(t)
+	q := New(f.queues, "q", Backoff[string](time.Millisecond, time.Second))
+	defer q.ShutDown()
+	q.Add("a")
+	item, _ := q.Get()
+	q.Done(item)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	released := make(chan struct{}, 1)
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		f.queues.releaseWhenIdle(ctx, 10*time.Second, time.Minute, func() { released <- struct{}{} })
+	}()
+	// The releaser's ticker may start at any step: step until it released.
+	deadline := time.After(10 * time.Second)
+	for done := false; !done; {
+		f.clock.Step(time.Second)
+		select {
+		case <-released:
+			done = true
+		case <-time.After(5 * time.Millisecond):
+		case <-deadline:
+			t.Fatal("no release after the queues fell idle")
+		}
+	}
+	cancel()
+	select {
+	case <-stopped:
+	case <-time.After(10 * time.Second):
+		t.Fatal("still running after its context was done")
+	}
+}
