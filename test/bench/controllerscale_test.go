@@ -115,7 +115,9 @@ const (
 //     (HCC_BENCH_LARGE_RESYNC_SEC, default 300 s, the shipped Host
 //     resync; the NetworkPolicy resync ships off), and the time from the
 //     first item they queue to every queue settled, its CPU seconds and
-//     writes, asserted 0 (maxResyncWrites).
+//     writes, asserted 0 (maxResyncWrites), and the resident set as the
+//     queues settled and again once they have been idle long enough for
+//     the controller to return the resync's garbage (kit.IdleBeforeRelease).
 //
 // Writes are counted from the audit log: every mutating request of the
 // controller's user, events included, whatever its answer.
