@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/clerum/hcc/internal/testing/testenv"
-	"github.com/clerum/hcc/pkg/controllers/kit"
 )
 
 func TestControllerTakesTheLeaseAndReleasesItOnShutdown(t *testing.T) {
@@ -48,22 +47,4 @@ func ptrValue(s *string) string {
 		return ""
 	}
 	return *s
-}
-
-// TestControllerReturnsMemoryOnceItsQueuesFallIdle: the leader returns its
-// free heap once its work queues have been idle for kit.IdleBeforeRelease
-// after the start-up syncs (docs/deploy.md#memory), and not again while
-// nothing is queued.
-func TestControllerReturnsMemoryOnceItsQueuesFallIdle(t *testing.T) {
-	c := startCluster(t)
-	ctrl := startController(t, c, map[string]string{"POD_NAME": "replica-a"})
-	require.Equal(t, http.StatusOK, testenv.WaitHTTP(ctrl.base+"/ready", http.StatusOK, 30*time.Second))
-
-	releases := func() float64 { return scrape(t, ctrl.base, "clerum_hcc_idle_memory_releases_total") }
-	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, kit.IdleBeforeRelease+30*time.Second, true,
-		func(context.Context) (bool, error) { return releases() > 0, nil })
-	require.NoError(t, err, "no release after the start-up syncs")
-	assert.Zero(t, scrape(t, ctrl.base, "workqueue_depth"), "released with items queued")
-	time.Sleep(kit.IdleBeforeRelease + time.Second)
-	assert.Equal(t, 1.0, releases(), "released again with nothing queued since")
 }

@@ -3,6 +3,7 @@ package kit
 import (
 	"context"
 	"runtime/debug"
+	"runtime/metrics"
 	"sync"
 	"time"
 
@@ -16,13 +17,12 @@ import (
 // these last changed. The queues report it through their metrics (see
 // activityMetrics), so it covers every queue Queues made, whoever runs it.
 type activity struct {
-	mu       sync.Mutex
-	queued   int // items waiting, over every queue (the depths' sum)
-	syncing  int // items taken and not yet done
-	adds     uint64
-	changed  time.Time // the last add, take or done
-	nowFunc  func() time.Time
-	released uint64 // adds at the last release (ReleaseMemoryWhenIdle)
+	mu      sync.Mutex
+	queued  int // items waiting, over every queue (the depths' sum)
+	syncing int // items taken and not yet done
+	adds    uint64
+	changed time.Time // the last add, take or done
+	nowFunc func() time.Time
 }
 
 func (a *activity) update(f func()) {
@@ -32,12 +32,17 @@ func (a *activity) update(f func()) {
 	a.changed = a.nowFunc()
 }
 
-// idleSince returns when the queues last had work, and whether they have
-// none now (nothing waiting, nothing being synced).
-func (a *activity) idleSince() (time.Time, bool) {
+// activitySnapshot is the queues' activity at one moment.
+type activitySnapshot struct {
+	changed time.Time // the last add, take or done
+	idle    bool      // nothing waiting, nothing being synced
+	adds    uint64    // items ever added
+}
+
+func (a *activity) snapshot() activitySnapshot {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.changed, a.queued == 0 && a.syncing == 0
+	return activitySnapshot{changed: a.changed, idle: a.queued == 0 && a.syncing == 0, adds: a.adds}
 }
 
 // The workqueue calls its metrics at each step of an item (client-go's
@@ -95,16 +100,21 @@ const (
 	// IdleBeforeRelease is how long every queue must have been idle after
 	// work before the heap's free memory is returned.
 	IdleBeforeRelease = 10 * time.Second
-	// MinReleaseInterval bounds the releases to one per interval, so a
-	// trickle of work pays for at most one extra collection per interval.
+	// MinReleaseInterval bounds the releases to one per interval.
 	MinReleaseInterval = time.Minute
+	// MinReleasable is the least heap a release must be able to return,
+	// beyond the live heap, to be worth a collection: a trickle of work
+	// (a timer's resync of a few objects) leaves less and costs nothing.
+	MinReleasable = 64 << 20
 )
 
 // ReleaseMemoryWhenIdle returns the heap's free memory to the operating
-// system each time the process falls idle after work: once every queue of
-// q has had nothing waiting and nothing being synced for idle, an item
-// was added since the last release, and the last release is at least
-// every ago. It runs until ctx is done.
+// system each time the process falls idle after a burst of work: once
+// every queue of q has had nothing waiting and nothing being synced for
+// idle (items a requeue or a retry's backoff delays are not waiting yet),
+// an item was added since the last release, the heap holds at least
+// MinReleasable beyond what the last collection found live, and the last
+// release is at least every ago. It runs until ctx is done.
 //
 // Why: the Go runtime sets its next heap goal from the heap the last
 // collection marked. The start-up lists and a full resync are bursts of
@@ -113,50 +123,80 @@ const (
 // collected again for minutes, and keeps the memory under that goal
 // resident. debug.FreeOSMemory collects once and returns what is free:
 // the resident set falls to the caches and the goal to twice them. A
-// release costs one collection, the marking of the live heap, once per
-// burst of work, never more often than every.
+// release costs one collection, the marking of the live heap.
 func (q *Queues) ReleaseMemoryWhenIdle(ctx context.Context, idle, every time.Duration, log zerolog.Logger) {
-	q.releaseWhenIdle(ctx, idle, every, func() {
+	q.releaseWhenIdle(ctx, idle, every, heapReleasable, func() {
 		started := q.clock.Now()
+		before := heapReleasable()
 		debug.FreeOSMemory()
-		log.Debug().Dur("took", q.clock.Since(started)).Msg("returned free memory to the operating system after the queues fell idle")
+		log.Debug().Dur("took", q.clock.Since(started)).Uint64("releasableBytes", before).
+			Msg("returned free memory to the operating system after the queues fell idle")
 	})
 }
 
-// releaseWhenIdle is ReleaseMemoryWhenIdle with release in place of
-// debug.FreeOSMemory; it looks every idle/4.
-func (q *Queues) releaseWhenIdle(ctx context.Context, idle, every time.Duration, release func()) {
-	r := &releaser{a: q.activity, idle: idle, every: every, release: release, releases: q.metrics.releases}
+// releaseWhenIdle is ReleaseMemoryWhenIdle with releasable and release in
+// place of heapReleasable and debug.FreeOSMemory; it looks every idle/4.
+func (q *Queues) releaseWhenIdle(ctx context.Context, idle, every time.Duration, releasable func() uint64, release func()) {
+	r := &releaser{a: q.activity, idle: idle, every: every, releasable: releasable, release: release, releases: q.metrics.releases}
 	Every(ctx, q.clock, max(idle/4, time.Millisecond), func() { r.tick(q.clock.Now()) })
 }
 
-// releaser decides when to release.
+// releaser decides when to release. Only its own goroutine uses it.
 type releaser struct {
 	a           *activity
 	idle, every time.Duration
+	releasable  func() uint64 // the heap a release would return, in bytes
 	release     func()
 	releases    prometheus.Counter
 	last        time.Time // the last release; zero before the first
+	addsThen    uint64    // the items ever added, at the last release
 }
 
-// tick releases if, at now, the queues have worked since the last release
-// and been idle for r.idle since, and the last release is r.every ago.
+// tick releases if, at now, the queues have had work since the last
+// release and been idle for r.idle, a release would return at least
+// MinReleasable, and the last release is r.every ago.
 func (r *releaser) tick(now time.Time) (released bool) {
-	since, quiet := r.a.idleSince()
-	r.a.mu.Lock()
-	adds := r.a.adds
-	worked := adds != r.a.released
-	r.a.mu.Unlock()
-	if !worked || !quiet || now.Sub(since) < r.idle || (!r.last.IsZero() && now.Sub(r.last) < r.every) {
+	s := r.a.snapshot()
+	switch {
+	case s.adds == r.addsThen, !s.idle, now.Sub(s.changed) < r.idle:
 		return false
+	case !r.last.IsZero() && now.Sub(r.last) < r.every:
+		return false
+	case r.releasable() < MinReleasable:
+		return false // not yet worth a collection; looked at again next tick
 	}
 	r.release()
-	r.last = now
-	r.a.mu.Lock()
-	r.a.released = adds
-	r.a.mu.Unlock()
+	r.last, r.addsThen = now, s.adds
 	r.releases.Inc()
 	return true
+}
+
+// heapSamples are the runtime/metrics heapReleasable reads.
+var heapSamples = []string{
+	"/memory/classes/heap/objects:bytes", // live and not yet swept dead objects
+	"/memory/classes/heap/unused:bytes",  // reserved for objects, not holding any
+	"/memory/classes/heap/free:bytes",    // free and not yet returned to the system
+	"/gc/heap/live:bytes",                // what the last collection marked live
+}
+
+// heapReleasable is the heap the process holds beyond what its last
+// collection found live: what a collection and a return could give back.
+// It stops nothing (runtime/metrics, not runtime.ReadMemStats).
+func heapReleasable() uint64 {
+	samples := make([]metrics.Sample, len(heapSamples))
+	for i, name := range heapSamples {
+		samples[i].Name = name
+	}
+	metrics.Read(samples)
+	var held uint64
+	for _, s := range samples[:3] {
+		held += s.Value.Uint64()
+	}
+	live := samples[3].Value.Uint64()
+	if held < live {
+		return 0
+	}
+	return held - live
 }
 
 // newReleasesMetric is the counter of ReleaseMemoryWhenIdle's releases.

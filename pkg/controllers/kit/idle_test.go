@@ -2,6 +2,8 @@ package kit
 
 import (
 	"context"
+	"runtime"
+	"runtime/debug"
 	"testing"
 	"time"
 
@@ -15,18 +17,20 @@ import (
 // idleFixture is a Queues on a fake clock, with one real queue, and a
 // releaser over it that counts its releases.
 type idleFixture struct {
-	clock    *clocktesting.FakeClock
-	queues   *Queues
-	releaser *releaser
-	released int
+	clock      *clocktesting.FakeClock
+	queues     *Queues
+	releaser   *releaser
+	released   int
+	releasable uint64 // what the heap would give back
 }
 
 func newIdleFixture(t *testing.T) *idleFixture {
 	t.Helper()
 	f := &idleFixture{clock: clocktesting.NewFakeClock(time.Date(2026, 12, 5, 0, 0, 0, 0, time.UTC))}
 	f.queues = NewQueues(prometheus.NewRegistry(), f.clock)
+	f.releasable = MinReleasable
 	f.releaser = &releaser{a: f.queues.activity, idle: 10 * time.Second, every: time.Minute,
-		release: func() { f.released++ }, releases: f.queues.metrics.releases}
+		releasable: func() uint64 { return f.releasable }, release: func() { f.released++ }, releases: f.queues.metrics.releases}
 	return f
 }
 
@@ -40,7 +44,7 @@ func TestQueuesAreIdleOnlyWithNothingWaitingAndNothingBeingSynced(t *testing.T) 
 	f := newIdleFixture(t)
 	q := New(f.queues, "q", Backoff[string](time.Millisecond, time.Second))
 	defer q.ShutDown()
-	idle := func() bool { _, quiet := f.queues.activity.idleSince(); return quiet }
+	idle := func() bool { return f.queues.activity.snapshot().idle }
 
 	require.True(t, idle(), "a new queue")
 	q.Add("a")
@@ -97,6 +101,56 @@ func TestMemoryIsReleasedOnceTheQueuesFellIdleAfterWork(t *testing.T) {
 	assert.Equal(t, 3.0, m.GetCounter().GetValue(), "clerum_hcc_idle_memory_releases_total")
 }
 
+func TestMemoryIsReleasedOnlyWhenAReleaseWouldReturnEnough(t *testing.T) {
+	f := newIdleFixture(t)
+	q := New(f.queues, "q", Backoff[string](time.Millisecond, time.Second))
+	defer q.ShutDown()
+	q.Add("a")
+	item, _ := q.Get()
+	q.Done(item)
+
+	f.releasable = MinReleasable - 1
+	assert.False(t, f.after(time.Hour), "a trickle of work left too little to be worth a collection")
+	f.releasable = MinReleasable
+	assert.True(t, f.after(time.Second), "the heap grew: worth it now")
+	assert.Equal(t, 1, f.released)
+}
+
+// A release must not take an add it did not see as released: the burst
+// that add starts is released in its turn.
+func TestWorkAddedAfterTheLookIsReleasedInItsTurn(t *testing.T) {
+	f := newIdleFixture(t)
+	q := New(f.queues, "q", Backoff[string](time.Millisecond, time.Second))
+	defer q.ShutDown()
+	work := func(key string) {
+		q.Add(key)
+		item, _ := q.Get()
+		q.Done(item)
+	}
+	work("a")
+	f.clock.Step(10 * time.Second)
+	f.releaser.release = func() { f.released++; work("b") } // b lands while the release runs
+	require.True(t, f.releaser.tick(f.clock.Now()))
+	f.releaser.release = func() { f.released++ }
+	assert.True(t, f.after(time.Minute), "b's burst, idle and a minute after the last release")
+}
+
+// garbageSink keeps the compiler from eliding the allocation.
+var garbageSink []byte
+
+func TestHeapReleasableCountsWhatACollectionWouldGiveBack(t *testing.T) {
+	runtime.GC()
+	garbageSink = make([]byte, 2*MinReleasable)
+	for i := range garbageSink {
+		garbageSink[i] = 1 // touched, so resident
+	}
+	garbageSink = nil
+	runtime.GC() // frees it, but returns it only at the scavenger's pace
+	assert.GreaterOrEqual(t, heapReleasable(), uint64(MinReleasable), "128 MiB freed and not yet returned")
+	debug.FreeOSMemory()
+	assert.Less(t, heapReleasable(), uint64(MinReleasable), "everything free returned")
+}
+
 func TestReleaseMemoryWhenIdleRunsUntilItsContextIsDone(t *testing.T) {
 	f := newIdleFixture(t)
 	q := New(f.queues, "q", Backoff[string](time.Millisecond, time.Second))
@@ -110,7 +164,8 @@ func TestReleaseMemoryWhenIdleRunsUntilItsContextIsDone(t *testing.T) {
 	stopped := make(chan struct{})
 	go func() {
 		defer close(stopped)
-		f.queues.releaseWhenIdle(ctx, 10*time.Second, time.Minute, func() { released <- struct{}{} })
+		f.queues.releaseWhenIdle(ctx, 10*time.Second, time.Minute,
+			func() uint64 { return MinReleasable }, func() { released <- struct{}{} })
 	}()
 	// The releaser's ticker may start at any step: step until it released.
 	deadline := time.After(10 * time.Second)
