@@ -14,8 +14,9 @@ import (
 
 // activity is what every queue of one process has to do: the items
 // waiting, the items being synced, the items ever added, and when any of
-// these last changed. The queues report it through their metrics (see
-// activityMetrics), so it covers every queue Queues made, whoever runs it.
+// these last changed. The queues report it through their metrics (the
+// *Activity wrappers below), so it covers every queue Queues made,
+// whoever runs it.
 type activity struct {
 	mu      sync.Mutex
 	queued  int // items waiting, over every queue (the depths' sum)
@@ -48,7 +49,7 @@ func (a *activity) snapshot() activitySnapshot {
 // The workqueue calls its metrics at each step of an item (client-go's
 // util/workqueue/metrics.go): on Add the adds counter and the depth go
 // up; on Get the depth goes down and the time queued is observed; on Done
-// the work duration is observed. activityMetrics follow those calls.
+// the work duration is observed. These wrappers follow those calls.
 type (
 	depthActivity struct {
 		workqueue.GaugeMetric
