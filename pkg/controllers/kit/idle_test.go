@@ -11,14 +11,16 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/client-go/util/workqueue"
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
-// idleFixture is a Queues on a fake clock, with one real queue, and a
+// idleFixture is a Queues on a fake clock, with one real queue (q), and a
 // releaser over it that counts its releases.
 type idleFixture struct {
 	clock      *clocktesting.FakeClock
 	queues     *Queues
+	q          workqueue.TypedRateLimitingInterface[string]
 	releaser   *releaser
 	released   int
 	releasable uint64 // what the heap would give back
@@ -28,10 +30,19 @@ func newIdleFixture(t *testing.T) *idleFixture {
 	t.Helper()
 	f := &idleFixture{clock: clocktesting.NewFakeClock(time.Date(2026, 12, 5, 0, 0, 0, 0, time.UTC))}
 	f.queues = NewQueues(prometheus.NewRegistry(), f.clock)
+	f.q = New(f.queues, "q", Backoff[string](time.Millisecond, time.Second))
+	t.Cleanup(f.q.ShutDown)
 	f.releasable = MinReleasable
 	f.releaser = &releaser{a: f.queues.activity, idle: 10 * time.Second, every: time.Minute,
 		releasable: func() uint64 { return f.releasable }, release: func() { f.released++ }, releases: f.queues.metrics.releases}
 	return f
+}
+
+// work adds key to the queue, takes it and is done with it.
+func (f *idleFixture) work(key string) {
+	f.q.Add(key)
+	item, _ := f.q.Get()
+	f.q.Done(item)
 }
 
 // after steps the clock by d and lets the releaser look.
@@ -42,8 +53,7 @@ func (f *idleFixture) after(d time.Duration) bool {
 
 func TestQueuesAreIdleOnlyWithNothingWaitingAndNothingBeingSynced(t *testing.T) {
 	f := newIdleFixture(t)
-	q := New(f.queues, "q", Backoff[string](time.Millisecond, time.Second))
-	defer q.ShutDown()
+	q := f.q
 	idle := func() bool { return f.queues.activity.snapshot().idle }
 
 	require.True(t, idle(), "a new queue")
@@ -65,13 +75,7 @@ func TestQueuesAreIdleOnlyWithNothingWaitingAndNothingBeingSynced(t *testing.T) 
 
 func TestMemoryIsReleasedOnceTheQueuesFellIdleAfterWork(t *testing.T) {
 	f := newIdleFixture(t)
-	q := New(f.queues, "q", Backoff[string](time.Millisecond, time.Second))
-	defer q.ShutDown()
-	work := func(key string) {
-		q.Add(key)
-		item, _ := q.Get()
-		q.Done(item)
-	}
+	q, work := f.q, f.work
 
 	assert.False(t, f.after(time.Hour), "no work yet: nothing to release")
 
@@ -103,11 +107,7 @@ func TestMemoryIsReleasedOnceTheQueuesFellIdleAfterWork(t *testing.T) {
 
 func TestMemoryIsReleasedOnlyWhenAReleaseWouldReturnEnough(t *testing.T) {
 	f := newIdleFixture(t)
-	q := New(f.queues, "q", Backoff[string](time.Millisecond, time.Second))
-	defer q.ShutDown()
-	q.Add("a")
-	item, _ := q.Get()
-	q.Done(item)
+	f.work("a")
 
 	f.releasable = MinReleasable - 1
 	assert.False(t, f.after(time.Hour), "a trickle of work left too little to be worth a collection")
@@ -120,16 +120,9 @@ func TestMemoryIsReleasedOnlyWhenAReleaseWouldReturnEnough(t *testing.T) {
 // that add starts is released in its turn.
 func TestWorkAddedAfterTheLookIsReleasedInItsTurn(t *testing.T) {
 	f := newIdleFixture(t)
-	q := New(f.queues, "q", Backoff[string](time.Millisecond, time.Second))
-	defer q.ShutDown()
-	work := func(key string) {
-		q.Add(key)
-		item, _ := q.Get()
-		q.Done(item)
-	}
-	work("a")
+	f.work("a")
 	f.clock.Step(10 * time.Second)
-	f.releaser.release = func() { f.released++; work("b") } // b lands while the release runs
+	f.releaser.release = func() { f.released++; f.work("b") } // b lands while the release runs
 	require.True(t, f.releaser.tick(f.clock.Now()))
 	f.releaser.release = func() { f.released++ }
 	assert.True(t, f.after(time.Minute), "b's burst, idle and a minute after the last release")
@@ -153,11 +146,7 @@ func TestHeapReleasableCountsWhatACollectionWouldGiveBack(t *testing.T) {
 
 func TestReleaseMemoryWhenIdleRunsUntilItsContextIsDone(t *testing.T) {
 	f := newIdleFixture(t)
-	q := New(f.queues, "q", Backoff[string](time.Millisecond, time.Second))
-	defer q.ShutDown()
-	q.Add("a")
-	item, _ := q.Get()
-	q.Done(item)
+	f.work("a")
 
 	ctx, cancel := context.WithCancel(context.Background())
 	released := make(chan struct{}, 1)
