@@ -125,7 +125,9 @@ const (
 // controller's user, events included, whatever its answer.
 //
 // HCC_BENCH_MEASURE_LOCK names a lock file the measured phases take
-// (flock) first, on a shared machine.
+// (flock) first, on a shared machine. HCC_BENCH_LARGE_GOMEMLIMIT gives
+// each measured binary that GOMEMLIMIT: the soft limit its container's
+// memory limit would set (90% of it; the fixture runs without).
 //
 // HCC_BENCH_BASELINE_CONTROLLER names a second hcc-controller binary (a
 // build of another commit) measured first on the same fleet, as the
@@ -475,11 +477,15 @@ func measureConverged(b *testing.B, cp *controlplane.ControlPlane, name, bin, ku
 	audit := controlplane.NewAuditReader(cp.AuditLog(), offset)
 	port, pprofPort := testenv.FreePort(b), testenv.FreePort(b)
 	resyncSec := strconv.Itoa(int(resync.Seconds()))
-	p := startBinary(b, "hcc-controller-"+name, bin, kubeconfig, port, env(port,
-		"HCC_PPROF_PORT="+strconv.Itoa(pprofPort),
-		"CONTEXT_MAPPER_HOST_RESYNC_SEC="+resyncSec,
-		"CONTEXT_MAPPER_NETPOL_RESYNC_SEC="+resyncSec,
-	))
+	extra := []string{
+		"HCC_PPROF_PORT=" + strconv.Itoa(pprofPort),
+		"CONTEXT_MAPPER_HOST_RESYNC_SEC=" + resyncSec,
+		"CONTEXT_MAPPER_NETPOL_RESYNC_SEC=" + resyncSec,
+	}
+	if limit := os.Getenv("HCC_BENCH_LARGE_GOMEMLIMIT"); limit != "" {
+		extra = append(extra, "GOMEMLIMIT="+limit) // the soft limit a container limit would give (docs/deploy.md#memory)
+	}
+	p := startBinary(b, "hcc-controller-"+name, bin, kubeconfig, port, env(port, extra...))
 	m := &queueWatch{b: b, p: p}
 	cpuAt := func() float64 {
 		s, err := p.CPUSeconds()
