@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"os/exec"
 	"path/filepath"
@@ -143,11 +144,21 @@ func TestUpgradeFromSeed(t *testing.T) {
 	assert.Equal(t, 1, code, "diff exits 1: there are changes")
 	assert.Empty(t, upgradeWrites(controllerWrites(t, offset)), "diff writes nothing, not even a refused write")
 	predicted := report.writeKeys()
+	// The listings are long; they are logged when the test ends, after any
+	// failure's message, so that a CI excerpt of the output's head shows
+	// what failed.
+	var listing []string
+	logLater := func(format string, args ...any) { listing = append(listing, fmt.Sprintf(format, args...)) }
+	t.Cleanup(func() {
+		for _, l := range listing {
+			t.Log(l)
+		}
+	})
 	for _, w := range report.Writes {
-		t.Logf("diff: %s %s %s %s/%s %v %s", w.Controller, w.Action, w.Kind, w.Namespace, w.Name, w.Fields, w.Error)
+		logLater("diff: %s %s %s %s/%s %v %s", w.Controller, w.Action, w.Kind, w.Namespace, w.Name, w.Fields, w.Error)
 	}
 	for _, r := range report.Refusals {
-		t.Logf("diff refusal: %s %s %s %s/%s %s: %s", r.Controller, r.Type, r.Kind, r.Namespace, r.Name, r.Reason, r.Message)
+		logLater("diff refusal: %s %s %s %s/%s %s: %s", r.Controller, r.Type, r.Kind, r.Namespace, r.Name, r.Reason, r.Message)
 	}
 	t.Logf("diff: network policy certified=%v %s, held back %v", report.NetworkPolicy.Certified, report.NetworkPolicy.Message, report.NetworkPolicy.HeldBack)
 	assert.True(t, report.NetworkPolicy.Certified, "the policy pass certifies")
@@ -198,7 +209,7 @@ func TestUpgradeFromSeed(t *testing.T) {
 
 	// What HCC wrote is what diff said.
 	for _, w := range writes {
-		t.Logf("audit: %s", w)
+		logLater("audit: %s", w)
 	}
 	assert.Equal(t, predicted, writes, "the audit log's writes by hcc-controller equal diff's")
 	assert.Equal(t, report.blocks(), blockedNow(t), "the blocked objects are exactly those diff named")
@@ -733,27 +744,40 @@ func upgradeWrites(writes []controlplane.AuditEvent) []string {
 	return out
 }
 
-// availability records, from a watch, every stretch of time in which a
-// Host Deployment had no available pod (or was gone), until stopped.
+// availability records, from a watch of the Hosts' pods, every stretch of
+// time in which a Host had no pod serving: none Ready, or only ones being
+// deleted. It watches pods, not the Deployment's status: a Recreate
+// rollout always has such a stretch (the old pod is gone before the new
+// one is created), but the Deployment's availableReplicas, summed from its
+// ReplicaSets' own lagging statuses, may never show it.
 type availability struct {
-	mu     sync.Mutex
-	down   map[string]time.Time // Deployment -> since when it serves nothing
-	gaps   map[string][]string  // Deployment -> its outages, "from +duration"
-	cancel context.CancelFunc
-	done   chan struct{}
+	mu      sync.Mutex
+	serving map[string]map[types.UID]bool // Host -> its serving pods
+	down    map[string]time.Time          // Host -> since when nothing serves
+	gaps    map[string][]string           // Host -> its outages, "from +duration"
+	cancel  context.CancelFunc
+	done    chan struct{}
 }
 
-func watchAvailability(t *testing.T, deployments []string) *availability {
+func watchAvailability(t *testing.T, hosts []string) *availability {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	a := &availability{down: map[string]time.Time{}, gaps: map[string][]string{}, cancel: cancel, done: make(chan struct{})}
-	list, err := kube.AppsV1().Deployments("mcp-host").List(ctx, metav1.ListOptions{})
+	a := &availability{serving: map[string]map[types.UID]bool{}, down: map[string]time.Time{}, gaps: map[string][]string{}, cancel: cancel, done: make(chan struct{})}
+	selector := seedHostLabel + " in (" + strings.Join(hosts, ",") + ")"
+	list, err := kube.CoreV1().Pods("mcp-host").List(ctx, metav1.ListOptions{LabelSelector: selector})
 	require.NoError(t, err)
-	for _, d := range list.Items {
-		require.True(t, !slices.Contains(deployments, d.Name) || d.Status.AvailableReplicas > 0, "%s serves before the upgrade", d.Name)
+	for _, h := range hosts {
+		a.serving[h] = map[types.UID]bool{}
+	}
+	for i := range list.Items {
+		a.observe(&list.Items[i], false)
+	}
+	for _, h := range hosts {
+		require.NotEmpty(t, a.serving[h], "Host %s serves before the upgrade", h)
 	}
 	w, err := watchtools.NewRetryWatcherWithContext(ctx, list.ResourceVersion, &cache.ListWatch{WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-		return kube.AppsV1().Deployments("mcp-host").Watch(ctx, o)
+		o.LabelSelector = selector
+		return kube.CoreV1().Pods("mcp-host").Watch(ctx, o)
 	}})
 	require.NoError(t, err)
 	go func() {
@@ -767,25 +791,47 @@ func watchAvailability(t *testing.T, deployments []string) *availability {
 				if !ok {
 					return
 				}
-				d, ok := ev.Object.(*appsv1.Deployment)
-				if !ok || !slices.Contains(deployments, d.Name) {
-					continue
+				if p, ok := ev.Object.(*corev1.Pod); ok {
+					a.observe(p, ev.Type == watch.Deleted)
 				}
-				serving := ev.Type != watch.Deleted && d.Status.AvailableReplicas > 0
-				a.mu.Lock()
-				since, wasDown := a.down[d.Name]
-				switch {
-				case !serving && !wasDown:
-					a.down[d.Name] = time.Now()
-				case serving && wasDown:
-					delete(a.down, d.Name)
-					a.gaps[d.Name] = append(a.gaps[d.Name], since.UTC().Format("15:04:05.000")+" +"+time.Since(since).Round(time.Millisecond).String())
-				}
-				a.mu.Unlock()
 			}
 		}
 	}()
 	return a
+}
+
+// observe records one pod's state, and the start or end of its Host's
+// outage.
+func (a *availability) observe(p *corev1.Pod, deleted bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	h := p.Labels[seedHostLabel]
+	pods, ok := a.serving[h]
+	if !ok {
+		return
+	}
+	if !deleted && p.DeletionTimestamp == nil && podReady(p) {
+		pods[p.UID] = true
+	} else {
+		delete(pods, p.UID)
+	}
+	since, wasDown := a.down[h]
+	switch {
+	case len(pods) == 0 && !wasDown:
+		a.down[h] = time.Now()
+	case len(pods) > 0 && wasDown:
+		delete(a.down, h)
+		a.gaps[h] = append(a.gaps[h], since.UTC().Format("15:04:05.000")+" +"+time.Since(since).Round(time.Millisecond).String())
+	}
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 // rolledOut reports whether d's rollout is complete: its controller saw
