@@ -194,16 +194,7 @@ func reconcile(ctx context.Context, log zerolog.Logger, cfg *config.Config, clie
 	// Each burst of work (the start-up lists, a full resync) leaves a heap
 	// goal far above the caches; return what it freed once it is over
 	// (docs/deploy.md#memory).
-	releaseCtx, stopReleasing := context.WithCancel(ctx)
-	released := make(chan struct{})
-	go func() {
-		defer close(released)
-		deps.Queues.ReleaseMemoryWhenIdle(releaseCtx, kit.IdleBeforeRelease, kit.MinReleaseInterval, log)
-	}()
-	defer func() {
-		stopReleasing()
-		<-released
-	}()
+	reconcilers = append(reconcilers, kit.IdleMemoryReleaser{Queues: deps.Queues, Log: log})
 	return kit.RunAll(ctx, reconcilers)
 }
 

@@ -126,18 +126,35 @@ const (
 // the resident set falls to the caches and the goal to twice them. A
 // release costs one collection, the marking of the live heap.
 func (q *Queues) ReleaseMemoryWhenIdle(ctx context.Context, idle, every time.Duration, log zerolog.Logger) {
-	q.releaseWhenIdle(ctx, idle, every, heapReleasable, func() {
+	q.releaseWhenIdle(ctx, idle, every, newHeapReleasable(), func(releasable uint64) {
 		started := q.clock.Now()
-		before := heapReleasable()
 		debug.FreeOSMemory()
-		log.Debug().Dur("took", q.clock.Since(started)).Uint64("releasableBytes", before).
+		log.Debug().Dur("took", q.clock.Since(started)).Uint64("releasableBytes", releasable).
 			Msg("returned free memory to the operating system after the queues fell idle")
 	})
 }
 
+// IdleMemoryReleaser runs ReleaseMemoryWhenIdle over Queues as one of the
+// reconcilers, so it starts and stops with the queues it watches.
+type IdleMemoryReleaser struct {
+	Queues *Queues
+	Log    zerolog.Logger
+}
+
+var _ Reconciler = IdleMemoryReleaser{}
+
+func (IdleMemoryReleaser) Name() string { return "idle-memory-release" }
+
+// Run releases with the shipped thresholds until ctx is done.
+func (r IdleMemoryReleaser) Run(ctx context.Context) error {
+	r.Queues.ReleaseMemoryWhenIdle(ctx, IdleBeforeRelease, MinReleaseInterval, r.Log)
+	return nil
+}
+
 // releaseWhenIdle is ReleaseMemoryWhenIdle with releasable and release in
-// place of heapReleasable and debug.FreeOSMemory; it looks every idle/4.
-func (q *Queues) releaseWhenIdle(ctx context.Context, idle, every time.Duration, releasable func() uint64, release func()) {
+// place of the heap's reader and debug.FreeOSMemory; it looks every
+// idle/4.
+func (q *Queues) releaseWhenIdle(ctx context.Context, idle, every time.Duration, releasable func() uint64, release func(releasable uint64)) {
 	r := &releaser{a: q.activity, idle: idle, every: every, releasable: releasable, release: release, releases: q.metrics.releases}
 	Every(ctx, q.clock, max(idle/4, time.Millisecond), func() { r.tick(q.clock.Now()) })
 }
@@ -147,7 +164,7 @@ type releaser struct {
 	a           *activity
 	idle, every time.Duration
 	releasable  func() uint64 // the heap a release would return, in bytes
-	release     func()
+	release     func(releasable uint64)
 	releases    prometheus.Counter
 	last        time.Time // the last release; zero before the first
 	addsThen    uint64    // the items ever added, at the last release
@@ -163,16 +180,18 @@ func (r *releaser) tick(now time.Time) (released bool) {
 		return false
 	case !r.last.IsZero() && now.Sub(r.last) < r.every:
 		return false
-	case r.releasable() < MinReleasable:
+	}
+	releasable := r.releasable()
+	if releasable < MinReleasable {
 		return false // not yet worth a collection; looked at again next tick
 	}
-	r.release()
+	r.release(releasable)
 	r.last, r.addsThen = now, s.adds
 	r.releases.Inc()
 	return true
 }
 
-// heapSamples are the runtime/metrics heapReleasable reads.
+// heapSamples are the runtime/metrics a heap reader reads.
 var heapSamples = []string{
 	"/memory/classes/heap/objects:bytes", // live and not yet swept dead objects
 	"/memory/classes/heap/unused:bytes",  // reserved for objects, not holding any
@@ -180,24 +199,28 @@ var heapSamples = []string{
 	"/gc/heap/live:bytes",                // what the last collection marked live
 }
 
-// heapReleasable is the heap the process holds beyond what its last
-// collection found live: what a collection and a return could give back.
-// It stops nothing (runtime/metrics, not runtime.ReadMemStats).
-func heapReleasable() uint64 {
+// newHeapReleasable returns a reader of the heap the process holds beyond
+// what its last collection found live: what a collection and a return
+// could give back. A read stops nothing (runtime/metrics, not
+// runtime.ReadMemStats) and allocates nothing; the reader reuses its
+// samples, so one goroutine at a time may call it.
+func newHeapReleasable() func() uint64 {
 	samples := make([]metrics.Sample, len(heapSamples))
 	for i, name := range heapSamples {
 		samples[i].Name = name
 	}
-	metrics.Read(samples)
-	var held uint64
-	for _, s := range samples[:3] {
-		held += s.Value.Uint64()
+	return func() uint64 {
+		metrics.Read(samples)
+		var held uint64
+		for _, s := range samples[:3] {
+			held += s.Value.Uint64()
+		}
+		live := samples[3].Value.Uint64()
+		if held < live {
+			return 0
+		}
+		return held - live
 	}
-	live := samples[3].Value.Uint64()
-	if held < live {
-		return 0
-	}
-	return held - live
 }
 
 // newReleasesMetric is the counter of ReleaseMemoryWhenIdle's releases.

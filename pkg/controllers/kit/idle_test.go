@@ -23,7 +23,9 @@ type idleFixture struct {
 	q          workqueue.TypedRateLimitingInterface[string]
 	releaser   *releaser
 	released   int
-	releasable uint64 // what the heap would give back
+	releasable uint64   // what the heap would give back
+	reads      int      // of releasable
+	given      []uint64 // what each release was told it would return
 }
 
 func newIdleFixture(t *testing.T) *idleFixture {
@@ -34,7 +36,9 @@ func newIdleFixture(t *testing.T) *idleFixture {
 	t.Cleanup(f.q.ShutDown)
 	f.releasable = MinReleasable
 	f.releaser = &releaser{a: f.queues.activity, idle: 10 * time.Second, every: time.Minute,
-		releasable: func() uint64 { return f.releasable }, release: func() { f.released++ }, releases: f.queues.metrics.releases}
+		releasable: func() uint64 { f.reads++; return f.releasable },
+		release:    func(n uint64) { f.released++; f.given = append(f.given, n) },
+		releases:   f.queues.metrics.releases}
 	return f
 }
 
@@ -111,9 +115,10 @@ func TestMemoryIsReleasedOnlyWhenAReleaseWouldReturnEnough(t *testing.T) {
 
 	f.releasable = MinReleasable - 1
 	assert.False(t, f.after(time.Hour), "a trickle of work left too little to be worth a collection")
-	f.releasable = MinReleasable
+	f.releasable = MinReleasable + 1
 	assert.True(t, f.after(time.Second), "the heap grew: worth it now")
-	assert.Equal(t, 1, f.released)
+	assert.Equal(t, []uint64{MinReleasable + 1}, f.given, "the release is told what it will return")
+	assert.Equal(t, 2, f.reads, "the heap is read once a look, and not again to release")
 }
 
 // A release must not take an add it did not see as released: the burst
@@ -122,9 +127,9 @@ func TestWorkAddedAfterTheLookIsReleasedInItsTurn(t *testing.T) {
 	f := newIdleFixture(t)
 	f.work("a")
 	f.clock.Step(10 * time.Second)
-	f.releaser.release = func() { f.released++; f.work("b") } // b lands while the release runs
+	f.releaser.release = func(uint64) { f.released++; f.work("b") } // b lands while the release runs
 	require.True(t, f.releaser.tick(f.clock.Now()))
-	f.releaser.release = func() { f.released++ }
+	f.releaser.release = func(uint64) { f.released++ }
 	assert.True(t, f.after(time.Minute), "b's burst, idle and a minute after the last release")
 }
 
@@ -139,6 +144,7 @@ func TestHeapReleasableCountsWhatACollectionWouldGiveBack(t *testing.T) {
 	}
 	garbageSink = nil
 	runtime.GC() // frees it, but returns it only at the scavenger's pace
+	heapReleasable := newHeapReleasable()
 	assert.GreaterOrEqual(t, heapReleasable(), uint64(MinReleasable), "128 MiB freed and not yet returned")
 	debug.FreeOSMemory()
 	assert.Less(t, heapReleasable(), uint64(MinReleasable), "everything free returned")
@@ -154,7 +160,7 @@ func TestReleaseMemoryWhenIdleRunsUntilItsContextIsDone(t *testing.T) {
 	go func() {
 		defer close(stopped)
 		f.queues.releaseWhenIdle(ctx, 10*time.Second, time.Minute,
-			func() uint64 { return MinReleasable }, func() { released <- struct{}{} })
+			func() uint64 { return MinReleasable }, func(uint64) { released <- struct{}{} })
 	}()
 	// The releaser's ticker may start at any step: step until it released.
 	deadline := time.After(10 * time.Second)
