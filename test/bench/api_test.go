@@ -361,6 +361,8 @@ func BenchmarkAPIScale(b *testing.B) {
 					b.ReportMetric(base.cpuPerRequest, "bare-cpu-µs/req")
 					b.ReportMetric(ms(base.p50), "bare-p50-ms")
 					b.ReportMetric(ms(base.p99), "bare-p99-ms")
+					b.ReportMetric(ms(got.p99SendLag), "send-lag-p99-ms")
+					b.ReportMetric(ms(base.p99SendLag), "bare-send-lag-p99-ms")
 					b.ReportMetric(base.achieved, "bare-req/s")
 					b.ReportMetric(float64(base.failures), "bare-failed-req")
 					b.ReportMetric(float64(bodyBytes), "body-bytes")
