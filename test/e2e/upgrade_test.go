@@ -769,8 +769,11 @@ func watchAvailability(t *testing.T, hosts []string) *availability {
 	for _, h := range hosts {
 		a.serving[h] = map[types.UID]bool{}
 	}
+	// The list is one moment: its pods are recorded together, so a Host
+	// whose serving pod is listed after one that does not serve has no
+	// outage between them.
 	for i := range list.Items {
-		a.observe(&list.Items[i], false)
+		a.record(&list.Items[i], false)
 	}
 	for _, h := range hosts {
 		require.NotEmpty(t, a.serving[h], "Host %s serves before the upgrade", h)
@@ -800,21 +803,31 @@ func watchAvailability(t *testing.T, hosts []string) *availability {
 	return a
 }
 
-// observe records one pod's state, and the start or end of its Host's
-// outage.
-func (a *availability) observe(p *corev1.Pod, deleted bool) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	h := p.Labels[seedHostLabel]
-	pods, ok := a.serving[h]
-	if !ok {
-		return
+// record notes whether one pod serves, and returns its Host's serving
+// pods (nil for a pod of no watched Host).
+func (a *availability) record(p *corev1.Pod, deleted bool) map[types.UID]bool {
+	pods := a.serving[p.Labels[seedHostLabel]]
+	if pods == nil {
+		return nil
 	}
 	if !deleted && p.DeletionTimestamp == nil && podReady(p) {
 		pods[p.UID] = true
 	} else {
 		delete(pods, p.UID)
 	}
+	return pods
+}
+
+// observe records one watched change of a pod, and the start or end of
+// its Host's outage.
+func (a *availability) observe(p *corev1.Pod, deleted bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	pods := a.record(p, deleted)
+	if pods == nil {
+		return
+	}
+	h := p.Labels[seedHostLabel]
 	since, wasDown := a.down[h]
 	switch {
 	case len(pods) == 0 && !wasDown:
